@@ -1,0 +1,94 @@
+// Dimensions and shapes: a dimension is a monomial coef·B^i·S^j over the symbolic dims (batch B, sequence S),
+// so `reshape(x, [B * S, d])` and `d / heads` stay exact without knowing the batch size at compile time.
+
+export const SYMBOLIC_DIMS = ["B", "S"] as const;
+export type SymbolName = (typeof SYMBOLIC_DIMS)[number];
+
+/** coef × Π sym^power. Concrete dims have no symbols. Invariant: powers > 0, coef a positive integer. */
+export interface Dim {
+  readonly coef: number;
+  readonly syms: Readonly<Partial<Record<SymbolName, number>>>;
+}
+
+export type Shape = readonly Dim[];
+
+export function dim(n: number): Dim {
+  return { coef: n, syms: {} };
+}
+
+export function symDim(name: SymbolName): Dim {
+  return { coef: 1, syms: { [name]: 1 } };
+}
+
+export function isConcrete(d: Dim): boolean {
+  return Object.keys(d.syms).length === 0;
+}
+
+export function dimMul(a: Dim, b: Dim): Dim {
+  const syms: Partial<Record<SymbolName, number>> = { ...a.syms };
+  for (const s of SYMBOLIC_DIMS) {
+    const p = b.syms[s];
+    if (p) syms[s] = (syms[s] ?? 0) + p;
+  }
+  return { coef: a.coef * b.coef, syms };
+}
+
+/** Exact division a / b, or undefined when it is not a whole monomial (e.g. 7/2, or B/S). */
+export function dimDiv(a: Dim, b: Dim): Dim | undefined {
+  if (b.coef === 0 || a.coef % b.coef !== 0) return undefined;
+  const syms: Partial<Record<SymbolName, number>> = {};
+  for (const s of SYMBOLIC_DIMS) {
+    const p = (a.syms[s] ?? 0) - (b.syms[s] ?? 0);
+    if (p < 0) return undefined;
+    if (p > 0) syms[s] = p;
+  }
+  return { coef: a.coef / b.coef, syms };
+}
+
+export function dimEq(a: Dim, b: Dim): boolean {
+  return a.coef === b.coef && SYMBOLIC_DIMS.every((s) => (a.syms[s] ?? 0) === (b.syms[s] ?? 0));
+}
+
+export function shapeEq(a: Shape, b: Shape): boolean {
+  return a.length === b.length && a.every((d, i) => dimEq(d, b[i]!));
+}
+
+/** `768`, `B`, `B*S`, `4*S^2`: the stable text form used by printers and messages. */
+export function dimToString(d: Dim): string {
+  const parts: string[] = [];
+  if (d.coef !== 1 || isConcrete(d)) parts.push(String(d.coef));
+  for (const s of SYMBOLIC_DIMS) {
+    const p = d.syms[s];
+    if (p) parts.push(p === 1 ? s : `${s}^${p}`);
+  }
+  return parts.join("*");
+}
+
+export function shapeToString(s: Shape): string {
+  return `[${s.map(dimToString).join(", ")}]`;
+}
+
+/** Substitutes symbol values (e.g. {B: 8, S: 1024}); throws on an unbound symbol (an internal error: callers bind all). */
+export function evalDim(d: Dim, bindings: Readonly<Partial<Record<SymbolName, number>>>): number {
+  let v = d.coef;
+  for (const s of SYMBOLIC_DIMS) {
+    const p = d.syms[s];
+    if (!p) continue;
+    const b = bindings[s];
+    if (b === undefined) throw new Error(`internal: symbolic dimension ${s} is unbound`);
+    v *= b ** p;
+  }
+  return v;
+}
+
+/** Number of elements as a Dim (product of all dims); the empty shape (a scalar) has one element. */
+export function numelDim(s: Shape): Dim {
+  return s.reduce(dimMul, dim(1));
+}
+
+/** Element count of a concrete shape; throws if symbolic (parameters are always concrete). */
+export function numel(s: Shape): number {
+  const n = numelDim(s);
+  if (!isConcrete(n)) throw new Error(`internal: numel of symbolic shape ${shapeToString(s)}`);
+  return n.coef;
+}

@@ -1,0 +1,57 @@
+// The shape of one entry in the op registry. Adding an op = one file in src/graph/ops/ exporting an OpDef,
+// listed once in registry.ts. Later phases extend the entry (FLOPs, bytes, backward rule) rather than
+// keeping per-op tables elsewhere.
+import type { Shape } from "./dim.js";
+import type { Attrs, AttrValue, TensorType } from "./types.js";
+
+export type AttrType = "int" | "float" | "bool" | "str" | "enum" | "dim" | "shape" | "param";
+
+export interface AttrSpec {
+  readonly name: string;
+  readonly type: AttrType;
+  /** Absent ⇒ the attribute is required. */
+  readonly default?: AttrValue;
+  /** For enum attributes: the allowed words (e.g. gelu | relu | silu). */
+  readonly values?: readonly string[];
+  /** One line for `fsm ops` and the grammar reference. */
+  readonly doc: string;
+}
+
+export interface ParamSpec {
+  /** Local name inside the member, e.g. `weight`, `bias`, `qkv.weight`. */
+  readonly name: string;
+  readonly shape: Shape;
+  /** How the runtime initializes it (documented; used by later issues). */
+  readonly init: "normal" | "zeros" | "ones" | "uniform_fan_in";
+}
+
+/** A user-facing problem found by an op's rules; the checker turns it into a diagnostic at the call site. */
+export interface OpCheckError {
+  readonly code: "FSM401" | "FSM402" | "FSM403" | "FSM404" | "FSM409";
+  readonly message: string;
+}
+
+export interface OpDef {
+  readonly name: string;
+  /** `module`: declared as a member (`fc = linear(d, 4 * d)`) and owns parameters; called as `fc(x)`.
+   *  `function`: called directly in forward code (`gelu(x)`), no parameters. */
+  readonly kind: "module" | "function";
+  readonly summary: string;
+  /** Tensor operands, in call order. For a function op they are its first positional arguments;
+   *  for a module op they are the arguments of the member call in forward. */
+  readonly inputs: readonly string[];
+  /** Module ops: constructor arguments. Function ops: arguments after the tensor operands. Positional order = list order. */
+  readonly attrs: readonly AttrSpec[];
+  /** Cross-attribute validation (e.g. heads must divide d); runs before params/infer. */
+  validate?(attrs: Attrs): OpCheckError | undefined;
+  /** Parameters owned by a module op for the given attributes (function ops: none). */
+  params?(attrs: Attrs): readonly ParamSpec[];
+  /** Name of the parameter that a `tie:` attribute replaces (e.g. linear ties its `weight`). */
+  readonly tieParam?: string;
+  /** Output type from input types; the shape rule. Messages name both shapes when they disagree. */
+  infer(inputs: readonly TensorType[], attrs: Attrs): TensorType | OpCheckError;
+}
+
+export function isOpCheckError(x: TensorType | OpCheckError): x is OpCheckError {
+  return (x as OpCheckError).code !== undefined;
+}
