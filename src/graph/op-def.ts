@@ -9,8 +9,11 @@ export type AttrType = "int" | "float" | "bool" | "str" | "enum" | "dim" | "shap
 export interface AttrSpec {
   readonly name: string;
   readonly type: AttrType;
-  /** Absent ⇒ the attribute is required. */
+  /** Absent ⇒ the attribute is required (unless `optional`). */
   readonly default?: AttrValue;
+  /** The attribute may be omitted although it has no constant default: the op's rules resolve its absence
+   *  (`kv_heads` falls back to `heads`; a missing `tie` means the op creates its own weight). */
+  readonly optional?: boolean;
   /** For enum attributes: the allowed words (e.g. gelu | relu | silu). */
   readonly values?: readonly string[];
   /** One line for `fsm ops` and the grammar reference. */
@@ -27,7 +30,7 @@ export interface ParamSpec {
 
 /** A user-facing problem found by an op's rules; the checker turns it into a diagnostic at the call site. */
 export interface OpCheckError {
-  readonly code: "FSM401" | "FSM402" | "FSM403" | "FSM404" | "FSM409";
+  readonly code: "FSM401" | "FSM402" | "FSM403" | "FSM404" | "FSM408" | "FSM409";
   readonly message: string;
 }
 

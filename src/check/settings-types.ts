@@ -1,0 +1,59 @@
+// Typed train and parallel configurations produced by the settings checker; `auto` is left for the planner.
+
+export type Auto = "auto";
+
+export type Optimizer =
+  | { readonly kind: "sgd"; readonly lr: number; readonly momentum: number; readonly weightDecay: number; readonly nesterov: boolean }
+  | {
+      readonly kind: "adam" | "adamw";
+      readonly lr: number;
+      readonly betas: readonly [number, number];
+      readonly eps: number;
+      readonly weightDecay: number;
+    };
+
+export type DataSource =
+  | { readonly kind: "synthetic" }
+  | { readonly kind: "tokens"; readonly path: string; readonly dtype: "u16" | "u32" }
+  | { readonly kind: "npy"; readonly files: Readonly<Record<string, string>> };
+
+export const PRECISIONS = ["fp32", "bf16", "fp16"] as const;
+export type Precision = (typeof PRECISIONS)[number];
+
+export interface TrainConfig {
+  /** Global batch size (all micro-batches of all data-parallel replicas). */
+  readonly batch: number;
+  readonly seq?: number;
+  readonly steps: number;
+  readonly seed: number;
+  readonly optimizer: Optimizer;
+  readonly clipGradNorm?: number;
+  readonly precision: Precision;
+  /** fp16 only: dynamic loss scaling or a fixed scale. */
+  readonly lossScale: "dynamic" | number;
+  readonly data: DataSource;
+}
+
+export const SCHEDULES = ["gpipe", "1f1b", "interleaved", "zero_bubble"] as const;
+export type ScheduleKind = (typeof SCHEDULES)[number];
+export const CHECKPOINT_MODES = ["always", "except_last", "never"] as const;
+export type CheckpointMode = (typeof CHECKPOINT_MODES)[number];
+export const SHARD_STRATEGIES = ["none", "oss", "sddp", "fsdp"] as const;
+export type ShardStrategy = (typeof SHARD_STRATEGIES)[number];
+
+export interface ParallelConfig {
+  readonly devices: number | Auto;
+  readonly stages: number | Auto;
+  /** Layers per stage, as FairScale's Pipe `balance`. */
+  readonly balance?: readonly number[];
+  readonly chunks: number | Auto;
+  readonly schedule: ScheduleKind | Auto;
+  readonly virtualStages: number | Auto;
+  readonly checkpoint: CheckpointMode | Auto;
+  readonly shard: ShardStrategy | Auto;
+  readonly reshardAfterForward: boolean | Auto;
+  readonly bucketMB: number;
+  readonly dataParallel: number | Auto;
+  /** Size-based FSDP auto-wrap threshold (parameters per unit). */
+  readonly fsdpMinParams: number;
+}

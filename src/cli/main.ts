@@ -1,0 +1,74 @@
+// fsm's command-line entry: dispatches to commands, maps usage errors to exit 2, and keeps stack traces for
+// internal bugs only (bad input is always a diagnostic).
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { UsageError } from "./args.js";
+import { checkCommand } from "./commands/check.js";
+import type { Command } from "./commands/command.js";
+import { graphCommand } from "./commands/graph.js";
+import type { CliIO } from "./io.js";
+
+const COMMANDS: readonly Command[] = [checkCommand, graphCommand];
+
+/** The version from package.json, found by walking up from this file (src/ in tests, dist/src/ when built). */
+export function version(): string {
+  for (let dir = dirname(fileURLToPath(import.meta.url)); dir !== dirname(dir); dir = dirname(dir)) {
+    try {
+      const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { name?: string; version?: string };
+      if (pkg.name === "fsm" && pkg.version) return pkg.version;
+    } catch {
+      // not here: keep walking up
+    }
+  }
+  return "unknown";
+}
+
+function overview(): string {
+  const width = Math.max(...COMMANDS.map((c) => c.name.length));
+  return `fsm — compile .fsm models into partitioned training plans (FSDP, OSS/ShardedDDP, GPipe) and run them
+
+Usage: fsm <command> [options]
+
+Commands:
+${COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join("\n")}
+
+Run 'fsm <command> --help' for a command's options. 'fsm --version' prints the version.
+`;
+}
+
+export async function main(argv: readonly string[], io: CliIO): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === "--help" || name === "-h" || name === "help") {
+    io.stdout(overview());
+    return name === undefined ? 2 : 0;
+  }
+  if (name === "--version" || name === "-V") {
+    io.stdout(`${version()}\n`);
+    return 0;
+  }
+  const cmd = COMMANDS.find((c) => c.name === name);
+  if (!cmd) {
+    io.stderr(`fsm: unknown command '${name}'\n\n${overview()}`);
+    return 2;
+  }
+  if (rest.includes("--help") || rest.includes("-h")) {
+    io.stdout(`${cmd.usage}\n`);
+    return 0;
+  }
+  try {
+    const code = await cmd.run(rest, io);
+    if (code === -1) {
+      io.stderr(`usage: ${cmd.usage}\n`);
+      return 2;
+    }
+    return code;
+  } catch (e) {
+    if (e instanceof UsageError) {
+      io.stderr(`fsm ${name}: ${e.message}\nusage: ${cmd.usage.split("\n")[0]}\n`);
+      return 2;
+    }
+    io.stderr(`fsm ${name}: internal error (a bug in fsm, please report it): ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+    return 70;
+  }
+}

@@ -1,0 +1,5 @@
+// div(a, b): elementwise a / b with NumPy broadcasting (the checker lowers the `/` operator on tensors to it).
+import type { OpDef } from "../op-def.js";
+import { binaryOp } from "./shape-rules.js";
+
+export const div: OpDef = binaryOp("div", "Elementwise a / b with broadcasting; operands share a dtype.");

@@ -1,0 +1,42 @@
+// linear(in, out, bias, tie): y = x·Wᵀ + b over the last dimension, PyTorch layout (weight is [out, in]).
+import { dim, shapeEq } from "../dim.js";
+import type { OpDef, ParamSpec } from "../op-def.js";
+import { typeToString } from "../types-format.js";
+import { bool, defineOp, firstError, num, opError, paramAttr, requireFloat, requireLastDim, requirePositive } from "./shape-rules.js";
+
+export const linear: OpDef = defineOp({
+  name: "linear",
+  kind: "module",
+  summary: "Affine map over the last dimension: [..., in] → [..., out].",
+  inputs: ["x"],
+  attrs: [
+    { name: "in", type: "int", doc: "Input features (size of x's last dimension)." },
+    { name: "out", type: "int", doc: "Output features." },
+    { name: "bias", type: "bool", default: true, doc: "Add a learned bias of size out." },
+    { name: "tie", type: "param", optional: true, doc: "Use this existing [out, in] parameter as the weight (weight tying)." },
+  ],
+  tieParam: "weight",
+  validate(attrs) {
+    const bad = requirePositive("linear", attrs, ["in", "out"]);
+    if (bad) return bad;
+    const tie = paramAttr(attrs, "tie");
+    if (!tie) return undefined;
+    // The tied tensor replaces our weight one for one, so it must have exactly the weight's shape.
+    const want = [dim(num(attrs, "out")), dim(num(attrs, "in"))];
+    if (!shapeEq(tie.type.shape, want)) {
+      return opError("FSM408", `linear(${num(attrs, "in")}, ${num(attrs, "out")}) needs a tied weight of shape [${num(attrs, "out")}, ${num(attrs, "in")}], but ${tie.name} is ${typeToString(tie.type)}`);
+    }
+    return requireFloat("linear", tie.type, "tied weight");
+  },
+  params(attrs) {
+    const out = num(attrs, "out");
+    const ps: ParamSpec[] = [{ name: "weight", shape: [dim(out), dim(num(attrs, "in"))], init: "normal" }];
+    if (bool(attrs, "bias")) ps.push({ name: "bias", shape: [dim(out)], init: "zeros" });
+    return ps;
+  },
+  infer([x], attrs) {
+    const bad = firstError(requireFloat("linear", x!), requireLastDim("linear", x!, num(attrs, "in")));
+    if (bad) return bad;
+    return { dtype: x!.dtype, shape: [...x!.shape.slice(0, -1), dim(num(attrs, "out"))] };
+  },
+});

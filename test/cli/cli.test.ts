@@ -1,0 +1,131 @@
+// The fsm CLI as a user runs it: exit codes, diagnostics on stderr, outputs on stdout, --help/--version,
+// --set overrides; in-process through main() plus one real process through bin/fsm.js.
+import { execFileSync, spawnSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { describe, expect, it } from "vitest";
+import { main } from "../../src/cli/main.js";
+
+const root = resolve(import.meta.dirname, "../..");
+const sample = (f: string) => join(root, "samples", f);
+const fixture = (f: string) => join(root, "test/fixtures/errors", f);
+
+async function run(...argv: string[]) {
+  let stdout = "";
+  let stderr = "";
+  const code = await main(argv, { stdout: (s) => (stdout += s), stderr: (s) => (stderr += s) });
+  return { code, stdout, stderr };
+}
+
+describe("fsm check", () => {
+  it("accepts every sample with exit code 0", async () => {
+    const r = await run("check", sample("mlp.fsm"), sample("gpt-tiny.fsm"), sample("gpt2-124m.fsm"));
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe("");
+    expect(r.stdout).toContain("model gpt2: 124,439,808 parameters");
+  });
+
+  it("reports errors with file:line:col, a caret and exit code 1", async () => {
+    const r = await run("check", fixture("shape-linear-mismatch.fsm"));
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toContain("shape-linear-mismatch.fsm:5:21: error[FSM402]: linear expects last dimension 8, got input f32[B, 4]");
+    expect(r.stderr).toMatch(/5 \|     return mse_loss\(fc\(x\), y\)\n {2}\| {21}\^{5}/);
+    expect(r.stderr).toContain("1 error");
+    expect(r.stderr).not.toMatch(/at .*\.ts:\d+/); // no stack trace for bad input
+  });
+
+  it("checks several files and fails if any fails", async () => {
+    const r = await run("check", sample("mlp.fsm"), fixture("name-unknown-op.fsm"));
+    expect(r.code).toBe(1);
+    expect(r.stdout).toContain("mlp.fsm: ok");
+    expect(r.stderr).toContain("did you mean 'linear'?");
+  });
+
+  it("a missing file is a diagnostic, not a crash", async () => {
+    const r = await run("check", join(root, "no-such-file.fsm"));
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("error[FSM200]: cannot read");
+  });
+
+  it("--set overrides settings and its mistakes point into the override", async () => {
+    expect((await run("check", sample("mlp.fsm"), "--set", "parallel.shard=fsdp", "--set", "train.batch=64")).code).toBe(0);
+    const bad = await run("check", sample("mlp.fsm"), "--set", "parallel.shard=fsdpp");
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain("--set #1:1:20: error[FSM500]: parallel.shard must be one of none, oss, sddp, fsdp");
+    expect(bad.stderr).toContain("did you mean 'fsdp'?");
+    const malformed = await run("check", sample("mlp.fsm"), "--set", "shard=fsdp");
+    expect(malformed.code).toBe(1);
+    expect(malformed.stderr).toContain("error[FSM510]");
+    const unknown = await run("check", sample("mlp.fsm"), "--set", "parallel.stagse=2");
+    expect(unknown.stderr).toContain("error[FSM310]: unknown parallel setting 'stagse'");
+    const infeasible = await run("check", sample("mlp.fsm"), "--set", "parallel.balance=[1, 2]");
+    expect(infeasible.stderr).toContain("error[FSM501]: balance [1, 2] covers 3 layers but the model has 6");
+  });
+});
+
+describe("fsm graph", () => {
+  it("prints JSON with model, exact parameter count, ops and layers", async () => {
+    const r = await run("graph", sample("llama-7b.fsm"), "--json");
+    expect(r.code).toBe(0);
+    const j = JSON.parse(r.stdout) as { model: string; parameters: number; ops: number; layers: unknown[] };
+    expect(j.model).toBe("llama_7b");
+    expect(j.parameters).toBe(6_738_415_616);
+    expect(j.ops).toBeGreaterThan(32 * 10);
+    expect(j.layers.length).toBe(35);
+    const same = await run("graph", sample("llama-7b.fsm"), "--format", "json");
+    expect(same.stdout).toBe(r.stdout);
+  });
+
+  it("prints DOT and text", async () => {
+    const dot = await run("graph", sample("mlp.fsm"), "--format=dot");
+    expect(dot.code).toBe(0);
+    expect(dot.stdout).toMatch(/^digraph /);
+    expect(dot.stdout.match(/subgraph cluster_/g)?.length).toBe(6);
+    const text = await run("graph", sample("mlp.fsm"));
+    expect(text.stdout).toContain("hidden_layers.3.fc.weight");
+  });
+
+  it("rejects a bad format with a usage error", async () => {
+    const r = await run("graph", sample("mlp.fsm"), "--format", "png");
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("--format must be one of text, dot, json");
+  });
+});
+
+describe("usage", () => {
+  it("--help and --version", async () => {
+    const help = await run("--help");
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain("check");
+    expect(help.stdout).toContain("graph");
+    for (const cmd of ["check", "graph"]) {
+      const r = await run(cmd, "--help");
+      expect(r.code).toBe(0);
+      expect(r.stdout).toContain(`fsm ${cmd}`);
+    }
+    const v = await run("--version");
+    const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { version: string };
+    expect(v.stdout.trim()).toBe(pkg.version);
+  });
+
+  it("usage errors exit with 2", async () => {
+    expect((await run()).code).toBe(2);
+    expect((await run("frobnicate")).code).toBe(2);
+    expect((await run("check")).code).toBe(2);
+    expect((await run("check", "--bogus", sample("mlp.fsm"))).code).toBe(2);
+    expect((await run("graph", sample("mlp.fsm"), "--format")).code).toBe(2);
+  });
+});
+
+describe("bin/fsm.js (a real process)", () => {
+  const bin = join(root, "bin/fsm.js");
+  it("runs the built CLI", () => {
+    expect(existsSync(join(root, "dist/src/cli/main.js")), "run `npm run build` (npm ci does it) first").toBe(true);
+    const out = execFileSync(process.execPath, [bin, "check", sample("gpt-tiny.fsm")], { encoding: "utf8" });
+    expect(out).toContain("ok (model gpt_tiny");
+    const bad = spawnSync(process.execPath, [bin, "check", fixture("lex-bad-character.fsm")], { encoding: "utf8" });
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toContain("error[FSM100]: unexpected character '$'");
+  });
+});
