@@ -213,7 +213,16 @@ export class GraphBuilder {
       }
       return x;
     }
-    if (!this.atModelLevel) return this.callInner(inst, args, e);
+    if (!this.atModelLevel) {
+      if (hasLayerAnnotations(inst.annotations)) {
+        // Stages, checkpointing and FSDP units are decided per layer; a nested member cannot carry them yet.
+        this.diags.push(
+          error("FSM313", `'${inst.path}' is inside a layer: @stage, @checkpoint and @fsdp_unit apply to members of the model (or their blocks)`, inst.span),
+        );
+        return ERROR;
+      }
+      return this.callInner(inst, args, e);
+    }
     // A call made by the model's own forward is a layer: the unit that pipeline stages are cut from.
     this.layer = this.graph.addLayer(inst.path, layerAnnotations(inst.annotations));
     this.layerSpans.set(this.layer, inst.annotations.stageSpan ?? inst.span);
@@ -375,6 +384,10 @@ export class GraphBuilder {
 }
 
 type TensorValue = Extract<Value, { k: "tensor" }>;
+
+function hasLayerAnnotations(a: Annotations): boolean {
+  return a.stage !== undefined || a.checkpoint === true || a.fsdpUnit === true;
+}
 
 function layerAnnotations(a: Annotations) {
   return {

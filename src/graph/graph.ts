@@ -1,6 +1,6 @@
 // The graph IR: ops, model inputs and parameters connected by tensors, grouped into layers. The only module
 // that touches @dagrejs/graphlib; every pass reads and builds graphs through this class's API.
-import { Graph as GraphLib } from "@dagrejs/graphlib";
+import { alg, Graph as GraphLib } from "@dagrejs/graphlib";
 import { numel } from "./dim.js";
 import type { ParamSpec } from "./op-def.js";
 import type { Attrs, TensorType } from "./types.js";
@@ -65,10 +65,7 @@ interface LayerRecord extends Omit<LayerInfo, "ops" | "params"> {
 }
 
 /** graphlib edge label: which tensor flows, into which operand slot of the consumer. */
-interface EdgeLabel {
-  readonly tensor: TensorId;
-  readonly slot: number;
-}
+type EdgeLabel = { readonly tensor: TensorId; readonly slot: number };
 
 // Node keys: `t<id>` for the pseudo-node of an input or parameter tensor, `o<id>` for an op. An activation has
 // no node of its own: its edges leave the op that produces it.
@@ -81,8 +78,13 @@ function internal(message: string): never {
 
 export class Graph {
   readonly model: string;
-  private readonly g = new GraphLib<unknown, unknown, EdgeLabel>({ directed: true, multigraph: true });
   private readonly tensorList: TensorInfo[] = [];
+  /** Per tensor: the ops reading it, once per operand slot (so x·x lists its op twice). */
+  private readonly readers: OpId[][] = [];
+  /** Per op: the tensors created for it by addOp (their `producer`), which is what the edges follow. */
+  private readonly produced: TensorId[][] = [];
+  /** The graphlib multigraph, built on first use and dropped on every change (see lib()). */
+  private libCache: GraphLib | undefined;
   private readonly opList: Mutable<OpNode>[] = [];
   private readonly paramList: ParamRecord[] = [];
   private readonly paramByName = new Map<string, ParamRecord>();
@@ -107,7 +109,6 @@ export class Graph {
   addInput(name: string, type: TensorType): TensorId {
     const id = this.newTensor({ type, kind: "input", name });
     this.inputList.push(id);
-    this.g.setNode(tensorNode(id));
     return id;
   }
 
@@ -119,7 +120,6 @@ export class Graph {
     this.paramList.push(rec);
     this.paramByName.set(p.name, rec);
     layer.params.push(p.name);
-    this.g.setNode(tensorNode(tensor));
     return tensor;
   }
 
@@ -148,9 +148,10 @@ export class Graph {
       return this.newTensor({ type, kind: "activation", name, producer: id });
     });
     this.opList.push({ id, op: o.op, attrs: o.attrs, inputs: [...o.inputs], outputs, scope: o.scope, layer: o.layer });
+    this.produced.push(outputs);
     layer.ops.push(id);
-    this.g.setNode(opNode(id));
-    this.connectInputs(id);
+    for (const t of o.inputs) this.readers[t]!.push(id);
+    this.libCache = undefined;
     return outputs;
   }
 
@@ -211,13 +212,10 @@ export class Graph {
 
   /** Ops that read tensor t, ascending and without repeats (an op reading t twice is listed once). */
   consumers(t: TensorId): readonly OpId[] {
-    const info = this.tensor(t);
-    const from = info.producer === undefined ? tensorNode(t) : opNode(info.producer);
-    const out = new Set<OpId>();
-    for (const e of this.g.outEdges(from) ?? []) {
-      if (this.g.edge(e).tensor === t) out.add(Number(e.w.slice(1)));
-    }
-    return [...out].sort((a, b) => a - b);
+    this.tensor(t);
+    const list = this.readers[t]!;
+    // addOp appends in id order, so the list is already sorted; only repeats need removing.
+    return list.filter((op, i) => i === 0 || op !== list[i - 1]);
   }
 
   /** Total elements over all parameters; a tied parameter counts once (aliases own no storage). */
@@ -239,17 +237,35 @@ export class Graph {
     return this.kahn().length === this.opList.length;
   }
 
+  /** The ops on each cycle (strongly connected components with an edge inside), for verifyGraph's message;
+   *  empty for any graph built with addOp alone. */
+  findCycles(): OpId[][] {
+    return alg
+      .findCycles(this.lib())
+      .map((c) => c.filter((k) => k[0] === "o").map((k) => Number(k.slice(1))).sort((a, b) => a - b))
+      .sort((a, b) => a[0]! - b[0]!);
+  }
+
   // ---- unsafe, for verifyGraph's tests only --------------------------------------------------------------
 
   /** UNSAFE: overwrites fields of an op record with no checks (rewiring its input edges), so tests can build
    *  the broken graphs that addOp refuses to make. Layer lists are left as they were. Not for passes. */
   unsafePatchOp(id: OpId, patch: Partial<Pick<OpNode, "op" | "attrs" | "inputs" | "outputs" | "layer">>): void {
     const rec = this.opList[id] ?? internal(`unknown op ${id}`);
-    Object.assign(rec, patch);
     if (patch.inputs) {
-      for (const e of this.g.inEdges(opNode(id)) ?? []) this.g.removeEdge(e);
-      this.connectInputs(id);
+      for (const t of rec.inputs) {
+        const list = this.readers[t];
+        if (list) this.readers[t] = list.filter((o) => o !== id);
+      }
+      for (const t of patch.inputs) {
+        const list = this.readers[t];
+        if (!list) continue;
+        list.push(id);
+        list.sort((a, b) => a - b);
+      }
     }
+    Object.assign(rec, patch);
+    this.libCache = undefined;
   }
 
   /** UNSAFE: moves a parameter record to another layer index without updating any layer list. Tests only. */
@@ -271,6 +287,7 @@ export class Graph {
       ? { id, type: t.type, kind: t.kind, name: t.name ?? `%${id}` }
       : { id, type: t.type, kind: t.kind, name: t.name ?? `%${id}`, producer: t.producer };
     this.tensorList.push(info);
+    this.readers.push([]);
     return id;
   }
 
@@ -278,23 +295,42 @@ export class Graph {
     return this.layerList[index] ?? internal(`layer ${index} does not exist (graph has ${this.layerList.length})`);
   }
 
-  /** One edge per operand slot, so a tensor read twice by one op is two edges of the multigraph. Operands
-   *  that name no tensor (possible only through unsafePatchOp) get no edge; verifyGraph reports them. */
-  private connectInputs(id: OpId): void {
-    const node = opNode(id);
-    this.opList[id]!.inputs.forEach((t, slot) => {
-      const info = this.tensorList[t];
-      if (!info) return;
-      const from = info.producer === undefined ? tensorNode(t) : opNode(info.producer);
-      this.g.setEdge(from, node, { tensor: t, slot }, String(slot));
-    });
+  /** The producer of tensor t as an edge source: its op, else its own pseudo-node (input or parameter). */
+  private source(t: TensorId): string {
+    const p = this.tensorList[t]!.producer;
+    return p === undefined ? tensorNode(t) : opNode(p);
   }
 
+  /**
+   * The graph as a graphlib multigraph: a node per op, a pseudo-node per input and parameter, one edge per
+   * operand slot (so a tensor read twice by one op is two edges). It is built on demand rather than kept in
+   * step with addOp because graphlib's per-edge bookkeeping costs more than the whole rest of a build
+   * (about 0.7–1 s for 40,000 ops), and only whole-graph algorithms need it.
+   */
+  private lib(): GraphLib {
+    if (this.libCache) return this.libCache;
+    const g = new GraphLib({ directed: true, multigraph: true });
+    for (const t of this.inputList) g.setNode(tensorNode(t));
+    for (const p of this.paramList) g.setNode(tensorNode(p.tensor));
+    for (const o of this.opList) {
+      const node = opNode(o.id);
+      g.setNode(node);
+      o.inputs.forEach((t, slot) => {
+        // An operand naming no tensor (possible only through unsafePatchOp) gets no edge; verifyGraph reports it.
+        if (this.tensorList[t]) g.setEdge(this.source(t), node, { tensor: t, slot } satisfies EdgeLabel, String(slot));
+      });
+    }
+    this.libCache = g;
+    return g;
+  }
+
+  /** Kahn's algorithm over operand edges, always taking the smallest ready op id. Returns fewer ops than the
+   *  graph has when there is a cycle. */
   private kahn(): OpId[] {
     const n = this.opList.length;
     const indegree = new Array<number>(n).fill(0);
-    for (let i = 0; i < n; i++) {
-      for (const e of this.g.inEdges(opNode(i)) ?? []) if (e.v[0] === "o") indegree[i]!++;
+    for (const o of this.opList) {
+      for (const t of o.inputs) if (this.tensorList[t]?.producer !== undefined) indegree[o.id]!++;
     }
     const ready = new MinHeap();
     for (let i = 0; i < n; i++) if (indegree[i] === 0) ready.push(i);
@@ -302,9 +338,8 @@ export class Graph {
     while (ready.size > 0) {
       const i = ready.pop();
       order.push(i);
-      for (const e of this.g.outEdges(opNode(i)) ?? []) {
-        const w = Number(e.w.slice(1));
-        if (--indegree[w]! === 0) ready.push(w);
+      for (const t of this.produced[i]!) {
+        for (const w of this.readers[t]!) if (--indegree[w]! === 0) ready.push(w);
       }
     }
     return order;

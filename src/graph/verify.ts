@@ -72,7 +72,11 @@ export function verifyGraph(g: Graph): string[] {
     }
   }
 
-  if (!g.isAcyclic()) out.push(`graph has a cycle`);
+  if (!g.isAcyclic()) {
+    const cycles = g.findCycles();
+    for (const c of cycles) out.push(`graph has a cycle through ops ${c.join(", ")}`);
+    if (cycles.length === 0) out.push("graph has a cycle");
+  }
 
   const paramNames = new Set<string>();
   for (const p of g.params()) {

@@ -89,16 +89,17 @@ export function requirePositive(op: string, attrs: Attrs, names: readonly string
  */
 export function defineOp(def: OpDef): OpDef {
   const { validate, params, infer } = def;
+  const full = (attrs: Attrs): Attrs => withDefaults(def.attrs, attrs);
   return {
     ...def,
-    ...(validate && { validate: (attrs: Attrs) => validate.call(def, withDefaults(def.attrs, attrs)) }),
-    ...(params && { params: (attrs: Attrs) => params.call(def, withDefaults(def.attrs, attrs)) }),
+    ...(validate && { validate: (attrs: Attrs) => validate(full(attrs)) }),
+    ...(params && { params: (attrs: Attrs) => params(full(attrs)) }),
     infer(inputs: readonly TensorType[], attrs: Attrs) {
       if (inputs.length !== def.inputs.length) {
         const n = def.inputs.length;
         return opError("FSM401", `${def.name} takes ${n} tensor operand${n === 1 ? "" : "s"}, got ${inputs.length}`);
       }
-      return infer.call(def, inputs, withDefaults(def.attrs, attrs));
+      return infer(inputs, full(attrs));
     },
   };
 }
