@@ -5,6 +5,7 @@ import { error, type Diagnostic } from "../diagnostics/diagnostic.js";
 import { shapeEq, shapeToString } from "../graph/dim.js";
 import type { OpDef } from "../graph/op-def.js";
 import { allOps, getOp } from "../graph/registry.js";
+import { typeToString } from "../graph/types-format.js";
 import type { Attrs, AttrValue } from "../graph/types.js";
 import type { BlockDecl, BodyItem, CallExpr, Expr, ForwardDecl, MemberDecl, ModelDecl } from "../parse/ast.js";
 import { readAnnotations } from "./annotations.js";
@@ -183,9 +184,10 @@ export class Elaborator {
         this.diags.push(error("FSM408", `${op.name} has no '${op.tieParam}' to tie here`, call.span));
         return undefined;
       }
+      // The tied tensor replaces the op's own parameter one for one, so the shapes must agree exactly.
       if (!shapeEq(spec.shape, tieRef.type.shape)) {
         this.diags.push(
-          error("FSM408", `cannot tie '${childPath(path, spec.name)}' ${shapeToString(spec.shape)} to '${tieRef.name}' ${shapeToString(tieRef.type.shape)}: shapes differ`, call.span),
+          error("FSM408", `cannot tie '${childPath(path, spec.name)}': ${op.name} needs ${shapeToString(spec.shape)}, but '${tieRef.name}' is ${typeToString(tieRef.type)}`, call.span),
         );
         return undefined;
       }

@@ -66,13 +66,12 @@ describe("linear", () => {
     expect(code(run("linear", [ty("f32")], { in: 768, out: 2 }))).toBe("FSM404");
     expect(code(run("linear", [x768], { in: 768, out: 0 }))).toBe("FSM409");
   });
-  it("checks a tied weight's shape and still checks x", () => {
+  // The tied weight's shape is checked by the checker for any op with a tieParam
+  // (test/fixtures/errors/tie-shape-mismatch.fsm); the op checks its input as usual.
+  it("still checks x when the weight is tied", () => {
     const wte: ParamRef = { kind: "ParamRef", name: "wte.weight", type: ty("f32", 50257, 768) };
     expect(run("linear", [x768], { in: 768, out: 50257, bias: false, tie: wte })).toBe("f32[B, S, 50257]");
     expect(code(run("linear", [ty("f32", B, S, 512)], { in: 768, out: 50257, tie: wte }))).toBe("FSM402");
-    const bad = run("linear", [x768], { in: 768, out: 1000, tie: wte }) as OpCheckError;
-    expect(bad.code).toBe("FSM408");
-    expect(bad.message).toContain("wte.weight is f32[50257, 768]");
   });
 });
 
