@@ -152,7 +152,7 @@ function arith(cx: EvalContext, op: BinaryOp, a: Value, b: Value, span: Span): V
     const db = asDim(b);
     if (!da || !db) return fail(`cannot apply '${op}' to ${describe(a)} and ${describe(b)}`);
     if (op === "*") return fromDim(dimMul(da, db));
-    if (op === "/" || op === "//") {
+    if (op === "/") {
       const q = dimDiv(da, db);
       return q ? fromDim(q) : fail(`${describe(a)} is not divisible by ${describe(b)}`);
     }
@@ -178,9 +178,6 @@ function arith(cx: EvalContext, op: BinaryOp, a: Value, b: Value, span: Span): V
       if (y === 0) return fail("division by zero");
       // Exact integer division stays an int so `d / heads` can size a layer.
       return bothInt && x % y === 0 ? { k: "int", v: x / y } : { k: "float", v: x / y };
-    case "//":
-      if (y === 0) return fail("division by zero");
-      return { k: bothInt ? "int" : "float", v: Math.floor(x / y) };
     case "%":
       if (y === 0) return fail("modulo by zero");
       return { k: bothInt ? "int" : "float", v: ((x % y) + y) % y };

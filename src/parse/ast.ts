@@ -89,7 +89,7 @@ export interface UnaryExpr {
   readonly operand: Expr;
   readonly span: Span;
 }
-export type BinaryOp = "+" | "-" | "*" | "/" | "//" | "%";
+export type BinaryOp = "+" | "-" | "*" | "/" | "%";
 export interface BinaryExpr {
   readonly kind: "Binary";
   readonly op: BinaryOp;

@@ -1,5 +1,5 @@
 // Owns the .fsm grammar: one chevrotain CstParser (rules as properties) with error recovery and readable messages.
-import { CstParser, EOF, type IParserErrorMessageProvider, type IToken, type TokenType } from "chevrotain";
+import { CstParser, EOF, tokenMatcher, type IParserErrorMessageProvider, type IToken, type TokenType } from "chevrotain";
 import * as T from "./tokens.js";
 
 // ---------- error messages ----------
@@ -26,18 +26,18 @@ function oneOf(items: readonly string[]): string {
   return `${unique.slice(0, -1).join(", ")} or ${unique[unique.length - 1]}`;
 }
 
-// Tokens that can start an expression: when all of them are expected, "an expression" reads better than ten tokens.
-const EXPRESSION_FIRST: readonly TokenType[] = [
-  T.Minus, T.Plus, T.NumberLit, T.StringLit, T.True, T.False, T.Auto, T.Name, T.LParen, T.LBracket,
-];
+// Tokens that can start an operand: when all of them are expected, "an expression" reads better than ten tokens
+// (the signs '-' and '+' are folded into the phrase too when they are expected alongside).
+const OPERAND_FIRST: readonly TokenType[] = [T.NumberLit, T.StringLit, T.True, T.False, T.Auto, T.Name, T.LParen, T.LBracket];
+const SIGNS: readonly TokenType[] = [T.Minus, T.Plus];
 
 /** Describes the set of tokens that could have come next (the first token of each expected path). */
 function describeFirsts(firsts: readonly (TokenType | undefined)[]): string {
   const set = new Set(firsts);
-  const isExpr = EXPRESSION_FIRST.every((t) => set.has(t));
+  const isExpr = OPERAND_FIRST.every((t) => set.has(t));
   const words: string[] = [];
   for (const t of firsts) {
-    if (isExpr && t !== undefined && EXPRESSION_FIRST.includes(t)) words.push("an expression");
+    if (isExpr && t !== undefined && (OPERAND_FIRST.includes(t) || SIGNS.includes(t))) words.push("an expression");
     else words.push(t === undefined ? "end of file" : describeTokenType(t));
   }
   return oneOf(words);
@@ -102,6 +102,12 @@ export class FsmParser extends CstParser {
       errorMessageProvider: messages,
     });
     this.performSelfAnalysis();
+  }
+
+  // chevrotain tries inserting a missing token before deleting a stray one. When the token after the stray one is
+  // exactly what was expected (`linear(d d)`), deleting gives one diagnostic where inserting cascades into more.
+  protected override canTokenTypeBeInsertedInRecovery(tokType: TokenType): boolean {
+    return !tokenMatcher(this.LA(2), tokType);
   }
 
   // file = { import | const | block | model | train | parallel } ;
@@ -306,7 +312,7 @@ export class FsmParser extends CstParser {
     this.SUBRULE(this.expression);
   });
 
-  // expr = term { ("+" | "-") term } ;  term = unary { ("*" | "/" | "//" | "%") unary } ;
+  // expr = term { ("+" | "-") term } ;  term = unary { ("*" | "/" | "%") unary } ;
   // Parsed flat as `unary { op unary }` and grouped by precedence in the AST builder: a `term` rule would add a CST
   // node to every operand of every expression, which dominated parse time and memory on large generated models.
   public expression = this.RULE("expression", () => {
@@ -317,7 +323,6 @@ export class FsmParser extends CstParser {
         { ALT: () => this.CONSUME(T.Minus, { LABEL: "op" }) },
         { ALT: () => this.CONSUME(T.Star, { LABEL: "op" }) },
         { ALT: () => this.CONSUME(T.Slash, { LABEL: "op" }) },
-        { ALT: () => this.CONSUME(T.FloorDiv, { LABEL: "op" }) },
         { ALT: () => this.CONSUME(T.Percent, { LABEL: "op" }) },
       ]);
       this.SUBRULE1(this.unary);

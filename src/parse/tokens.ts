@@ -100,21 +100,6 @@ export const Percent = punct("Percent", "%");
 export const At = punct("At", "@");
 export const Slash = punct("Slash", "/");
 
-// `//` is both floor division and the line-comment opener. It is floor division only when written right after an
-// operand, with no space between (`n_layer//stages`, `(a+b)//2`); anywhere else (line start, after a space or an
-// operator) it opens a comment. This keeps trailing comments after a call (`Dense(h, h)   // ...`) working.
-const operandEnd = /[A-Za-z0-9_)\]]/;
-export const FloorDiv = createToken({
-  name: "FloorDiv",
-  pattern: (text: string, offset: number) =>
-    offset > 0 && text.charCodeAt(offset) === 47 && text.charCodeAt(offset + 1) === 47 && operandEnd.test(text[offset - 1]!)
-      ? (["//"] as unknown as RegExpExecArray)
-      : null,
-  start_chars_hint: ["/"],
-  line_breaks: false,
-  label: "'//'",
-});
-
 // ---------- trivia ----------
 
 export const WhiteSpace = createToken({ name: "WhiteSpace", pattern: /[ \t\r\n\f\v\uFEFF]+/, group: Lexer.SKIPPED, line_breaks: true });
@@ -138,7 +123,6 @@ export const allTokens: readonly TokenType[] = [
   WhiteSpace,
   BlockComment,
   UnterminatedComment,
-  FloorDiv,
   LineComment,
   ...keywordTokens,
   Name,
