@@ -3,24 +3,13 @@
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
+import { rng } from "../support/prng.js";
 import { checkFile } from "../../src/check/check.js";
 import type { SourceHost } from "../../src/check/load.js";
 
 const samplesDir = resolve(import.meta.dirname, "../../samples");
 const SAMPLES = ["mlp.fsm", "gpt-tiny.fsm", "gpt2-124m.fsm", "llama-7b.fsm", "lib/transformer.fsm"];
 const CASES_PER_SAMPLE = 700;
-
-/** Deterministic PRNG (mulberry32) so a failure reproduces from its case number. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const TOKENS = ["{", "}", "(", ")", "[", "]", ",", ":", "=", ".", "+", "*", "/", "//", "-", "@", "model", "block", "forward", "return", "for", "in", "repeat", "as", "import", "const", "train", "parallel", "auto", "true", "x", "linear", "1f1b", "0", "7", "1e999", '"s"', '"', "/*", "//c\n", "\n", "@stage(", "B", "S"];
 

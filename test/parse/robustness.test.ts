@@ -2,6 +2,7 @@
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { rng } from "../support/prng.js";
 import { parseSource } from "../../src/parse/index.js";
 import { allSpans, spanIsValid } from "./helpers.js";
 
@@ -10,18 +11,6 @@ const samples = [
   ...readdirSync(samplesDir).filter((f) => f.endsWith(".fsm")).map((f) => join(samplesDir, f)),
   join(samplesDir, "lib/transformer.fsm"),
 ].map((p) => readFileSync(p, "utf8"));
-
-/** Deterministic PRNG (mulberry32) so a failure reproduces. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const PIECES = ["{", "}", "(", ")", "[", "]", ",", ":", "=", ".", "+", "-", "*", "/", "%", "@", '"', "/*", "*/",
   "\n", " ", "repeat", "as", "for", "in", "return", "model", "block", "1e999", "1f1b", "50_", "\\", "$", "\u0000", "é"];
