@@ -12,7 +12,8 @@ import { Elaborator } from "./elaborate.js";
 import { LazyScope, Scope, type Env } from "./env.js";
 import { loadProgram, nodeHost, type SourceHost } from "./load.js";
 import { applyOverrides, parseOverrides } from "./overrides.js";
-import { checkParallel, checkParallelFeasible, checkTrain } from "./settings.js";
+import { checkParallelFeasible } from "./parallel-feasibility.js";
+import { checkParallel, checkTrain } from "./settings.js";
 import type { ParallelConfig, TrainConfig } from "./settings-types.js";
 import { SYMBOLIC_DIMS, symDim } from "../graph/dim.js";
 

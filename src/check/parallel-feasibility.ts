@@ -1,0 +1,103 @@
+// Parallel settings that contradict each other or the model, knowable before any planning: balance vs layer
+// count, devices vs stages × data-parallel degree, virtual stages, batch divisibility, stage pins.
+import { error, type Diagnostic } from "../diagnostics/diagnostic.js";
+import type { Span } from "../diagnostics/span.js";
+import type { LayerInfo } from "../graph/graph.js";
+import type { CheckedParallel } from "./settings.js";
+import type { Auto, TrainConfig } from "./settings-types.js";
+
+export function checkParallelFeasible(
+  diags: Diagnostic[],
+  p: CheckedParallel,
+  fallbackSpan: Span,
+  layers: readonly LayerInfo[],
+  train: TrainConfig | undefined,
+  layerSpan: (layer: number) => Span | undefined,
+): void {
+  const c = p.config;
+  const at = (key: string) => p.spans.get(key) ?? fallbackSpan;
+  const num = (x: number | Auto): x is number => x !== "auto";
+  const n = layers.length;
+  let stages = c.stages;
+  if (c.balance) {
+    const sum = c.balance.reduce((a, b) => a + b, 0);
+    if (sum !== n) {
+      diags.push(error("FSM501", `balance [${c.balance.join(", ")}] covers ${sum} layers but the model has ${n} (${layerList(layers)})`, at("balance")));
+    }
+    if (num(stages) && stages !== c.balance.length) {
+      diags.push(error("FSM503", `stages = ${stages} but balance lists ${c.balance.length} stages`, at("stages")));
+    }
+    stages = c.balance.length;
+  }
+  if (num(stages) && stages > n) {
+    diags.push(error("FSM503", `stages = ${stages} but the model has only ${n} layers to split`, at("stages")));
+  }
+  if (num(c.devices) && num(stages) && num(c.dataParallel) && stages * c.dataParallel !== c.devices) {
+    diags.push(
+      error("FSM502", `devices = ${c.devices} but stages × data_parallel = ${stages} × ${c.dataParallel} = ${stages * c.dataParallel}`, at("devices")),
+    );
+  } else if (num(c.devices) && num(stages) && c.devices % stages !== 0) {
+    diags.push(error("FSM502", `devices = ${c.devices} is not a multiple of stages = ${stages}`, at("devices")));
+  } else if (num(c.devices) && num(c.dataParallel) && c.devices % c.dataParallel !== 0) {
+    diags.push(error("FSM502", `devices = ${c.devices} is not a multiple of data_parallel = ${c.dataParallel}`, at("devices")));
+  }
+  if (num(c.virtualStages) && c.virtualStages > 1 && c.schedule !== "interleaved" && c.schedule !== "auto") {
+    diags.push(error("FSM503", `virtual_stages = ${c.virtualStages} needs schedule = interleaved (schedule is ${c.schedule})`, at("virtual_stages")));
+  }
+  if (num(c.virtualStages) && num(stages) && stages * c.virtualStages > n) {
+    diags.push(error("FSM503", `${stages} stages × ${c.virtualStages} virtual stages = ${stages * c.virtualStages} exceeds the ${n} layers`, at("virtual_stages")));
+  }
+  if (c.shard !== "fsdp" && c.shard !== "auto" && p.spans.has("reshard_after_forward")) {
+    diags.push(error("FSM503", `reshard_after_forward only applies to shard = fsdp (shard is ${c.shard})`, at("reshard_after_forward")));
+  }
+  if (train && num(c.chunks)) {
+    const dp = num(c.dataParallel) ? c.dataParallel : 1;
+    if (train.batch % (dp * c.chunks) !== 0) {
+      diags.push(
+        error("FSM504", `batch = ${train.batch} does not split into data_parallel × chunks = ${dp} × ${c.chunks} equal micro-batches`, at("chunks")),
+      );
+    }
+  }
+  checkPins(diags, layers, stages, c.balance, (l) => layerSpan(l) ?? fallbackSpan);
+}
+
+/** Stage pins must be in range, in layer order, and agree with an explicit balance. */
+function checkPins(
+  diags: Diagnostic[],
+  layers: readonly LayerInfo[],
+  stages: number | Auto,
+  bal: readonly number[] | undefined,
+  spanOf: (layer: number) => Span,
+): void {
+  let last = -1;
+  let lastName = "";
+  const stageOf = bal ? layers.map((_, i) => stageOfLayer(bal, i)) : undefined;
+  for (const l of layers) {
+    const s = l.annotations.stage;
+    if (s === undefined) continue;
+    if (stages !== "auto" && s >= stages) {
+      diags.push(error("FSM505", `layer '${l.name}' is pinned to stage ${s} but there are only ${stages} stages`, spanOf(l.index)));
+    } else if (s < last) {
+      diags.push(error("FSM505", `layer '${l.name}' is pinned to stage ${s}, before '${lastName}' on stage ${last}: stages must follow layer order`, spanOf(l.index)));
+    } else if (stageOf && stageOf[l.index] !== s) {
+      diags.push(error("FSM505", `layer '${l.name}' is pinned to stage ${s} but balance puts it on stage ${stageOf[l.index]}`, spanOf(l.index)));
+    }
+    last = Math.max(last, s);
+    lastName = l.name;
+  }
+}
+
+function stageOfLayer(bal: readonly number[], layer: number): number {
+  let acc = 0;
+  for (let s = 0; s < bal.length; s++) {
+    acc += bal[s]!;
+    if (layer < acc) return s;
+  }
+  return bal.length - 1;
+}
+
+function layerList(layers: readonly LayerInfo[]): string {
+  const names = layers.map((l) => l.name);
+  return names.length <= 6 ? names.join(", ") : `${names.slice(0, 3).join(", ")}, ..., ${names.slice(-2).join(", ")}`;
+}
+
