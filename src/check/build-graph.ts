@@ -6,7 +6,7 @@ import type { Span } from "../diagnostics/span.js";
 import { SYMBOLIC_DIMS } from "../graph/dim.js";
 import { Graph, type TensorId } from "../graph/graph.js";
 import { isOpCheckError, type OpDef } from "../graph/op-def.js";
-import { allOps, getOp } from "../graph/registry.js";
+import { getOp, languageOps } from "../graph/registry.js";
 import { DTYPES, type Attrs, type DType, type TensorType } from "../graph/types.js";
 import type { BinaryOp, CallExpr, ForwardDecl, Stmt } from "../parse/ast.js";
 import { asDim, evalExpr, type EvalContext } from "./const-eval.js";
@@ -43,7 +43,7 @@ export class GraphBuilder {
       diags,
       call: (e, env) => this.call(e, env),
       tensorBinary: (op, a, b, span) => this.tensorBinary(op, a, b, span),
-      extraNames: () => allOps().filter((o) => o.kind === "function").map((o) => o.name),
+      extraNames: () => languageOps().filter((o) => o.kind === "function").map((o) => o.name),
     };
   }
 
@@ -168,7 +168,7 @@ export class GraphBuilder {
           );
           return ERROR;
         }
-        const fnOps = allOps().filter((o) => o.kind === "function").map((o) => o.name);
+        const fnOps = languageOps().filter((o) => o.kind === "function").map((o) => o.name);
         this.diags.push(error("FSM300", `unknown name '${name}'`, e.callee.span, didYouMean(name, [...env.names(), ...fnOps])));
         return ERROR;
       }

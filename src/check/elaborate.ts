@@ -4,7 +4,7 @@
 import { error, type Diagnostic } from "../diagnostics/diagnostic.js";
 import { shapeEq, shapeToString } from "../graph/dim.js";
 import type { OpDef } from "../graph/op-def.js";
-import { allOps, getOp } from "../graph/registry.js";
+import { getOp, languageOps } from "../graph/registry.js";
 import { typeToString } from "../graph/types-format.js";
 import type { Attrs, AttrValue } from "../graph/types.js";
 import type { BlockDecl, BodyItem, CallExpr, Expr, ForwardDecl, MemberDecl, ModelDecl } from "../parse/ast.js";
@@ -113,7 +113,7 @@ export class Elaborator {
       this.diags.push(error("FSM405", `'${name}' has no parameters: call it in forward (${name}(x)) instead of declaring a member`, call.callee.span));
       return undefined;
     }
-    const known = [...this.decls.blocks.keys(), ...allOps().filter((o) => o.kind === "module").map((o) => o.name)];
+    const known = [...this.decls.blocks.keys(), ...languageOps().filter((o) => o.kind === "module").map((o) => o.name)];
     this.diags.push(error("FSM302", `unknown op or block '${name}'`, call.callee.span, didYouMean(name, known)));
     return undefined;
   }

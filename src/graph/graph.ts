@@ -1,5 +1,22 @@
 // The graph IR: ops, model inputs and parameters connected by tensors, grouped into layers. The only module
 // that touches @dagrejs/graphlib; every pass reads and builds graphs through this class's API.
+//
+// A training graph (built by the autodiff pass) is the forward graph plus ops of three more phases, in one
+// topological op list a runtime can execute in order:
+//   - forward:     the model as written (every op of a graph the checker builds);
+//   - backward:    input gradients, from the loss seed d(loss)/d(loss) = 1 back to every tensor that depends
+//                  on a parameter (the critical path of a pipeline's backward);
+//   - weight_grad: parameter gradients, split off so zero-bubble schedules can defer them; they read
+//                  backward outputs and saved forward tensors, and no backward op reads them;
+//   - optimizer:   gradient clipping and the update of every parameter and its optimizer state.
+// Each backward/weight_grad op links to the forward op it differentiates (`forwardOp`); `paramGrads()` maps
+// each parameter to its (accumulated) gradient tensor.
+//
+// Updates: optimizer state (momentum buffers, Adam moments, the step counter) is a leaf tensor of kind
+// `state`, like a parameter. An update op reads a parameter or state leaf and outputs its new value as a
+// tensor of kind `update`; `updates()` maps leaf → new value. After a step the new value replaces the leaf
+// for the next step. The verifier checks that no op after an update op reads the old leaf, so a runtime
+// may write each new value straight into the leaf's buffer and run the op list in place.
 import { alg, Graph as GraphLib } from "@dagrejs/graphlib";
 import { numel } from "./dim.js";
 import type { ParamSpec } from "./op-def.js";
@@ -8,12 +25,35 @@ import type { Attrs, TensorType } from "./types.js";
 export type TensorId = number;
 export type OpId = number;
 
+export const PHASES = ["forward", "backward", "weight_grad", "optimizer"] as const;
+export type Phase = (typeof PHASES)[number];
+
+/** Leaves (never produced by an op): `input` (model inputs), `param`, `state` (optimizer state). Produced:
+ *  `activation` (forward values and optimizer intermediates such as the gradient norm), `grad` (outputs of
+ *  backward and weight_grad ops), `update` (a parameter's or state's value for the next step). */
+export type TensorKind = "input" | "param" | "state" | "activation" | "grad" | "update";
+export type LeafKind = "input" | "param" | "state";
+
+export function isLeafKind(k: TensorKind): k is LeafKind {
+  return k === "input" || k === "param" || k === "state";
+}
+
 export interface TensorInfo {
   readonly id: TensorId;
   readonly type: TensorType;
-  readonly kind: "input" | "param" | "activation";
+  readonly kind: TensorKind;
   readonly name: string;
   readonly producer?: OpId;
+}
+
+/** Optimizer state: one leaf tensor, zero-initialized, owned by a parameter (the step counter by none). */
+export interface StateInfo {
+  readonly name: string;
+  readonly tensor: TensorId;
+  readonly type: TensorType;
+  readonly role: "momentum" | "exp_avg" | "exp_avg_sq" | "step";
+  /** Canonical name of the parameter it belongs to; absent for the shared step counter. */
+  readonly param?: string;
 }
 
 export interface ParamInfo {
@@ -38,6 +78,9 @@ export interface OpNode {
   /** Hierarchical path of the member or block that emitted it, e.g. `layers.1.mlp.fc`. */
   readonly scope: string;
   readonly layer: number;
+  readonly phase: Phase;
+  /** backward and weight_grad ops: the forward op whose gradient they compute (or accumulate). */
+  readonly forwardOp?: OpId;
 }
 
 export interface LayerAnnotations {
@@ -49,6 +92,7 @@ export interface LayerAnnotations {
 export interface LayerInfo {
   readonly index: number;
   readonly name: string;
+  /** Every op of the layer, all phases, in op order (backward ops sit in their forward op's layer). */
   readonly ops: readonly OpId[];
   readonly params: readonly string[];
   readonly annotations: LayerAnnotations;
@@ -67,7 +111,7 @@ interface LayerRecord extends Omit<LayerInfo, "ops" | "params"> {
 /** graphlib edge label: which tensor flows, into which operand slot of the consumer. */
 type EdgeLabel = { readonly tensor: TensorId; readonly slot: number };
 
-// Node keys: `t<id>` for the pseudo-node of an input or parameter tensor, `o<id>` for an op. An activation has
+// Node keys: `t<id>` for the pseudo-node of an input, parameter or state tensor, `o<id>` for an op. An activation has
 // no node of its own: its edges leave the op that produces it.
 const tensorNode = (t: TensorId): string => `t${t}`;
 const opNode = (o: OpId): string => `o${o}`;
@@ -93,6 +137,12 @@ export class Graph {
   private readonly layerList: LayerRecord[] = [];
   private readonly inputList: TensorId[] = [];
   private lossTensor: TensorId | undefined;
+  private readonly stateList: StateInfo[] = [];
+  private readonly stateByName = new Map<string, StateInfo>();
+  /** canonical parameter name → gradient tensor. */
+  private readonly gradOf = new Map<string, TensorId>();
+  /** leaf (param or state) → its value after the step. */
+  private readonly updateOf = new Map<TensorId, TensorId>();
 
   constructor(model: string) {
     this.model = model;
@@ -131,6 +181,8 @@ export class Graph {
     this.paramByName.get(canonical)!.aliases.push(alias);
   }
 
+  /** Adds an op (phase "forward" unless given). Its outputs are `activation` tensors for forward and
+   *  optimizer ops and `grad` tensors for backward and weight_grad ops, unless `outputKind` says otherwise. */
   addOp(o: {
     op: string;
     attrs: Attrs;
@@ -139,15 +191,25 @@ export class Graph {
     scope: string;
     layer: number;
     name?: string;
+    phase?: Phase;
+    forwardOp?: OpId;
+    outputKind?: "activation" | "grad" | "update";
   }): TensorId[] {
     const layer = this.layerRecord(o.layer);
     for (const t of o.inputs) if (!this.hasTensor(t)) internal(`op '${o.op}' uses unknown tensor %${t}`);
+    const phase = o.phase ?? "forward";
+    if (o.forwardOp !== undefined && !(o.forwardOp >= 0 && o.forwardOp < this.opList.length)) {
+      internal(`op '${o.op}' links to unknown forward op ${o.forwardOp}`);
+    }
+    const kind = o.outputKind ?? (phase === "backward" || phase === "weight_grad" ? "grad" : "activation");
     const id = this.opList.length;
     const outputs = o.outputTypes.map((type, i) => {
       const name = o.name === undefined ? undefined : o.outputTypes.length === 1 ? o.name : `${o.name}.${i}`;
-      return this.newTensor({ type, kind: "activation", name, producer: id });
+      return this.newTensor({ type, kind, name, producer: id });
     });
-    this.opList.push({ id, op: o.op, attrs: o.attrs, inputs: [...o.inputs], outputs, scope: o.scope, layer: o.layer });
+    const rec: Mutable<OpNode> = { id, op: o.op, attrs: o.attrs, inputs: [...o.inputs], outputs, scope: o.scope, layer: o.layer, phase };
+    if (o.forwardOp !== undefined) rec.forwardOp = o.forwardOp;
+    this.opList.push(rec);
     this.produced.push(outputs);
     layer.ops.push(id);
     for (const t of o.inputs) this.readers[t]!.push(id);
@@ -162,6 +224,35 @@ export class Graph {
 
   get loss(): TensorId | undefined {
     return this.lossTensor;
+  }
+
+  /** Adds a zero-initialized optimizer-state leaf. */
+  addState(s: { name: string; type: TensorType; role: StateInfo["role"]; param?: string }): TensorId {
+    if (this.stateByName.has(s.name)) internal(`state '${s.name}' is defined twice`);
+    if (s.param !== undefined && !this.paramByName.has(s.param)) internal(`state '${s.name}' belongs to unknown parameter '${s.param}'`);
+    const tensor = this.newTensor({ type: s.type, kind: "state", name: s.name });
+    const info: StateInfo = s.param === undefined
+      ? { name: s.name, tensor, type: s.type, role: s.role }
+      : { name: s.name, tensor, type: s.type, role: s.role, param: s.param };
+    this.stateList.push(info);
+    this.stateByName.set(s.name, info);
+    return tensor;
+  }
+
+  /** Records the gradient tensor of a parameter (by name or alias). */
+  setParamGrad(param: string, t: TensorId): void {
+    const p = this.param(param) ?? internal(`gradient for unknown parameter '${param}'`);
+    if (!this.hasTensor(t)) internal(`gradient of '${param}' is unknown tensor %${t}`);
+    this.gradOf.set(p.name, t);
+  }
+
+  /** Records that `value` replaces leaf `target` (a parameter or state tensor) after the step. */
+  setUpdate(target: TensorId, value: TensorId): void {
+    const k = this.tensor(target).kind;
+    if (k !== "param" && k !== "state") internal(`update target %${target} is a ${k}, not a parameter or state`);
+    if (this.updateOf.has(target)) internal(`%${target} is updated twice`);
+    if (this.tensor(value).kind !== "update") internal(`update value %${value} is not an update tensor`);
+    this.updateOf.set(target, value);
   }
 
   // ---- queries ------------------------------------------------------------------------------------------
@@ -208,6 +299,60 @@ export class Graph {
 
   layers(): readonly LayerInfo[] {
     return this.layerList;
+  }
+
+  /** Optimizer state leaves, in creation order. */
+  states(): readonly StateInfo[] {
+    return this.stateList;
+  }
+
+  state(name: string): StateInfo | undefined {
+    return this.stateByName.get(name);
+  }
+
+  /** canonical parameter name → gradient tensor, in the order they were recorded. */
+  paramGrads(): ReadonlyMap<string, TensorId> {
+    return this.gradOf;
+  }
+
+  paramGrad(nameOrAlias: string): TensorId | undefined {
+    const p = this.param(nameOrAlias);
+    return p === undefined ? undefined : this.gradOf.get(p.name);
+  }
+
+  /** leaf (parameter or state) → the tensor holding its value for the next step. */
+  updates(): ReadonlyMap<TensorId, TensorId> {
+    return this.updateOf;
+  }
+
+  /** True once the graph has any op beyond the forward phase. */
+  isTraining(): boolean {
+    return this.opList.some((o) => o.phase !== "forward");
+  }
+
+  /** A deep copy: passes that extend a graph clone it first, so their input stays untouched. */
+  clone(): Graph {
+    const g = new Graph(this.model);
+    g.tensorList.push(...this.tensorList);
+    for (const r of this.readers) g.readers.push([...r]);
+    for (const p of this.produced) g.produced.push([...p]);
+    for (const o of this.opList) g.opList.push({ ...o, inputs: [...o.inputs], outputs: [...o.outputs] });
+    for (const p of this.paramList) {
+      const rec: ParamRecord = { ...p, aliases: [...p.aliases] };
+      g.paramList.push(rec);
+      g.paramByName.set(rec.name, rec);
+    }
+    for (const [a, t] of this.aliasOf) g.aliasOf.set(a, t);
+    for (const l of this.layerList) g.layerList.push({ ...l, ops: [...l.ops], params: [...l.params] });
+    g.inputList.push(...this.inputList);
+    g.lossTensor = this.lossTensor;
+    for (const s of this.stateList) {
+      g.stateList.push(s);
+      g.stateByName.set(s.name, s);
+    }
+    for (const [p, t] of this.gradOf) g.gradOf.set(p, t);
+    for (const [a, b] of this.updateOf) g.updateOf.set(a, b);
+    return g;
   }
 
   /** Ops that read tensor t, ascending and without repeats (an op reading t twice is listed once). */
@@ -312,6 +457,7 @@ export class Graph {
     const g = new GraphLib({ directed: true, multigraph: true });
     for (const t of this.inputList) g.setNode(tensorNode(t));
     for (const p of this.paramList) g.setNode(tensorNode(p.tensor));
+    for (const s of this.stateList) g.setNode(tensorNode(s.tensor));
     for (const o of this.opList) {
       const node = opNode(o.id);
       g.setNode(node);

@@ -1,7 +1,9 @@
 // The shape of one entry in the op registry. Adding an op = one file in src/graph/ops/ exporting an OpDef,
 // listed once in registry.ts. Later phases extend the entry (FLOPs, bytes, backward rule) rather than
 // keeping per-op tables elsewhere.
+import type { BackwardRule } from "./backward-rule.js";
 import type { Shape } from "./dim.js";
+import type { OpCostRule } from "./op-cost.js";
 import type { Attrs, AttrValue, TensorType } from "./types.js";
 
 export type AttrType = "int" | "float" | "bool" | "str" | "enum" | "dim" | "shape" | "param";
@@ -37,8 +39,9 @@ export interface OpCheckError {
 export interface OpDef {
   readonly name: string;
   /** `module`: declared as a member (`fc = linear(d, 4 * d)`) and owns parameters; called as `fc(x)`.
-   *  `function`: called directly in forward code (`gelu(x)`), no parameters. */
-  readonly kind: "module" | "function";
+   *  `function`: called directly in forward code (`gelu(x)`), no parameters.
+   *  `internal`: emitted only by compiler passes (gradients, optimizer updates); not callable from .fsm source. */
+  readonly kind: "module" | "function" | "internal";
   readonly summary: string;
   /** Tensor operands, in call order. For a function op they are its first positional arguments;
    *  for a module op they are the arguments of the member call in forward. */
@@ -53,8 +56,32 @@ export interface OpDef {
   readonly tieParam?: string;
   /** Output type from input types; the shape rule. Messages name both shapes when they disagree. */
   infer(inputs: readonly TensorType[], attrs: Attrs): TensorType | OpCheckError;
+  /** Internal ops whose operand list depends on attributes (an optional bias, a clip coefficient, a count of
+   *  norms): the operand names for these attributes. Absent ⇒ `inputs`. */
+  inputsFor?(attrs: Attrs): readonly string[];
+  /** Ops with more than one output (internal ops only): every output type, in order; `infer` gives the first. */
+  outputs?(inputs: readonly TensorType[], attrs: Attrs): readonly TensorType[] | OpCheckError;
+  /** The gradient rule: emits the ops that compute each operand's gradient from the output's gradient, input
+   *  gradients and weight gradients as separate ops (see backward-rule.ts). Absent on ops with no float
+   *  gradient (positions) and on internal ops (the training graph is differentiated once). */
+  backward?: BackwardRule;
+  /** FLOPs (forward; backward split into input and weight gradients) and forward bytes at given symbol
+   *  values; see op-cost.ts. Every forward op has one; internal (backward) ops are costed through theirs. */
+  cost?: OpCostRule;
 }
 
 export function isOpCheckError(x: TensorType | OpCheckError): x is OpCheckError {
   return (x as OpCheckError).code !== undefined;
+}
+
+/** The operand names of an op for given attributes (see `inputsFor`). */
+export function operandNames(def: OpDef, attrs: Attrs): readonly string[] {
+  return def.inputsFor?.(attrs) ?? def.inputs;
+}
+
+/** Every output type of an op: `outputs` for multi-output ops, else the single type `infer` gives. */
+export function inferOutputs(def: OpDef, inputs: readonly TensorType[], attrs: Attrs): readonly TensorType[] | OpCheckError {
+  if (def.outputs) return def.outputs(inputs, attrs);
+  const t = def.infer(inputs, attrs);
+  return isOpCheckError(t) ? t : [t];
 }

@@ -1,14 +1,15 @@
-// The stable text form of a graph (`fsm graph`, golden tests): inputs, then each layer's parameters and ops
-// one per line, then the loss. Parameters appear by name, inputs as %name, activations as %id.
+// The stable text form of a graph (`fsm graph`, golden tests): inputs, then each layer's parameters and forward
+// ops one per line, then the loss; a training graph then lists its optimizer state, one section per further
+// phase, the gradients and the updates. Parameters and state appear by name, inputs as %name, others as %id.
 import { numel } from "./dim.js";
-import type { Graph, LayerAnnotations, OpNode, TensorId } from "./graph.js";
+import type { Graph, LayerAnnotations, OpNode, Phase, TensorId } from "./graph.js";
 import { getOp } from "./registry.js";
 import { attrToString, groupDigits, typeToString } from "./types-format.js";
 
 export function operandToString(g: Graph, t: TensorId): string {
   if (!g.hasTensor(t)) return `%?${t}`;
   const info = g.tensor(t);
-  if (info.kind === "param") return info.name;
+  if (info.kind === "param" || info.kind === "state") return info.name;
   if (info.kind === "input") return `%${info.name}`;
   return `%${t}`;
 }
@@ -63,9 +64,25 @@ export function printGraph(g: Graph): string {
       const tied = p.aliases.length > 0 ? `  (tied: ${p.aliases.join(", ")})` : "";
       lines.push(`  param ${p.name} : ${typeToString(p.type)} = ${p.init}${tied}`);
     }
-    for (const id of l.ops) lines.push(`  ${opToString(g, g.op(id))}`);
+    for (const id of l.ops) if (g.op(id).phase === "forward") lines.push(`  ${opToString(g, g.op(id))}`);
   }
   const loss = g.loss;
   lines.push(loss === undefined ? "loss <unset>" : `loss ${operandToString(g, loss)} : ${g.hasTensor(loss) ? typeToString(g.tensor(loss).type) : "?"}`);
+  if (g.isTraining()) lines.push(...trainingSections(g));
   return lines.join("\n") + "\n";
+}
+
+/** The training part: state, then each non-forward phase's ops as `[layer] op  ← forward op`, gradients, updates. */
+function trainingSections(g: Graph): string[] {
+  const lines: string[] = [];
+  for (const s of g.states()) lines.push(`state ${s.name} : ${typeToString(s.type)} = zeros${s.param ? `  (${s.role} of ${s.param})` : ""}`);
+  for (const phase of ["backward", "weight_grad", "optimizer"] satisfies Phase[]) {
+    const ops = g.ops().filter((o) => o.phase === phase);
+    if (ops.length === 0) continue;
+    lines.push(`phase ${phase}  [ops: ${groupDigits(ops.length)}]`);
+    for (const o of ops) lines.push(`  [${o.layer}] ${opToString(g, o)}${o.forwardOp === undefined ? "" : `  <- op ${o.forwardOp}`}`);
+  }
+  for (const [name, t] of g.paramGrads()) lines.push(`grad ${name} = ${operandToString(g, t)}`);
+  for (const [target, value] of g.updates()) lines.push(`update ${operandToString(g, target)} <- ${operandToString(g, value)}`);
+  return lines;
 }

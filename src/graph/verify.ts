@@ -1,8 +1,9 @@
 // Structural invariants of a built graph, checked after the checker builds it and after every pass that
 // rewrites it: a violation is a compiler bug, so the result is a list of plain messages, not diagnostics.
+// Training graphs add the phase rules (graph.ts): phase order, gradient links, gradients, state, updates.
 import { shapeEq, shapeToString } from "./dim.js";
-import type { Graph, OpNode, TensorId } from "./graph.js";
-import { isOpCheckError } from "./op-def.js";
+import { isLeafKind, type Graph, type OpNode, type Phase, type TensorId } from "./graph.js";
+import { inferOutputs, operandNames } from "./op-def.js";
 import { getOp } from "./registry.js";
 import type { TensorType } from "./types.js";
 import { typeToString } from "./types-format.js";
@@ -28,15 +29,28 @@ export function verifyGraph(g: Graph): string[] {
   }
 
   const producedBy = new Map<TensorId, number[]>();
+  // Forward ops run through the layers in order, gradient ops back through them: per phase, the layer of
+  // the latest op so far (optimizer ops touch every layer's parameters in any order).
   let prevLayer = 0;
+  const prevBackLayer = new Map<Phase, number>();
+  let sawNonForward = false;
   ops.forEach((o, pos) => {
     if (o.id !== pos) out.push(`op at position ${pos} has id ${o.id}`);
     if (!(o.layer >= 0 && o.layer < layers.length)) out.push(`${label(o)}: layer ${o.layer} does not exist`);
-    else if (o.layer < prevLayer) out.push(`${label(o)}: layer ${o.layer} comes after an op of layer ${prevLayer}`);
+    else if (o.phase === "forward") {
+      if (o.layer < prevLayer) out.push(`${label(o)}: layer ${o.layer} comes after an op of layer ${prevLayer}`);
+      prevLayer = Math.max(prevLayer, o.layer);
+    } else if (o.phase === "backward" || o.phase === "weight_grad") {
+      const prev = prevBackLayer.get(o.phase);
+      if (prev !== undefined && o.layer > prev) out.push(`${label(o)}: ${o.phase} op of layer ${o.layer} comes after one of layer ${prev}`);
+      prevBackLayer.set(o.phase, Math.min(prev ?? o.layer, o.layer));
+    }
     if (listedIn.get(o.id) !== o.layer) {
       out.push(`${label(o)}: recorded in layer ${o.layer} but listed in ${listedIn.has(o.id) ? `layer ${listedIn.get(o.id)}` : "no layer"}`);
     }
-    prevLayer = Math.max(prevLayer, o.layer);
+    if (o.phase === "forward" && sawNonForward) out.push(`${label(o)}: forward op after a gradient or optimizer op`);
+    if (o.phase !== "forward") sawNonForward = true;
+    checkPhaseLinks(g, o, label(o), out);
 
     let operandsOk = true;
     o.inputs.forEach((t, slot) => {
@@ -64,11 +78,11 @@ export function verifyGraph(g: Graph): string[] {
 
   for (const t of g.tensors()) {
     const by = producedBy.get(t.id) ?? [];
-    if (t.kind !== "activation") {
+    if (isLeafKind(t.kind)) {
       if (by.length > 0) out.push(`${t.kind} ${t.name} (%${t.id}) is listed as an output of op ${by.join(", ")}`);
     } else if (by.length !== 1 || by[0] !== t.producer) {
       const listed = by.length === 0 ? "no op lists it as an output" : `listed as an output of op ${by.join(", ")}`;
-      out.push(`activation %${t.id} records producer op ${t.producer}, but ${listed}`);
+      out.push(`${t.kind} %${t.id} records producer op ${t.producer}, but ${listed}`);
     }
   }
 
@@ -94,6 +108,8 @@ export function verifyGraph(g: Graph): string[] {
     if (!paramNames.has(target)) out.push(`alias ${alias} points to unknown parameter ${target}`);
   }
 
+  checkTrainingRecords(g, paramNames, out);
+
   const loss = g.loss;
   if (loss === undefined) out.push("the loss is not set");
   else if (!g.hasTensor(loss)) out.push(`the loss %${loss} does not exist`);
@@ -118,7 +134,7 @@ function checkAgainstRegistry(g: Graph, o: OpNode, label: string, out: string[])
       return;
     }
     const specs = def.params?.(o.attrs) ?? [];
-    const nData = def.inputs.length;
+    const nData = operandNames(def, o.attrs).length;
     if (o.inputs.length !== nData + specs.length) {
       out.push(`${label}: expects ${nData} tensor operand(s) and ${specs.length} parameter(s), got ${o.inputs.length} operands`);
       return;
@@ -130,14 +146,73 @@ function checkAgainstRegistry(g: Graph, o: OpNode, label: string, out: string[])
         out.push(`${label}: parameter '${s.name}' should have shape ${shapeToString(s.shape)}, got ${t.name} ${typeToString(t.type)}`);
       }
     });
-    const got = def.infer(o.inputs.slice(0, nData).map((t) => g.tensor(t).type), o.attrs);
-    if (isOpCheckError(got)) out.push(`${label}: re-inference fails: ${got.message}`);
-    else if (o.outputs.length !== 1) out.push(`${label}: has ${o.outputs.length} outputs, expected 1`);
-    else if (g.hasTensor(o.outputs[0]!)) {
-      const rec = g.tensor(o.outputs[0]!).type;
-      if (!typeEq(rec, got)) out.push(`${label}: output recorded as ${typeToString(rec)} but infers ${typeToString(got)}`);
+    const got = inferOutputs(def, o.inputs.slice(0, nData).map((t) => g.tensor(t).type), o.attrs);
+    if (!Array.isArray(got)) out.push(`${label}: re-inference fails: ${(got as { message: string }).message}`);
+    else if (o.outputs.length !== got.length) out.push(`${label}: has ${o.outputs.length} outputs, expected ${got.length}`);
+    else {
+      o.outputs.forEach((t, i) => {
+        if (!g.hasTensor(t)) return;
+        const rec = g.tensor(t).type;
+        if (!typeEq(rec, got[i]!)) out.push(`${label}: output recorded as ${typeToString(rec)} but infers ${typeToString(got[i]!)}`);
+      });
     }
   } catch (e) {
     out.push(`${label}: registry rules threw: ${(e as Error).message}`);
+  }
+}
+
+/**
+ * Phase rules of one op: gradient ops link to an earlier forward op and forward ops link to none; no op
+ * reads a value of a later phase (forward reads no gradient; an input-gradient op reads no weight gradient,
+ * which zero-bubble schedules may not have computed yet; only optimizer ops read optimizer values).
+ */
+function checkPhaseLinks(g: Graph, o: OpNode, label: string, out: string[]): void {
+  const grad = o.phase === "backward" || o.phase === "weight_grad";
+  if (grad) {
+    const f = o.forwardOp;
+    if (f === undefined) out.push(`${label}: ${o.phase} op has no forward op`);
+    else if (!(f >= 0 && f < o.id) || g.op(f).phase !== "forward") out.push(`${label}: links to op ${f}, which is not an earlier forward op`);
+  } else if (o.forwardOp !== undefined) out.push(`${label}: ${o.phase} op links to a forward op`);
+  const rank: Record<Phase, number> = { forward: 0, backward: 1, weight_grad: 2, optimizer: 3 };
+  o.inputs.forEach((t, slot) => {
+    const p = g.hasTensor(t) ? g.tensor(t).producer : undefined;
+    if (p === undefined || !(p >= 0 && p < g.ops().length)) return;
+    const from = g.op(p).phase;
+    if (rank[from] > rank[o.phase]) out.push(`${label}: ${o.phase} op reads operand ${slot} %${t}, a ${from} value`);
+  });
+}
+
+/** Gradients, optimizer state and updates (all empty for a forward graph). */
+function checkTrainingRecords(g: Graph, paramNames: ReadonlySet<string>, out: string[]): void {
+  for (const [name, t] of g.paramGrads()) {
+    const p = g.param(name);
+    if (!p || !paramNames.has(name)) out.push(`gradient of unknown parameter ${name}`);
+    else if (!g.hasTensor(t) || g.tensor(t).kind !== "grad") out.push(`gradient of ${name}: %${t} is not a grad tensor`);
+    else if (!typeEq(g.tensor(t).type, p.type)) out.push(`gradient of ${name} is ${typeToString(g.tensor(t).type)}, the parameter ${typeToString(p.type)}`);
+  }
+  for (const s of g.states()) {
+    if (!g.hasTensor(s.tensor) || g.tensor(s.tensor).kind !== "state") out.push(`state ${s.name}: %${s.tensor} is not a state tensor`);
+    if (s.param !== undefined && !paramNames.has(s.param)) out.push(`state ${s.name} belongs to unknown parameter ${s.param}`);
+  }
+  const updated = new Set<TensorId>();
+  for (const [target, value] of g.updates()) {
+    if (!g.hasTensor(target) || !g.hasTensor(value)) {
+      out.push(`update %${target} ← %${value} names a tensor that does not exist`);
+      continue;
+    }
+    const [tt, vt] = [g.tensor(target), g.tensor(value)];
+    updated.add(value);
+    if (tt.kind !== "param" && tt.kind !== "state") out.push(`update target ${tt.name} (%${target}) is a ${tt.kind}`);
+    if (vt.kind !== "update" || vt.producer === undefined) {
+      out.push(`update value %${value} of ${tt.name} is not the output of an update op`);
+      continue;
+    }
+    if (!typeEq(tt.type, vt.type)) out.push(`update of ${tt.name}: ${typeToString(vt.type)} replaces ${typeToString(tt.type)}`);
+    // In place: once the new value is written into the leaf's buffer, nothing may read the old value.
+    const late = g.consumers(target).filter((c) => c > vt.producer!);
+    if (late.length > 0) out.push(`${tt.name} is read by op ${late.join(", ")} after op ${vt.producer} updates it`);
+  }
+  for (const t of g.tensors()) {
+    if (t.kind === "update" && !updated.has(t.id)) out.push(`update tensor %${t.id} replaces no parameter or state`);
   }
 }

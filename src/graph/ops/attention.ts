@@ -1,9 +1,11 @@
 // attention(d, heads, kv_heads, causal, bias, rope): fused multi-head self-attention with a packed QKV
 // projection; grouped-query when kv_heads < heads (K and V are shared by heads/kv_heads query heads).
-import { dim } from "../dim.js";
+import { dim, evalDim } from "../dim.js";
+import { reduceTo } from "../backward-rule.js";
 import type { OpDef, ParamSpec } from "../op-def.js";
-import type { Attrs } from "../types.js";
+import { DTYPE_BYTES, type Attrs } from "../types.js";
 import { typeToString } from "../types-format.js";
+import { ELEMENTWISE_FLOPS, matmulFlops, sumBytes } from "./cost-rules.js";
 import { bool, defineOp, firstError, num, opError, optNum, requireFloat, requireLastDim, requirePositive } from "./shape-rules.js";
 
 /** kv_heads is optional with no constant default: absent means one K/V head per query head (plain MHA). */
@@ -54,5 +56,54 @@ export const attention: OpDef = defineOp({
       return opError("FSM404", `attention expects input of rank 3 [batch, sequence, ${num(attrs, "d")}], got ${typeToString(x!)}`);
     }
     return firstError(requireFloat("attention", x!), requireLastDim("attention", x!, num(attrs, "d"))) ?? x!;
+  },
+  // FLOPs follow Megatron-LM (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
+  // Clusters", appendix): the QKV and output projections plus 2·B·S²·d for QKᵀ and 2·B·S²·d for the weighted
+  // sum of V, over the full S×S scores (no causal discount); then the score scaling, softmax and rotary
+  // embedding per element (ELEMENTWISE_FLOPS). Backward: each product twice (the projections once for dX and
+  // once for dW), the elementwise parts at their backward counts. Bytes assume three kernels — the QKV
+  // projection, a fused (flash-style) core that never writes the S×S scores, and the output projection — so
+  // q/k/v and the core's output are each written once and read once.
+  cost(inputs, attrs, b) {
+    const [x, ...params] = inputs;
+    const [batch, seq, d] = x!.shape.map((s) => evalDim(s, b)) as [number, number, number];
+    const heads = num(attrs, "heads");
+    const kv = kvHeads(attrs);
+    const headDim = d / heads;
+    const qkvWidth = (heads + 2 * kv) * headDim;
+    const tokens = batch * seq;
+    const projections = matmulFlops(tokens, d, qkvWidth) + matmulFlops(tokens, d, d);
+    const biasFlops = bool(attrs, "bias") ? tokens * (qkvWidth + d) : 0;
+    const core = 2 * batch * seq * seq * d + 2 * batch * seq * seq * d;
+    const scores = batch * heads * seq * seq;
+    const rotated = bool(attrs, "rope") ? tokens * (heads + kv) * headDim : 0;
+    const f = ELEMENTWISE_FLOPS;
+    const size = DTYPE_BYTES[x!.dtype];
+    const intermediates = tokens * (qkvWidth + d) * size;
+    return {
+      forwardFlops:
+        projections + biasFlops + core + scores * (f.attention_scale.forward + f.softmax.forward) + rotated * f.rope.forward,
+      backwardFlops: {
+        input: projections + 2 * core + scores * (f.attention_scale.backward + f.softmax.backward) + rotated * f.rope.backward,
+        weight: projections + biasFlops,
+      },
+      bytesRead: sumBytes([x!, ...params], b) + intermediates,
+      bytesWritten: intermediates + tokens * d * size,
+      unit: "matrix",
+    };
+  },
+  // One input-gradient op recomputes the attention from x (FlashAttention-style: nothing else is saved) and
+  // gives dx, dqkv and the context; the weight gradients are then those of the two linear projections.
+  backward({ inputs, dy, attrs, wants }, e) {
+    const bias = bool(attrs, "bias");
+    const [x, wqkv] = [inputs[0]!, inputs[1]!];
+    const wproj = inputs[bias ? 3 : 2]!;
+    const [dx, dqkv, ctx] = e.inputMany("attention_grad_input", bias ? [dy, x, wqkv, inputs[2]!, wproj] : [dy, x, wqkv, wproj], attrs);
+    const dWqkv = wants[1] ? e.weight("linear_grad_weight", [dqkv!, x]) : undefined;
+    const dWproj = wants[bias ? 3 : 2] ? e.weight("linear_grad_weight", [dy, ctx!]) : undefined;
+    if (!bias) return [dx, dWqkv, dWproj];
+    const dbqkv = wants[2] ? reduceTo(e, dqkv!, e.type(inputs[2]!).shape, "weight") : undefined;
+    const dbproj = wants[4] ? reduceTo(e, dy, e.type(inputs[4]!).shape, "weight") : undefined;
+    return [dx, dWqkv, dbqkv, dWproj, dbproj];
   },
 });

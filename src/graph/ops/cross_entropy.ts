@@ -1,7 +1,9 @@
 // cross_entropy(logits, targets): mean negative log-likelihood of i32 class targets under softmax(logits).
 import { shapeEq, shapeToString } from "../dim.js";
 import type { OpDef } from "../op-def.js";
+import { DTYPE_BYTES } from "../types.js";
 import { typeToString } from "../types-format.js";
+import { ELEMENTWISE_FLOPS, elems, lossCost } from "./cost-rules.js";
 import { defineOp, firstError, opError, requireDType, requireFloat, requireMinRank } from "./shape-rules.js";
 
 export const cross_entropy: OpDef = defineOp({
@@ -26,4 +28,7 @@ export const cross_entropy: OpDef = defineOp({
     }
     return { dtype: "f32", shape: [] };
   },
+  // The per-row log-sum-exp is written too: backward needs it to rebuild the softmax.
+  cost: (inputs, _attrs, b) => lossCost(ELEMENTWISE_FLOPS.cross_entropy, inputs, b, elems(inputs[1]!, b) * DTYPE_BYTES.f32),
+  backward: ({ inputs: [logits, targets], dy }, e) => [e.input("cross_entropy_grad", [dy, logits!, targets!]), undefined],
 });

@@ -1,5 +1,15 @@
 // div(a, b): elementwise a / b with NumPy broadcasting (the checker lowers the `/` operator on tensors to it).
+import { reduceTo } from "../backward-rule.js";
 import type { OpDef } from "../op-def.js";
+import { ELEMENTWISE_FLOPS, elementwiseCost } from "./cost-rules.js";
 import { binaryOp } from "./shape-rules.js";
 
-export const div: OpDef = binaryOp("div", "Elementwise a / b with broadcasting; operands share a dtype.");
+export const div: OpDef = {
+  ...binaryOp("div", "Elementwise a / b with broadcasting; operands share a dtype."),
+  cost: elementwiseCost(ELEMENTWISE_FLOPS.div),
+  // d(a/b) = dy/b for a and −dy·a/b² for b, each summed over the dims it was broadcast along.
+  backward: ({ inputs: [a, b], dy, wants }, e) => [
+    wants[0] ? reduceTo(e, e.input("div", [dy, b!]), e.type(a!).shape) : undefined,
+    wants[1] ? reduceTo(e, e.input("div_grad_b", [dy, a!, b!]), e.type(b!).shape) : undefined,
+  ],
+};

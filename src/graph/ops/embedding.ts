@@ -1,6 +1,8 @@
 // embedding(num, dim): table lookup, i32 ids [...] → f32 vectors [..., dim].
 import { dim } from "../dim.js";
 import type { OpDef } from "../op-def.js";
+import { DTYPE_BYTES } from "../types.js";
+import { bytesOf, elems } from "./cost-rules.js";
 import { defineOp, num, requireDType, requirePositive } from "./shape-rules.js";
 
 export const embedding: OpDef = defineOp({
@@ -19,4 +21,22 @@ export const embedding: OpDef = defineOp({
     if (bad) return bad;
     return { dtype: "f32", shape: [...ids!.shape, dim(num(attrs, "dim"))] };
   },
+  // A gather: no arithmetic forward, only the looked-up rows are read. Backward scatter-adds dY into the
+  // table's gradient (one add per output element, a weight gradient); integer ids get no gradient.
+  cost([ids, weight], attrs, b) {
+    const n = elems(ids!, b) * num(attrs, "dim");
+    const row = DTYPE_BYTES[weight!.dtype];
+    return {
+      forwardFlops: 0,
+      backwardFlops: { input: 0, weight: n },
+      bytesRead: bytesOf(ids!, b) + n * row,
+      bytesWritten: n * row,
+      unit: "vector",
+    };
+  },
+  // Integer ids have no gradient; the table's is a scatter-add of dy.
+  backward: ({ inputs: [ids], dy, attrs, wants }, e) => [
+    undefined,
+    wants[1] ? e.weight("embedding_grad_weight", [dy, ids!], { num: num(attrs, "num") }) : undefined,
+  ],
 });

@@ -1,6 +1,8 @@
 // layer_norm(d, eps, bias): normalizes the last dimension to zero mean and unit variance, then scales/shifts.
 import { dim } from "../dim.js";
+import { reduceTo } from "../backward-rule.js";
 import type { OpDef, ParamSpec } from "../op-def.js";
+import { ELEMENTWISE_FLOPS, normCost } from "./cost-rules.js";
 import { bool, defineOp, firstError, num, opError, requireFloat, requireLastDim, requirePositive } from "./shape-rules.js";
 
 export const layer_norm: OpDef = defineOp({
@@ -28,4 +30,16 @@ export const layer_norm: OpDef = defineOp({
   infer([x], attrs) {
     return firstError(requireFloat("layer_norm", x!), requireLastDim("layer_norm", x!, num(attrs, "d"))) ?? x!;
   },
+  // Without a shift there is no add forward and no dβ reduction backward.
+  cost(inputs, attrs, b) {
+    const f = ELEMENTWISE_FLOPS.layer_norm;
+    const shift = bool(attrs, "bias") ? 0 : 1;
+    return normCost({ forward: f.forward - shift, backward: f.backward, weight: f.weight - shift })(inputs, attrs, b);
+  },
+  // The row statistics are recomputed from x in both gradient ops rather than saved (two floats per row).
+  backward: ({ inputs: [x, w, b], dy, attrs, wants }, e) => [
+    wants[0] ? e.input("layer_norm_grad_input", [dy, x!, w!], { eps: num(attrs, "eps") }) : undefined,
+    wants[1] ? e.weight("layer_norm_grad_weight", [dy, x!], { eps: num(attrs, "eps") }) : undefined,
+    b !== undefined && wants[2] ? reduceTo(e, dy, e.type(b).shape, "weight") : undefined,
+  ],
 });

@@ -2,6 +2,7 @@
 import { shapeEq } from "../dim.js";
 import type { OpDef } from "../op-def.js";
 import { typeToString } from "../types-format.js";
+import { ELEMENTWISE_FLOPS, lossCost } from "./cost-rules.js";
 import { defineOp, firstError, opError, requireFloat, requireSameDType } from "./shape-rules.js";
 
 export const mse_loss: OpDef = defineOp({
@@ -22,4 +23,10 @@ export const mse_loss: OpDef = defineOp({
     }
     return { dtype: "f32", shape: [] };
   },
+  cost: (inputs, _attrs, b) => lossCost(ELEMENTWISE_FLOPS.mse_loss, inputs, b),
+  // Symmetric in its operands: the target's gradient is the same rule with the operands swapped.
+  backward: ({ inputs: [pred, target], dy, wants }, e) => [
+    wants[0] ? e.input("mse_loss_grad", [dy, pred!, target!]) : undefined,
+    wants[1] ? e.input("mse_loss_grad", [dy, target!, pred!]) : undefined,
+  ],
 });

@@ -2,6 +2,7 @@
 import { dimEq, dimToString, numelDim, shapeToString } from "../dim.js";
 import type { OpDef } from "../op-def.js";
 import { typeToString } from "../types-format.js";
+import { dataMovementCost } from "./cost-rules.js";
 import { defineOp, opError, shapeAttr } from "./shape-rules.js";
 
 export const reshape: OpDef = defineOp({
@@ -25,4 +26,7 @@ export const reshape: OpDef = defineOp({
     }
     return { dtype: x!.dtype, shape };
   },
+  // A reshape of a contiguous tensor is a view: no data moves, forward or backward.
+  cost: () => dataMovementCost(0, 0),
+  backward: ({ inputs: [x], dy }, e) => [e.input("reshape", [dy], { shape: e.type(x!).shape })],
 });

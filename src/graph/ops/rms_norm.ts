@@ -1,6 +1,7 @@
 // rms_norm(d, eps): scales the last dimension by its reciprocal root-mean-square (Llama's norm), no shift.
 import { dim } from "../dim.js";
 import type { OpDef } from "../op-def.js";
+import { ELEMENTWISE_FLOPS, normCost } from "./cost-rules.js";
 import { defineOp, firstError, num, opError, requireFloat, requireLastDim, requirePositive } from "./shape-rules.js";
 
 export const rms_norm: OpDef = defineOp({
@@ -22,4 +23,10 @@ export const rms_norm: OpDef = defineOp({
   infer([x], attrs) {
     return firstError(requireFloat("rms_norm", x!), requireLastDim("rms_norm", x!, num(attrs, "d"))) ?? x!;
   },
+  cost: normCost(ELEMENTWISE_FLOPS.rms_norm),
+  // The row scale is recomputed from x in both gradient ops rather than saved (one float per row).
+  backward: ({ inputs: [x, w], dy, attrs, wants }, e) => [
+    wants[0] ? e.input("rms_norm_grad_input", [dy, x!, w!], { eps: num(attrs, "eps") }) : undefined,
+    wants[1] ? e.weight("rms_norm_grad_weight", [dy, x!], { eps: num(attrs, "eps") }) : undefined,
+  ],
 });

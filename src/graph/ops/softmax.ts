@@ -1,5 +1,6 @@
 // softmax(x, dim): normalizes exp(x) along one dimension (the last by default).
 import type { OpDef } from "../op-def.js";
+import { ELEMENTWISE_FLOPS, elementwiseCost } from "./cost-rules.js";
 import { axisError, defineOp, normalizeAxis, num, requireFloat } from "./shape-rules.js";
 
 export const softmax: OpDef = defineOp({
@@ -14,4 +15,7 @@ export const softmax: OpDef = defineOp({
     const axis = num(attrs, "dim");
     return normalizeAxis(axis, x!.shape.length) === undefined ? axisError("softmax", "dim", axis, x!) : x!;
   },
+  cost: elementwiseCost(ELEMENTWISE_FLOPS.softmax),
+  // Reads the output: y·(dy − Σ dy·y) needs nothing else.
+  backward: ({ output, dy, attrs }, e) => [e.input("softmax_grad", [dy, output], { dim: num(attrs, "dim") })],
 });

@@ -1,5 +1,15 @@
 // sub(a, b): elementwise a - b with NumPy broadcasting (the checker lowers the `-` operator on tensors to it).
+import { reduceTo } from "../backward-rule.js";
 import type { OpDef } from "../op-def.js";
+import { ELEMENTWISE_FLOPS, elementwiseCost } from "./cost-rules.js";
 import { binaryOp } from "./shape-rules.js";
 
-export const sub: OpDef = binaryOp("sub", "Elementwise a - b with broadcasting; operands share a dtype.");
+export const sub: OpDef = {
+  ...binaryOp("sub", "Elementwise a - b with broadcasting; operands share a dtype."),
+  cost: elementwiseCost(ELEMENTWISE_FLOPS.sub),
+  // dy to a and −dy to b, each summed over the dims it was broadcast along.
+  backward: ({ inputs: [a, b], dy, wants }, e) => [
+    wants[0] ? reduceTo(e, dy, e.type(a!).shape) : undefined,
+    wants[1] ? e.input("scale", [reduceTo(e, dy, e.type(b!).shape)], { factor: -1 }) : undefined,
+  ],
+};

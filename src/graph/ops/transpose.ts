@@ -1,5 +1,6 @@
 // transpose(x, dim0, dim1): swaps two dimensions (negative indices count from the end).
 import type { OpDef } from "../op-def.js";
+import { bytesOf, dataMovementCost } from "./cost-rules.js";
 import { axisError, defineOp, normalizeAxis, num } from "./shape-rules.js";
 
 export const transpose: OpDef = defineOp({
@@ -22,4 +23,7 @@ export const transpose: OpDef = defineOp({
     [shape[a], shape[b]] = [shape[b]!, shape[a]!];
     return { dtype: x!.dtype, shape };
   },
+  // Counted as materialized (the matmul after it wants contiguous operands): one read and one write.
+  cost: ([x], _attrs, b) => dataMovementCost(bytesOf(x!, b), bytesOf(x!, b)),
+  backward: ({ dy, attrs }, e) => [e.input("transpose", [dy], { dim0: num(attrs, "dim0"), dim1: num(attrs, "dim1") })],
 });

@@ -1,0 +1,154 @@
+// `fsm cost FILE [--cluster NAME] [--devices N] [--calibration FILE] [--json] [--set KEY=VALUE]...`: per-layer
+// FLOPs, activation memory and one-device time of a training step, plus model-state memory per device.
+import { checkFile } from "../../check/check.js";
+import { CalibrationError, loadCalibration, type Calibration } from "../../cost/calibration.js";
+import { ClusterError, clusterFor, type Cluster } from "../../cost/cluster.js";
+import { EstimateError, estimateModel, type ModelEstimate } from "../../cost/estimate.js";
+import { SHARD_STRATEGIES } from "../../check/settings-types.js";
+import { flag, parseArgs, UsageError } from "../args.js";
+import type { CliIO } from "../io.js";
+import { reportDiagnostics } from "../report.js";
+import type { Command } from "./command.js";
+
+export const costCommand: Command = {
+  name: "cost",
+  summary: "estimate FLOPs, memory and time of a training step per layer",
+  usage: `fsm cost FILE [--cluster NAME] [--devices N] [--calibration FILE] [--json] [--set KEY=VALUE]...
+
+Checks FILE and prints, per layer, its parameters, forward and backward FLOPs for the
+train section's global batch, activation memory per micro-batch (with and without
+checkpointing) and estimated time on one device; then totals and model-state memory
+per device under each shard strategy (none, oss, sddp, fsdp).
+  --cluster NAME        device profile: cpu (default), a100-80g, h100-sxm, h200
+  --devices N           total devices, for memory per device (default 1)
+  --calibration FILE    measured op times that replace the profile's estimates
+  --json                the estimate as JSON
+  --set KEY=VALUE       override a train/parallel setting (repeatable)`,
+  run(argv: readonly string[], io: CliIO): number {
+    const args = parseArgs(argv, [
+      { name: "cluster", value: true },
+      { name: "devices", value: true },
+      { name: "calibration", value: true },
+      { name: "json" },
+      { name: "set", value: true, repeat: true },
+    ]);
+    if (args.positionals.length !== 1) return -1;
+    // Argument mistakes are found before the (possibly slow) model check, and are usage errors (exit 2).
+    const cluster = clusterFromArgs(flag(args, "cluster") ?? "cpu", flag(args, "devices") ?? "1", flag(args, "calibration"));
+    const file = args.positionals[0]!;
+    const result = checkFile(file, { overrides: args.flags.get("set") ?? [] });
+    reportDiagnostics(io, result.diagnostics, result.sources);
+    const model = result.model;
+    if (!model) {
+      if (result.diagnostics.every((d) => d.severity !== "error")) io.stderr(`${file}: no model to cost (a library of blocks)\n`);
+      return 1;
+    }
+    let estimate: ModelEstimate;
+    try {
+      estimate = estimateModel(model, cluster);
+    } catch (e) {
+      if (!(e instanceof EstimateError)) throw e;
+      io.stderr(`${file}: ${e.message}\n`);
+      return 1;
+    }
+    io.stdout(args.flags.has("json") ? JSON.stringify(estimate, null, 2) + "\n" : formatEstimate(estimate));
+    return 0;
+  },
+};
+
+function clusterFromArgs(name: string, devicesText: string, calibrationPath: string | undefined): Cluster {
+  if (!/^\d+$/.test(devicesText) || Number(devicesText) < 1) {
+    throw new UsageError(`--devices must be a positive integer, got '${devicesText}'`);
+  }
+  try {
+    const calibration: Calibration | undefined = calibrationPath === undefined ? undefined : loadCalibration(calibrationPath);
+    return clusterFor(name, Number(devicesText), calibration);
+  } catch (e) {
+    if (e instanceof ClusterError || e instanceof CalibrationError) throw new UsageError(e.message);
+    throw e;
+  }
+}
+
+// ---- text form ---------------------------------------------------------------------------------------------
+
+const count = (n: number): string => n.toLocaleString("en-US");
+
+/** FLOPs with an SI prefix: `1.23 PFLOP`. */
+export function formatFlops(n: number): string {
+  if (n === 0) return "0";
+  const units = ["", "K", "M", "G", "T", "P", "E", "Z"];
+  let i = 0;
+  while (n >= 1000 && i < units.length - 1) {
+    n /= 1000;
+    i++;
+  }
+  return `${n.toFixed(n >= 100 ? 0 : n >= 10 ? 1 : 2)} ${units[i]}FLOP`;
+}
+
+/** Bytes in binary units: `1.50 GiB`. */
+export function formatBytes(n: number): string {
+  if (n === 0) return "0";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) {
+    n /= 1024;
+    i++;
+  }
+  return i === 0 ? `${n} B` : `${n.toFixed(n >= 100 ? 0 : n >= 10 ? 1 : 2)} ${units[i]}`;
+}
+
+export function formatSeconds(s: number): string {
+  if (s === 0) return "0";
+  if (s < 1e-3) return `${(s * 1e6).toFixed(1)} us`;
+  if (s < 1) return `${(s * 1e3).toFixed(1)} ms`;
+  if (s < 120) return `${s.toFixed(2)} s`;
+  if (s < 7200) return `${(s / 60).toFixed(1)} min`;
+  return `${(s / 3600).toFixed(1)} h`;
+}
+
+function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  // The first column (names) is left-aligned, numbers right-aligned.
+  const line = (r: readonly string[]) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ").trimEnd();
+  return [line(header), ...rows.map(line)].join("\n") + "\n";
+}
+
+export function formatEstimate(e: ModelEstimate): string {
+  const c = e.cluster;
+  const devices = `${c.devices} device${c.devices === 1 ? "" : "s"}, ${c.nodes} node${c.nodes === 1 ? "" : "s"}`;
+  const seq = e.seq === null ? "" : `, seq ${e.seq}`;
+  const rows = e.layers.map((l) => [
+    l.name,
+    count(l.parameters),
+    formatFlops(l.forwardFlops),
+    formatFlops(l.backwardFlops.input + l.backwardFlops.weight),
+    formatBytes(l.activationBytes),
+    formatBytes(l.checkpointedActivationBytes),
+    formatSeconds(l.seconds),
+  ]);
+  const totalActivations = e.layers.reduce((n, l) => n + l.activationBytes, 0);
+  const totalInputs = e.layers.reduce((n, l) => n + l.checkpointedActivationBytes, 0);
+  rows.push([
+    "total",
+    count(e.parameters),
+    formatFlops(e.forwardFlopsPerStep),
+    formatFlops(e.backwardFlopsPerStep.input + e.backwardFlopsPerStep.weight),
+    formatBytes(totalActivations),
+    formatBytes(totalInputs),
+    formatSeconds(e.secondsOnOneDevice),
+  ]);
+  const split = e.modelStateBytesPerParamSplit;
+  const perDevice = SHARD_STRATEGIES.map((s) => `${s} ${formatBytes(e.modelStateBytesPerDevice[s])}`).join(", ");
+  const b = e.backwardFlopsPerStep;
+  return [
+    `model ${e.model} on ${c.name} (${devices}): batch ${e.batch}${seq}, ${e.precision}, ${e.optimizer}`,
+    `FLOPs and times are for the global batch of ${e.batch}; activations for a micro-batch of ${e.microBatch} (the whole batch: chunks are not chosen yet)`,
+    "",
+    table(["layer", "parameters", "fwd FLOPs", "bwd FLOPs", "activations", "checkpointed", "time (1 device)"], rows),
+    `FLOPs per step: ${formatFlops(e.flopsPerStep)} (forward ${formatFlops(e.forwardFlopsPerStep)}, backward ${formatFlops(b.input)} input + ${formatFlops(b.weight)} weight gradients)`,
+    `activations per micro-batch: ${formatBytes(e.activationBytesPerMicroBatch.full)} without checkpointing, ${formatBytes(e.activationBytesPerMicroBatch.checkpointed)} with every layer checkpointed (inputs kept, one layer recomputed at a time)`,
+    `model state: ${e.modelStateBytesPerParam} bytes/parameter (${split.param} weights + ${split.grad} gradients + ${split.optimizer} optimizer); per device over ${c.devices}: ${perDevice}`,
+    `time on one ${c.name} device: ${formatSeconds(e.secondsOnOneDevice)} per step (forward + backward, roofline estimate${e.calibratedOps > 0 ? `; ${e.calibratedOps} ops calibrated` : ""})`,
+    "",
+  ].join("\n");
+}

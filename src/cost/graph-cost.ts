@@ -1,0 +1,101 @@
+// Costs a graph's forward ops one by one at given symbol values: each op's registry cost rule (FLOPs, bytes)
+// on its operands as they live on the device, then its forward and backward time from the calibration when
+// that op and shape were measured, else from the roofline; summed per layer.
+import type { Precision } from "../check/settings-types.js";
+import type { Graph, OpId } from "../graph/graph.js";
+import type { DimBindings, OpCost } from "../graph/op-cost.js";
+import { getOp, withDefaults } from "../graph/registry.js";
+import { calibrated, shapeKey } from "./calibration.js";
+import type { Cluster } from "./cluster.js";
+import { computeDType, onDevice } from "./precision.js";
+import { backwardWork, forwardWork, roofline } from "./roofline.js";
+import { numel } from "../graph/dim.js";
+
+export interface CostOptions {
+  readonly cluster: Cluster;
+  readonly precision: Precision;
+  /** Symbol values to evaluate at, e.g. {B: global batch, S: sequence} for FLOPs per step. */
+  readonly bindings: DimBindings;
+}
+
+export interface OpEstimate {
+  readonly op: OpId;
+  readonly cost: OpCost;
+  /** Seconds on one device of the cluster's profile. */
+  readonly forwardSeconds: number;
+  readonly backwardSeconds: number;
+  /** The times come from the calibration file rather than the roofline. */
+  readonly calibrated: boolean;
+}
+
+export interface LayerCost {
+  readonly index: number;
+  readonly name: string;
+  /** Parameters the layer owns (a tied weight counts in the layer that declares it). */
+  readonly parameters: number;
+  readonly forwardFlops: number;
+  readonly backwardFlops: { readonly input: number; readonly weight: number };
+  /** Forward bytes read + written. */
+  readonly forwardBytes: number;
+  readonly forwardSeconds: number;
+  readonly backwardSeconds: number;
+}
+
+export interface GraphCost {
+  readonly ops: readonly OpEstimate[];
+  readonly layers: readonly LayerCost[];
+  /** Ops whose times came from the calibration. */
+  readonly calibratedOps: number;
+}
+
+/** One op at the given options. Throws (an internal error) for an op without a cost rule. */
+export function estimateOp(graph: Graph, id: OpId, options: CostOptions): OpEstimate {
+  const node = graph.op(id);
+  const def = getOp(node.op);
+  if (!def?.cost) throw new Error(`internal: op '${node.op}' has no cost rule in the registry`);
+  const inputs = node.inputs.map((t) => onDevice(graph.tensor(t).type, options.precision));
+  const attrs = withDefaults(def.attrs, node.attrs);
+  const cost = def.cost(inputs, attrs, options.bindings);
+  const measured = calibrated(options.cluster.calibration, node.op, shapeKey(inputs, attrs, options.bindings));
+  if (measured) {
+    return { op: id, cost, forwardSeconds: measured.forwardSeconds, backwardSeconds: measured.backwardSeconds, calibrated: true };
+  }
+  // Arithmetic runs in the dtype of the op's float operands on the device (integer-only ops: i32).
+  const dtype = inputs.some((t) => t.dtype !== "i32") ? computeDType(options.precision) : "i32";
+  const device = options.cluster.profile;
+  return {
+    op: id,
+    cost,
+    forwardSeconds: roofline(forwardWork(cost, dtype), device).seconds,
+    backwardSeconds: roofline(backwardWork(cost, dtype), device).seconds,
+    calibrated: false,
+  };
+}
+
+/** Every forward op of `graph` (a forward or a training graph: gradient and optimizer ops are costed through
+ *  the forward op they belong to, so they are skipped), and the per-layer sums. */
+export function costGraph(graph: Graph, options: CostOptions): GraphCost {
+  const ops = graph.ops().filter((o) => o.phase === "forward").map((o) => estimateOp(graph, o.id, options));
+  const byId = new Map(ops.map((e) => [e.op, e]));
+  const layers = graph.layers().map((l): LayerCost => {
+    let forwardFlops = 0;
+    let input = 0;
+    let weight = 0;
+    let forwardBytes = 0;
+    let forwardSeconds = 0;
+    let backwardSeconds = 0;
+    for (const id of l.ops) {
+      const e = byId.get(id);
+      if (!e) continue;
+      forwardFlops += e.cost.forwardFlops;
+      input += e.cost.backwardFlops.input;
+      weight += e.cost.backwardFlops.weight;
+      forwardBytes += e.cost.bytesRead + e.cost.bytesWritten;
+      forwardSeconds += e.forwardSeconds;
+      backwardSeconds += e.backwardSeconds;
+    }
+    const parameters = l.params.reduce((n, p) => n + numel(graph.param(p)!.type.shape), 0);
+    return { index: l.index, name: l.name, parameters, forwardFlops, backwardFlops: { input, weight }, forwardBytes, forwardSeconds, backwardSeconds };
+  });
+  return { ops, layers, calibratedOps: ops.filter((o) => o.calibrated).length };
+}

@@ -1,0 +1,28 @@
+// What an op's `cost` rule returns: FLOPs of its forward and backward (split into input- and weight-gradient
+// parts, which zero-bubble schedules place separately) and the bytes its forward pass moves.
+import type { SymbolName } from "./dim.js";
+import type { Attrs, TensorType } from "./types.js";
+
+/** Values of the symbolic dims, e.g. {B: 8, S: 1024}; every symbol a type uses must be bound. */
+export type DimBindings = Readonly<Partial<Record<SymbolName, number>>>;
+
+/** Which hardware unit bounds an op's arithmetic: `matrix` ops (matmuls) run at the dtype's tensor-core/GEMM
+ *  peak; `vector` ops (elementwise, reductions, lookups) run on the ordinary fp32 vector units. */
+export type ComputeUnit = "matrix" | "vector";
+
+export interface OpCost {
+  /** Forward FLOPs; a multiply-add counts as 2 (so a matmul is 2·m·n·k). */
+  readonly forwardFlops: number;
+  /** Backward FLOPs: `input` = gradients w.r.t. the op's tensor inputs (activations), `weight` = gradients
+   *  w.r.t. its parameters. Both operands of matmul are activations, so all its backward is `input`. */
+  readonly backwardFlops: { readonly input: number; readonly weight: number };
+  /** Forward memory traffic in bytes, at the dtypes of the types the rule was given (the cost model passes
+   *  bf16 types under mixed precision, so the same rule serves every precision). */
+  readonly bytesRead: number;
+  readonly bytesWritten: number;
+  readonly unit: ComputeUnit;
+}
+
+/** An op's cost rule: input types in operand order (for module ops the tensor inputs, then the parameters in
+ *  `params()` order), attributes with declared defaults filled in, and the symbol values to evaluate at. */
+export type OpCostRule = (inputs: readonly TensorType[], attrs: Attrs, bindings: DimBindings) => OpCost;

@@ -1,0 +1,150 @@
+// The schedule action IR: one tiny immutable action per step of a rank, and its exact text form.
+//
+// Text grammar (canonical: `formatAction(parseAction(t)) === t` for every accepted `t`, and
+// `parseAction(formatAction(a))` equals `a` for every valid action):
+//
+//   action := STAGE KIND [MB] ["u" UNIT] ["@" PEER]
+//   STAGE, MB, UNIT, PEER := "0" | [1-9][0-9]*          (no leading zeros, safe integers)
+//   KIND := compute | p2p | shard
+//   compute := "F" | "B" | "I" | "W" | "R"                   MB required, no UNIT, no PEER
+//   p2p     := "SEND_F" | "RECV_F" | "SEND_B" | "RECV_B"     MB and PEER required, no UNIT
+//   shard   := "ALL_GATHER" | "REDUCE_SCATTER" | "ALL_REDUCE" | "OPTIMIZER" | "FREE"
+//                                                            MB and UNIT optional, no PEER
+//            | "BROADCAST" | "REDUCE"                        MB and UNIT optional, PEER (the root) required
+//
+// Examples: `1F3` stage 1 forward of micro-batch 3; `1I3`/`1W3` the input-/weight-gradient halves of its
+// split backward; `1R3` its recompute; `2SEND_F3@3` stage 2 sends micro-batch 3's activation to rank 3;
+// `3RECV_F3@2` stage 3 receives it from rank 2; `0ALL_GATHER2u1` gathers FSDP unit 1 of stage 0 for
+// micro-batch 2; `0BROADCASTu4@2` broadcasts unit 4 from root rank 2.
+//
+// STAGE is a virtual stage (interleaved schedules put several on one rank). For SEND_F/SEND_B it is the
+// sending stage and for RECV_F/RECV_B the receiving stage, so `sSEND_Fm` pairs with `(s+1)RECV_Fm` and
+// `sSEND_Bm` with `(s-1)RECV_Bm`, as in torch.distributed.pipelining. PEER is a rank, not a stage, so an
+// action list is self-contained: the runtime needs no placement table to know whom to talk to.
+
+export const COMPUTE_KINDS = ["F", "B", "I", "W", "R"] as const;
+export const P2P_KINDS = ["SEND_F", "RECV_F", "SEND_B", "RECV_B"] as const;
+/** Reserved for the sharding work (FSDP/OSS/ShardedDDP); orders and lowering here never produce them. */
+export const SHARD_KINDS = ["ALL_GATHER", "REDUCE_SCATTER", "ALL_REDUCE", "BROADCAST", "REDUCE", "OPTIMIZER", "FREE"] as const;
+
+export type ComputeKind = (typeof COMPUTE_KINDS)[number];
+export type P2PKind = (typeof P2P_KINDS)[number];
+export type ShardKind = (typeof SHARD_KINDS)[number];
+export type ActionKind = ComputeKind | P2PKind | ShardKind;
+
+export interface Action {
+  readonly kind: ActionKind;
+  /** Virtual stage index. */
+  readonly stage: number;
+  /** Micro-batch index; always present on compute and p2p actions. */
+  readonly mb?: number;
+  /** Shard unit (FSDP unit or gradient bucket) of a shard action. */
+  readonly unit?: number;
+  /** The other rank of a p2p action; the root rank of BROADCAST/REDUCE. */
+  readonly peer?: number;
+}
+
+const computeSet: ReadonlySet<string> = new Set(COMPUTE_KINDS);
+const p2pSet: ReadonlySet<string> = new Set(P2P_KINDS);
+const kindSet: ReadonlySet<string> = new Set<string>([...COMPUTE_KINDS, ...P2P_KINDS, ...SHARD_KINDS]);
+
+export function isComputeKind(k: ActionKind): k is ComputeKind {
+  return computeSet.has(k);
+}
+
+export function isP2PKind(k: ActionKind): k is P2PKind {
+  return p2pSet.has(k);
+}
+
+export function isShardKind(k: ActionKind): k is ShardKind {
+  return !computeSet.has(k) && !p2pSet.has(k);
+}
+
+/** Which optional fields a kind requires ("req"), allows ("opt") or forbids ("no"). */
+function fieldRules(kind: ActionKind): { mb: Need; unit: Need; peer: Need } {
+  if (computeSet.has(kind)) return { mb: "req", unit: "no", peer: "no" };
+  if (p2pSet.has(kind)) return { mb: "req", unit: "no", peer: "req" };
+  if (kind === "BROADCAST" || kind === "REDUCE") return { mb: "opt", unit: "opt", peer: "req" };
+  return { mb: "opt", unit: "opt", peer: "no" };
+}
+type Need = "req" | "opt" | "no";
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+const isIndex = (n: unknown): n is number => typeof n === "number" && Number.isSafeInteger(n) && n >= 0;
+
+/** Why `a` is not a well-formed action, or undefined when it is. */
+export function actionShapeError(a: Action): string | undefined {
+  if (!kindSet.has(a.kind)) return `unknown action kind ${JSON.stringify(a.kind)}`;
+  if (!isIndex(a.stage)) return `stage must be a non-negative integer, got ${a.stage}`;
+  const rules = fieldRules(a.kind);
+  for (const field of ["mb", "unit", "peer"] as const) {
+    const v = a[field];
+    if (v === undefined) {
+      if (rules[field] === "req") return `${a.kind} needs ${field}`;
+    } else if (rules[field] === "no") return `${a.kind} takes no ${field}`;
+    else if (!isIndex(v)) return `${field} must be a non-negative integer, got ${v}`;
+  }
+  return undefined;
+}
+
+/** A frozen action with only the fields that are set; throws on a malformed one (an internal bug). */
+export function makeAction(fields: Action): Action {
+  const err = actionShapeError(fields);
+  if (err) throw new Error(`invalid action: ${err}`);
+  const a: Mutable<Action> = { kind: fields.kind, stage: fields.stage };
+  if (fields.mb !== undefined) a.mb = fields.mb;
+  if (fields.unit !== undefined) a.unit = fields.unit;
+  if (fields.peer !== undefined) a.peer = fields.peer;
+  return Object.freeze(a);
+}
+
+export function computeAction(kind: ComputeKind, stage: number, mb: number): Action {
+  return makeAction({ kind, stage, mb });
+}
+
+export function p2pAction(kind: P2PKind, stage: number, mb: number, peer: number): Action {
+  return makeAction({ kind, stage, mb, peer });
+}
+
+export function shardAction(kind: ShardKind, stage: number, fields: { mb?: number; unit?: number; peer?: number } = {}): Action {
+  return makeAction({ kind, stage, ...fields });
+}
+
+export function formatAction(a: Action): string {
+  let s = `${a.stage}${a.kind}`;
+  if (a.mb !== undefined) s += a.mb;
+  if (a.unit !== undefined) s += `u${a.unit}`;
+  if (a.peer !== undefined) s += `@${a.peer}`;
+  return s;
+}
+
+const NUM = "(0|[1-9][0-9]*)";
+const TEXT_RE = new RegExp(`^${NUM}([A-Z]+(?:_[A-Z]+)*)${NUM}?(?:u${NUM})?(?:@${NUM})?$`);
+
+export type ParsedAction = { readonly ok: true; readonly action: Action } | { readonly ok: false; readonly message: string };
+
+/** Parses the text form; text that is not canonical (leading zeros, stray fields) is rejected with a reason. */
+export function parseAction(text: string): ParsedAction {
+  const m = TEXT_RE.exec(text);
+  if (!m) return { ok: false, message: `${JSON.stringify(text)} is not an action (expected e.g. 1F3, 2SEND_F3@3)` };
+  const [, stage, kind, mb, unit, peer] = m;
+  if (!kindSet.has(kind!)) return { ok: false, message: `${JSON.stringify(text)}: unknown action kind ${kind}` };
+  const a: Mutable<Action> = { kind: kind as ActionKind, stage: Number(stage) };
+  if (mb !== undefined) a.mb = Number(mb);
+  if (unit !== undefined) a.unit = Number(unit);
+  if (peer !== undefined) a.peer = Number(peer);
+  const err = actionShapeError(a);
+  if (err) return { ok: false, message: `${JSON.stringify(text)}: ${err}` };
+  return { ok: true, action: makeAction(a) };
+}
+
+/** parseAction for text the program wrote itself (tests, fixtures): throws instead of returning a reason. */
+export function actionFromText(text: string): Action {
+  const r = parseAction(text);
+  if (!r.ok) throw new Error(r.message);
+  return r.action;
+}
+
+export function sameAction(a: Action, b: Action): boolean {
+  return a.kind === b.kind && a.stage === b.stage && a.mb === b.mb && a.unit === b.unit && a.peer === b.peer;
+}

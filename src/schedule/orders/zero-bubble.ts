@@ -1,0 +1,35 @@
+// ZB-H1 order (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"): 1F1B with the backward split into I and W.
+import { computeAction, type Action } from "../action.js";
+import { assertCount, identityPlacement, type ComputeOrder, type OrderOptions } from "./order.js";
+
+/**
+ * Rank s keeps 1F1B's warm-up (min(p − s − 1, m) forwards) and its F/I alternation, so at most p − s
+ * micro-batches hold their full activations on stage s, exactly as 1F1B. Only the input-gradient half I is on
+ * the critical path; the weight-gradient half W of a micro-batch is deferred until s later I's have run, so
+ * rank s keeps at most s micro-batches waiting for W. Those deferred W's fill the cool-down, which is where
+ * 1F1B's bubble was: with T_W ≤ T_F and m ≥ p every rank idles (p − 1)(T_F + T_I − T_W), a third of 1F1B's
+ * (p − 1)(T_F + T_I + T_W) when T_F = T_I = T_W, as the paper states. A W-pending micro-batch holds only what
+ * W needs (less than the full activations), so the peak over ranks stays 1F1B's p micro-batches on rank 0.
+ */
+export function zeroBubbleOrder(opts: OrderOptions): ComputeOrder {
+  const { ranks: p, microBatches: m } = opts;
+  assertCount("ranks", p);
+  assertCount("microBatches", m);
+  const perRank: Action[][] = [];
+  for (let s = 0; s < p; s++) {
+    const list: Action[] = [];
+    const warmup = Math.min(p - s - 1, m);
+    let f = 0;
+    let w = 0;
+    for (; f < warmup; f++) list.push(computeAction("F", s, f));
+    for (let i = 0; i < m; i++) {
+      if (f < m) list.push(computeAction("F", s, f++));
+      list.push(computeAction("I", s, i));
+      // i + 1 I's have run; keep at most s of their W's pending.
+      while (i + 1 - w > s) list.push(computeAction("W", s, w++));
+    }
+    while (w < m) list.push(computeAction("W", s, w++));
+    perRank.push(list);
+  }
+  return { schedule: "zero_bubble", ranks: p, stages: p, microBatches: m, stageRank: identityPlacement(p), perRank };
+}
