@@ -6,7 +6,7 @@ import type { Span } from "../diagnostics/span.js";
 import { SYMBOLIC_DIMS } from "../graph/dim.js";
 import { Graph, type TensorId } from "../graph/graph.js";
 import { isOpCheckError, type OpDef } from "../graph/op-def.js";
-import { getOp, languageOps } from "../graph/registry.js";
+import { getOp, languageOp, languageOps } from "../graph/registry.js";
 import { DTYPES, type Attrs, type DType, type TensorType } from "../graph/types.js";
 import type { BinaryOp, CallExpr, ForwardDecl, Stmt } from "../parse/ast.js";
 import { asDim, evalExpr, type EvalContext } from "./const-eval.js";
@@ -160,7 +160,7 @@ export class GraphBuilder {
       const name = e.callee.name;
       const v = env.lookup(name);
       if (v === undefined) {
-        const op = getOp(name);
+        const op = languageOp(name);
         if (op?.kind === "function") return this.callFunctionOp(op, e, env);
         if (op || this.decls.blocks.has(name)) {
           this.diags.push(

@@ -1,7 +1,7 @@
 // Collects the top-level declarations of all loaded files into one namespace: constants, blocks, the model,
 // and the train/parallel sections, reporting duplicates (within a file FSM301, across files FSM202).
 import { error, type Diagnostic } from "../diagnostics/diagnostic.js";
-import { getOp } from "../graph/registry.js";
+import { languageOp } from "../graph/registry.js";
 import type { BlockDecl, ConstDecl, Ident, ModelDecl, SettingsSection } from "../parse/ast.js";
 import type { LoadedFile } from "./load.js";
 
@@ -42,7 +42,7 @@ export function collectDeclarations(files: readonly LoadedFile[], diags: Diagnos
           if (claim(item.name)) consts.set(item.name.name, item);
           break;
         case "Block":
-          if (getOp(item.name.name)) {
+          if (languageOp(item.name.name)) {
             diags.push(error("FSM301", `block '${item.name.name}' has the name of a built-in op`, item.name.span));
           } else if (claim(item.name)) blocks.set(item.name.name, item);
           break;

@@ -4,7 +4,7 @@
 import { error, type Diagnostic } from "../diagnostics/diagnostic.js";
 import { shapeEq, shapeToString } from "../graph/dim.js";
 import type { OpDef } from "../graph/op-def.js";
-import { getOp, languageOps } from "../graph/registry.js";
+import { languageOp, languageOps } from "../graph/registry.js";
 import { typeToString } from "../graph/types-format.js";
 import type { Attrs, AttrValue } from "../graph/types.js";
 import type { BlockDecl, BodyItem, CallExpr, Expr, ForwardDecl, MemberDecl, ModelDecl } from "../parse/ast.js";
@@ -107,7 +107,7 @@ export class Elaborator {
     const name = call.callee.name;
     const block = this.decls.blocks.get(name);
     if (block) return this.instantiateBlock(block, call, env, path, annotations);
-    const op = getOp(name);
+    const op = languageOp(name);
     if (op && op.kind === "module") return this.instantiateOp(op, call, env, path, annotations);
     if (op) {
       this.diags.push(error("FSM405", `'${name}' has no parameters: call it in forward (${name}(x)) instead of declaring a member`, call.callee.span));

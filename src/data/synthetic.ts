@@ -1,7 +1,7 @@
 // Synthetic, learnable training data for any sample (`data = synthetic()`), deterministic by seed and step:
 // - token models (i32 inputs, e.g. tokens and targets): each row is a sequence x_{i+1} = (a·x_i + b) mod V
-//   from a random start, tokens = x_0..x_{S-1} and targets = x_1..x_S, with a and b fixed by the seed: the
-//   next token is a function of the current one, which an embedding and an output layer can learn;
+//   from a random start, tokens = x_0..x_{S-1} and targets = x_1..x_S, with a (coprime to V) and b fixed by
+//   the seed: the next token is a function of the current one, which embeddings and an output layer learn;
 // - float models (float inputs, e.g. x and y): x ~ N(0, 1) and every further input y = tanh(x·Wᵀ) for a fixed
 //   random W ~ N(0, 1/d_in) per target: a smooth map an MLP can fit.
 // Batch `step` always has the same content, and different steps differ.
@@ -65,7 +65,9 @@ function tokenTask(g: Graph, options: SyntheticOptions, ids: TensorId[], shapeOf
   const shape = shapeOf(ids[0]!);
   if (ids.length === 2 && shapeOf(ids[1]!).join() !== shape.join()) throw new Error(`not implemented: synthetic tokens and targets of different shapes ('${g.model}')`);
   const task = new Rng(streamSeed(options.seed, "synthetic.tokens"));
-  const a = 1 + task.int(V - 1);
+  // a coprime to V makes the map a permutation, so sequences do not collapse into a few short cycles.
+  let a = 1 + task.int(V - 1);
+  while (gcd(a, V) !== 1) a = 1 + task.int(V - 1);
   const b = task.int(V);
   const S = shape.at(-1) ?? 1;
   const rows = sizeOf(shape) / S;
@@ -129,4 +131,8 @@ function regressionTask(options: SyntheticOptions, inputs: { name: string; shape
       return out;
     },
   };
+}
+
+function gcd(a: number, b: number): number {
+  return b === 0 ? a : gcd(b, a % b);
 }

@@ -2,7 +2,7 @@
 // ops one per line, then the loss; a training graph then lists its optimizer state, one section per further
 // phase, the gradients and the updates. Parameters and state appear by name, inputs as %name, others as %id.
 import { numel } from "./dim.js";
-import type { Graph, LayerAnnotations, OpNode, Phase, TensorId } from "./graph.js";
+import { PHASES, type Graph, type LayerAnnotations, type OpNode, type TensorId } from "./graph.js";
 import { getOp } from "./registry.js";
 import { attrToString, groupDigits, typeToString } from "./types-format.js";
 
@@ -76,7 +76,7 @@ export function printGraph(g: Graph): string {
 function trainingSections(g: Graph): string[] {
   const lines: string[] = [];
   for (const s of g.states()) lines.push(`state ${s.name} : ${typeToString(s.type)} = zeros${s.param ? `  (${s.role} of ${s.param})` : ""}`);
-  for (const phase of ["backward", "weight_grad", "optimizer"] satisfies Phase[]) {
+  for (const phase of PHASES.filter((p) => p !== "forward")) {
     const ops = g.ops().filter((o) => o.phase === phase);
     if (ops.length === 0) continue;
     lines.push(`phase ${phase}  [ops: ${groupDigits(ops.length)}]`);

@@ -65,6 +65,12 @@ export function getOp(name: string): OpDef | undefined {
   return BY_NAME.get(name);
 }
 
+/** An op that .fsm source may name (module or function); internal ops (gradients, updates) are not. */
+export function languageOp(name: string): OpDef | undefined {
+  const op = BY_NAME.get(name);
+  return op && op.kind !== "internal" ? op : undefined;
+}
+
 /** Every op, internal ones included, sorted by name (for tools that describe graphs, e.g. a reference of all ops). */
 export function allOps(): readonly OpDef[] {
   return ALL;

@@ -11,6 +11,9 @@ import { typeToString } from "../graph/types-format.js";
 import { emitOptimizerStep } from "./optimizer-step.js";
 import type { Pass } from "./pass.js";
 
+// The memory model reads what the backward keeps from the pass that creates it.
+export { savedByLayer, savedForBackward, savedTensors, type LayerSaved } from "./saved-for-backward.js";
+
 function internal(message: string): never {
   throw new Error(`internal: ${message}`);
 }
@@ -140,6 +143,3 @@ function emitterFor(g: Graph, o: OpNode): BackwardEmitter {
     weight: (op, inputs, attrs) => emit("weight_grad", op, inputs, attrs)[0]!,
   };
 }
-
-// The memory model reads these with the pass that creates what they describe.
-export { savedByLayer, savedForBackward, savedTensors, type LayerSaved } from "./saved-for-backward.js";

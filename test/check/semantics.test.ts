@@ -155,3 +155,12 @@ describe("annotations inside layers", () => {
     expect(r.diagnostics[0]!.message).toContain("'o.inner' is inside a layer");
   });
 });
+
+describe("internal ops", () => {
+  it("gradient and optimizer ops cannot be named from .fsm source", () => {
+    const inline = checkSources({ "m.fsm": model("  fc = linear(4, 4)", "    return mse_loss(relu_grad(fc(x), x), y)") });
+    expect(inline.diagnostics.map((d) => `${d.code} ${d.message}`)).toEqual(["FSM300 unknown name 'relu_grad'"]);
+    const member = checkSources({ "m.fsm": model("  g = sum_to(4)\n  fc = linear(4, 4)", "    return mse_loss(fc(x), y)") });
+    expect(member.diagnostics.map((d) => d.code)).toEqual(["FSM302"]);
+  });
+});

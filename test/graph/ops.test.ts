@@ -53,8 +53,8 @@ describe("linear", () => {
   it("maps the last dimension and declares weight [out, in] and bias [out]", () => {
     expect(run("linear", [x768], { in: 768, out: 3072 })).toBe("f32[B, S, 3072]");
     expect(run("linear", [ty("bf16", 4, 768)], { in: 768, out: 10, bias: false })).toBe("bf16[4, 10]");
-    expect(params("linear", { in: 768, out: 3072 })).toEqual(["weight [3072, 768] normal", "bias [3072] zeros"]);
-    expect(params("linear", { in: 768, out: 3072, bias: false })).toEqual(["weight [3072, 768] normal"]);
+    expect(params("linear", { in: 768, out: 3072 })).toEqual(["weight [3072, 768] uniform_fan_in", "bias [3072] zeros"]);
+    expect(params("linear", { in: 768, out: 3072, bias: false })).toEqual(["weight [3072, 768] uniform_fan_in"]);
     expect(getOp("linear")!.tieParam).toBe("weight");
   });
   it("reports a wrong last dimension with both shapes (FSM402)", () => {

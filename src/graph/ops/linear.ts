@@ -27,7 +27,8 @@ export const linear: OpDef = defineOp({
   },
   params(attrs) {
     const out = num(attrs, "out");
-    const ps: ParamSpec[] = [{ name: "weight", shape: [dim(out), dim(num(attrs, "in"))], init: "normal" }];
+    // PyTorch nn.Linear's default U(±1/√in): keeps plain ReLU stacks (no residuals, no norms) trainable.
+    const ps: ParamSpec[] = [{ name: "weight", shape: [dim(out), dim(num(attrs, "in"))], init: "uniform_fan_in" }];
     if (bool(attrs, "bias")) ps.push({ name: "bias", shape: [dim(out)], init: "zeros" });
     return ps;
   },
