@@ -8,21 +8,9 @@ import { clusterFor } from "../src/cost/cluster.js";
 import { estimateModel } from "../src/cost/estimate.js";
 import { costGraph } from "../src/cost/graph-cost.js";
 import { buildTrainingGraph } from "../src/passes/autodiff.js";
+import { medianMs } from "./timing.js";
 
 const root = resolve(fileURLToPath(import.meta.url), "../../..");
-
-/** Median of `runs` timings in milliseconds (after one warm-up). */
-function time(fn: () => void, runs: number): number {
-  fn();
-  const ts: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const t0 = performance.now();
-    fn();
-    ts.push(performance.now() - t0);
-  }
-  ts.sort((a, b) => a - b);
-  return Number(ts[Math.floor(ts.length / 2)]!.toFixed(2));
-}
 
 const path = join(root, "samples", "gpt3-175b.fsm");
 const model = checkFile(path).model;
@@ -33,9 +21,9 @@ const bindings = { B: train.batch, S: train.seq! };
 
 const training = buildTrainingGraph(model.graph, train);
 const estimate = estimateModel(model, cluster);
-const buildTrainingGraphMs = time(() => buildTrainingGraph(model.graph, train), 5);
-const costForwardGraphMs = time(() => costGraph(model.graph, { cluster, precision: train.precision, bindings }), 5);
-const estimateModelMs = time(() => estimateModel(model, cluster), 5);
+const buildTrainingGraphMs = medianMs(() => buildTrainingGraph(model.graph, train), 5);
+const costForwardGraphMs = medianMs(() => costGraph(model.graph, { cluster, precision: train.precision, bindings }), 5);
+const estimateModelMs = medianMs(() => estimateModel(model, cluster), 5);
 
 console.log(
   JSON.stringify(
@@ -48,7 +36,7 @@ console.log(
       trainingOps: training.ops().length,
       parameters: estimate.parameters,
       flopsPerStep: estimate.flopsPerStep,
-      checkAndBuildMs: time(() => checkFile(path), 3),
+      checkAndBuildMs: medianMs(() => checkFile(path), 3),
       buildTrainingGraphMs,
       costForwardGraphMs,
       // The whole `fsm cost` estimate: training graph + per-op costs + activations + model state.

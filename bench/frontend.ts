@@ -6,6 +6,7 @@ import { fileURLToPath } from "node:url";
 import { checkFile } from "../src/check/check.js";
 import type { SourceHost } from "../src/check/load.js";
 import { parseSource } from "../src/parse/parse-file.js";
+import { medianMs } from "./timing.js";
 
 const root = resolve(fileURLToPath(import.meta.url), "../../..");
 const samples = ["mlp.fsm", "gpt-tiny.fsm", "gpt2-124m.fsm", "llama-7b.fsm", "gpt3-175b.fsm"];
@@ -20,19 +21,6 @@ export function generatedModel(layers: number): string {
   return lines.join("\n") + "\n";
 }
 
-/** Median of `runs` timings in milliseconds (after one warm-up). */
-function time(fn: () => void, runs: number): number {
-  fn();
-  const ts: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const t0 = performance.now();
-    fn();
-    ts.push(performance.now() - t0);
-  }
-  ts.sort((a, b) => a - b);
-  return Number(ts[Math.floor(ts.length / 2)]!.toFixed(2));
-}
-
 const results: Record<string, unknown>[] = [];
 for (const s of samples) {
   const path = join(root, "samples", s);
@@ -42,8 +30,8 @@ for (const s of samples) {
     model: s,
     layers: r.model?.graph.layers().length,
     ops: r.model?.graph.ops().length,
-    parseMs: time(() => parseSource(path, text), 5),
-    checkAndBuildMs: time(() => checkFile(path), 5),
+    parseMs: medianMs(() => parseSource(path, text), 5),
+    checkAndBuildMs: medianMs(() => checkFile(path), 5),
   });
 }
 
@@ -54,13 +42,13 @@ const lib = readFileSync(join(root, "samples/lib/transformer.fsm"), "utf8");
 const host: SourceHost = { readFile: (p) => (p === genPath ? genText : p === join(root, "samples/lib/transformer.fsm") ? lib : undefined) };
 const gen = checkFile(genPath, { host });
 if (!gen.model) throw new Error(`generated model failed to check: ${gen.diagnostics.map((d) => d.message).join("; ")}`);
-const genMs = time(() => checkFile(genPath, { host }), 3);
+const genMs = medianMs(() => checkFile(genPath, { host }), 3);
 results.push({
   model: `generated ${LAYERS}-layer GPT`,
   sourceBytes: genText.length,
   layers: gen.model.graph.layers().length,
   ops: gen.model.graph.ops().length,
-  parseMs: time(() => parseSource(genPath, genText), 3),
+  parseMs: medianMs(() => parseSource(genPath, genText), 3),
   checkAndBuildMs: genMs,
   aimMs: 1000,
   withinAim: genMs < 1000,

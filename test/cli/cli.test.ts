@@ -4,18 +4,12 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
-import { main } from "../../src/cli/main.js";
+import { runCli as run } from "../support/cli.js";
 
 const root = resolve(import.meta.dirname, "../..");
 const sample = (f: string) => join(root, "samples", f);
 const fixture = (f: string) => join(root, "test/fixtures/errors", f);
 
-async function run(...argv: string[]) {
-  let stdout = "";
-  let stderr = "";
-  const code = await main(argv, { stdout: (s) => (stdout += s), stderr: (s) => (stderr += s) });
-  return { code, stdout, stderr };
-}
 
 describe("fsm check", () => {
   it("accepts every sample with exit code 0", async () => {

@@ -4,18 +4,12 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
-import { main } from "../../src/cli/main.js";
+import { runCli as run } from "../support/cli.js";
 import type { ModelEstimate } from "../../src/cost/estimate.js";
 
 const root = resolve(import.meta.dirname, "../..");
 const sample = (f: string) => join(root, "samples", f);
 
-async function run(...argv: string[]) {
-  let stdout = "";
-  let stderr = "";
-  const code = await main(argv, { stdout: (s) => (stdout += s), stderr: (s) => (stderr += s) });
-  return { code, stdout, stderr };
-}
 
 describe("fsm cost", () => {
   it("prints a per-layer table, totals and memory for gpt2 on the default cluster", async () => {
