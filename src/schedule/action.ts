@@ -46,7 +46,6 @@ export interface Action {
 
 const computeSet: ReadonlySet<string> = new Set(COMPUTE_KINDS);
 const p2pSet: ReadonlySet<string> = new Set(P2P_KINDS);
-const kindSet: ReadonlySet<string> = new Set<string>([...COMPUTE_KINDS, ...P2P_KINDS, ...SHARD_KINDS]);
 
 export function isComputeKind(k: ActionKind): k is ComputeKind {
   return computeSet.has(k);
@@ -61,23 +60,28 @@ export function isShardKind(k: ActionKind): k is ShardKind {
 }
 
 /** Which optional fields a kind requires ("req"), allows ("opt") or forbids ("no"). */
-function fieldRules(kind: ActionKind): { mb: Need; unit: Need; peer: Need } {
-  if (computeSet.has(kind)) return { mb: "req", unit: "no", peer: "no" };
-  if (p2pSet.has(kind)) return { mb: "req", unit: "no", peer: "req" };
-  if (kind === "BROADCAST" || kind === "REDUCE") return { mb: "opt", unit: "opt", peer: "req" };
-  return { mb: "opt", unit: "opt", peer: "no" };
+interface FieldRules {
+  readonly mb: Need;
+  readonly unit: Need;
+  readonly peer: Need;
 }
+const RULES = new Map<string, FieldRules>([
+  ...COMPUTE_KINDS.map((k) => [k, { mb: "req", unit: "no", peer: "no" }] as const),
+  ...P2P_KINDS.map((k) => [k, { mb: "req", unit: "no", peer: "req" }] as const),
+  ...SHARD_KINDS.map((k) => [k, { mb: "opt", unit: "opt", peer: k === "BROADCAST" || k === "REDUCE" ? "req" : "no" }] as const),
+]);
 type Need = "req" | "opt" | "no";
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+const FIELDS = ["mb", "unit", "peer"] as const;
 
 const isIndex = (n: unknown): n is number => typeof n === "number" && Number.isSafeInteger(n) && n >= 0;
 
 /** Why `a` is not a well-formed action, or undefined when it is. */
 export function actionShapeError(a: Action): string | undefined {
-  if (!kindSet.has(a.kind)) return `unknown action kind ${JSON.stringify(a.kind)}`;
+  const rules = RULES.get(a.kind);
+  if (!rules) return `unknown action kind ${JSON.stringify(a.kind)}`;
   if (!isIndex(a.stage)) return `stage must be a non-negative integer, got ${a.stage}`;
-  const rules = fieldRules(a.kind);
-  for (const field of ["mb", "unit", "peer"] as const) {
+  for (const field of FIELDS) {
     const v = a[field];
     if (v === undefined) {
       if (rules[field] === "req") return `${a.kind} needs ${field}`;
@@ -98,12 +102,15 @@ export function makeAction(fields: Action): Action {
   return Object.freeze(a);
 }
 
+// The two constructors schedules call most skip the generic field walk; the checks are the same.
 export function computeAction(kind: ComputeKind, stage: number, mb: number): Action {
-  return makeAction({ kind, stage, mb });
+  if (!computeSet.has(kind) || !isIndex(stage) || !isIndex(mb)) return makeAction({ kind, stage, mb });
+  return Object.freeze({ kind, stage, mb });
 }
 
 export function p2pAction(kind: P2PKind, stage: number, mb: number, peer: number): Action {
-  return makeAction({ kind, stage, mb, peer });
+  if (!p2pSet.has(kind) || !isIndex(stage) || !isIndex(mb) || !isIndex(peer)) return makeAction({ kind, stage, mb, peer });
+  return Object.freeze({ kind, stage, mb, peer });
 }
 
 export function shardAction(kind: ShardKind, stage: number, fields: { mb?: number; unit?: number; peer?: number } = {}): Action {
@@ -128,7 +135,7 @@ export function parseAction(text: string): ParsedAction {
   const m = TEXT_RE.exec(text);
   if (!m) return { ok: false, message: `${JSON.stringify(text)} is not an action (expected e.g. 1F3, 2SEND_F3@3)` };
   const [, stage, kind, mb, unit, peer] = m;
-  if (!kindSet.has(kind!)) return { ok: false, message: `${JSON.stringify(text)}: unknown action kind ${kind}` };
+  if (!RULES.has(kind!)) return { ok: false, message: `${JSON.stringify(text)}: unknown action kind ${kind}` };
   const a: Mutable<Action> = { kind: kind as ActionKind, stage: Number(stage) };
   if (mb !== undefined) a.mb = Number(mb);
   if (unit !== undefined) a.unit = Number(unit);
@@ -143,8 +150,4 @@ export function actionFromText(text: string): Action {
   const r = parseAction(text);
   if (!r.ok) throw new Error(r.message);
   return r.action;
-}
-
-export function sameAction(a: Action, b: Action): boolean {
-  return a.kind === b.kind && a.stage === b.stage && a.mb === b.mb && a.unit === b.unit && a.peer === b.peer;
 }

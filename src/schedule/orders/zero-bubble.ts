@@ -5,11 +5,11 @@ import { assertCount, identityPlacement, type ComputeOrder, type OrderOptions } 
 /**
  * Rank s keeps 1F1B's warm-up (min(p − s − 1, m) forwards) and its F/I alternation, so at most p − s
  * micro-batches hold their full activations on stage s, exactly as 1F1B. Only the input-gradient half I is on
- * the critical path; the weight-gradient half W of a micro-batch is deferred until s later I's have run, so
- * rank s keeps at most s micro-batches waiting for W. Those deferred W's fill the cool-down, which is where
- * 1F1B's bubble was: with T_W ≤ T_F and m ≥ p every rank idles (p − 1)(T_F + T_I − T_W), a third of 1F1B's
- * (p − 1)(T_F + T_I + T_W) when T_F = T_I = T_W, as the paper states. A W-pending micro-batch holds only what
- * W needs (less than the full activations), so the peak over ranks stays 1F1B's p micro-batches on rank 0.
+ * the critical path; the weight-gradient half W of micro-batch k runs right after the I of micro-batch k + s,
+ * so at most s + 1 micro-batches hold what W needs at once on rank s. Those deferred W's fill the cool-down,
+ * where 1F1B's bubble was: with T_W ≤ T_F and m ≥ p every rank idles exactly (p − 1)(T_F + T_I − T_W), a
+ * third of 1F1B's (p − 1)(T_F + T_I + T_W) when T_F = T_I = T_W, as the paper states. With M_W ≤ M_B (what
+ * W needs is part of the stash) rank s peaks at (p − s)·M_B + s·M_W ≤ p·M_B, 1F1B's peak on rank 0.
  */
 export function zeroBubbleOrder(opts: OrderOptions): ComputeOrder {
   const { ranks: p, microBatches: m } = opts;
@@ -25,7 +25,7 @@ export function zeroBubbleOrder(opts: OrderOptions): ComputeOrder {
     for (let i = 0; i < m; i++) {
       if (f < m) list.push(computeAction("F", s, f++));
       list.push(computeAction("I", s, i));
-      // i + 1 I's have run; keep at most s of their W's pending.
+      // i + 1 I's have run: run the W's older than the last s of them.
       while (i + 1 - w > s) list.push(computeAction("W", s, w++));
     }
     while (w < m) list.push(computeAction("W", s, w++));

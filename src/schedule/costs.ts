@@ -1,0 +1,90 @@
+// The abstract costs a schedule simulation needs; the cost model implements it, tests use uniformCosts.
+import { formatAction, type Action } from "./action.js";
+
+/** Seconds for time, bytes for memory; stage is the (virtual) stage, mb the micro-batch. */
+export interface ScheduleCosts {
+  forward(stage: number, mb: number): number;
+  /** Full backward (B): input and weight gradients together. */
+  backward(stage: number, mb: number): number;
+  /** Input-gradient half (I) of a split backward. */
+  backwardInput(stage: number, mb: number): number;
+  /** Weight-gradient half (W) of a split backward. */
+  backwardWeight(stage: number, mb: number): number;
+  /** Recompute (R) of a checkpointed forward. */
+  recompute(stage: number, mb: number): number;
+  /** Bytes that cross the boundary out of `stage`: its output activation (forward) or input gradient (backward). */
+  boundaryBytes(stage: number, mb: number, direction: "forward" | "backward"): number;
+  /** Seconds to move `bytes` from one rank to another. */
+  transfer(fromRank: number, toRank: number, bytes: number): number;
+  /** Everything a forward stashes for its backward, the stage input included. */
+  activationBytes(stage: number, mb: number): number;
+  /** The stage input alone: all a checkpointed forward keeps until its recompute. */
+  inputBytes(stage: number, mb: number): number;
+  /** What W still needs once I has run (layer inputs and output gradients of the weighted ops). */
+  weightGradBytes(stage: number, mb: number): number;
+}
+
+export interface UniformCostOptions {
+  /** Forward seconds per stage and micro-batch. */
+  readonly f: number;
+  /** Full backward seconds; a split backward takes b − w for I and w for W. */
+  readonly b: number;
+  /** Weight-gradient seconds (default b / 2). */
+  readonly w?: number;
+  /** Recompute seconds (default f). */
+  readonly r?: number;
+  /** Seconds per transfer, whatever the bytes (default 0). */
+  readonly comm?: number;
+  /** Memory in any unit; by default one micro-batch's activations weigh 1, so memory counts micro-batches. */
+  readonly activationBytes?: number;
+  /** Default 0: checkpointed micro-batches are free until R unless given. */
+  readonly inputBytes?: number;
+  /** Default activationBytes / 2, an assumption for tests, not a measurement. */
+  readonly weightGradBytes?: number;
+}
+
+/** Every stage and micro-batch alike: the setting of the closed-form bubble formulas. */
+export function uniformCosts(o: UniformCostOptions): ScheduleCosts {
+  const w = o.w ?? o.b / 2;
+  const r = o.r ?? o.f;
+  const comm = o.comm ?? 0;
+  const act = o.activationBytes ?? 1;
+  const input = o.inputBytes ?? 0;
+  const wBytes = o.weightGradBytes ?? act / 2;
+  for (const [name, v] of Object.entries({ f: o.f, b: o.b, w, r, comm, act, input, wBytes })) {
+    if (!(Number.isFinite(v) && v >= 0)) throw new Error(`uniformCosts: ${name} must be a finite non-negative number, got ${v}`);
+  }
+  if (w > o.b) throw new Error(`uniformCosts: w (${w}) cannot exceed the full backward b (${o.b})`);
+  if (input > act) throw new Error(`uniformCosts: inputBytes (${input}) cannot exceed activationBytes (${act})`);
+  return {
+    forward: () => o.f,
+    backward: () => o.b,
+    backwardInput: () => o.b - w,
+    backwardWeight: () => w,
+    recompute: () => r,
+    boundaryBytes: () => 1,
+    transfer: () => comm,
+    activationBytes: () => act,
+    inputBytes: () => input,
+    weightGradBytes: () => wBytes,
+  };
+}
+
+/** Seconds of a compute action (F, B, I, W, R) under `costs`. */
+export function computeSeconds(costs: ScheduleCosts, a: Action): number {
+  const mb = a.mb!;
+  switch (a.kind) {
+    case "F":
+      return costs.forward(a.stage, mb);
+    case "B":
+      return costs.backward(a.stage, mb);
+    case "I":
+      return costs.backwardInput(a.stage, mb);
+    case "W":
+      return costs.backwardWeight(a.stage, mb);
+    case "R":
+      return costs.recompute(a.stage, mb);
+    default:
+      throw new Error(`computeSeconds: ${formatAction(a)} is not a compute action`);
+  }
+}
