@@ -1,0 +1,92 @@
+// buildShardPlan: one stage's shard plan from its training graph, group and settings; the entry point of src/shard.
+import type { Optimizer, Precision, ShardStrategy } from "../check/settings-types.js";
+import { stateBytesPerParam, type OptimizerSpec } from "../cost/memory.js";
+import type { Graph } from "../graph/graph.js";
+import { bucketCapBytes } from "./buckets.js";
+import type { PlanContext, StrategyParts } from "./context.js";
+import { ddpParts } from "./ddp.js";
+import { fsdpParts } from "./fsdp.js";
+import { shardMemory } from "./memory.js";
+import { ossParts } from "./oss.js";
+import { sddpParts } from "./sddp.js";
+import { checkLayerRange, crossStageParams, stageParams } from "./stage-params.js";
+import type { LayerRange, ShardPlan } from "./types.js";
+
+export const DEFAULT_BUCKET_MB = 25;
+export const DEFAULT_FSDP_MIN_PARAMS = 1e8;
+
+export interface ShardSpec {
+  /** The training graph (buildTrainingGraph): gradient-ready order comes from its backward ops. */
+  readonly graph: Graph;
+  readonly strategy: ShardStrategy;
+  readonly precision: Precision;
+  readonly optimizer: OptimizerSpec | Optimizer;
+  /** Global ranks of the stage's data-parallel group, by group rank; the group size is its length. */
+  readonly ranks: readonly number[];
+  /** The stage's layers (default: every layer, a single-stage plan). */
+  readonly layers?: LayerRange;
+  /** Virtual stage index for the shard actions (default 0). */
+  readonly stage?: number;
+  /** Gradient (and broadcast) bucket cap in MiB (default 25, PyTorch DDP's). */
+  readonly bucketMB?: number;
+  /** Size-based FSDP unit threshold in parameters (default 1e8), used when no layer is @fsdp_unit. */
+  readonly fsdpMinParams?: number;
+  /** FSDP: free gathered weights after forward and gather again for backward (default true). */
+  readonly reshardAfterForward?: boolean;
+  /** Node budget of the OSS/ShardedDDP min-max partition search (see partition.ts). */
+  readonly partitionNodeBudget?: number;
+}
+
+function checkRanks(ranks: readonly number[]): void {
+  if (ranks.length === 0) throw new Error("internal: a shard group needs at least one rank");
+  if (!ranks.every((r) => Number.isSafeInteger(r) && r >= 0)) {
+    throw new Error(`internal: shard group ranks must be non-negative integers, got [${ranks.join(", ")}]`);
+  }
+  if (new Set(ranks).size !== ranks.length) throw new Error(`internal: shard group ranks repeat: [${ranks.join(", ")}]`);
+}
+
+/** Ranks start, start + stride, ... (n of them): a stage's data-parallel group in a (pipeline × data) mesh. */
+export function groupRanks(n: number, start = 0, stride = 1): number[] {
+  if (!Number.isInteger(n) || n < 1) throw new Error(`internal: a shard group needs a positive size, got ${n}`);
+  return Array.from({ length: n }, (_, i) => start + i * stride);
+}
+
+export function buildShardPlan(spec: ShardSpec): ShardPlan {
+  checkRanks(spec.ranks);
+  const layers = spec.layers ?? { start: 0, end: spec.graph.layers().length };
+  checkLayerRange(spec.graph, layers);
+  const stage = spec.stage ?? 0;
+  if (!Number.isSafeInteger(stage) || stage < 0) throw new Error(`internal: stage must be a non-negative integer, got ${stage}`);
+  const params = stageParams(spec.graph, layers);
+  const bytes = stateBytesPerParam(spec.precision, spec.optimizer);
+  const ctx: PlanContext = {
+    layers: spec.graph.layers().slice(layers.start, layers.end),
+    params,
+    ranks: [...spec.ranks],
+    bytes,
+    bucketCapBytes: bucketCapBytes(spec.bucketMB ?? DEFAULT_BUCKET_MB),
+    fsdpMinParams: spec.fsdpMinParams ?? DEFAULT_FSDP_MIN_PARAMS,
+    reshardAfterForward: spec.reshardAfterForward ?? true,
+    partitionNodeBudget: spec.partitionNodeBudget,
+  };
+  const parts: StrategyParts =
+    spec.strategy === "none" ? ddpParts(ctx) : spec.strategy === "oss" ? ossParts(ctx) : spec.strategy === "sddp" ? sddpParts(ctx) : fsdpParts(ctx);
+  const psi = params.reduce((n, p) => n + p.numel, 0);
+  const plan: ShardPlan = {
+    strategy: spec.strategy,
+    stage,
+    layers: { start: layers.start, end: layers.end },
+    groupSize: ctx.ranks.length,
+    ranks: ctx.ranks,
+    bytesPerParam: bytes,
+    params: parts.params,
+    gradBuckets: parts.gradBuckets,
+    broadcastBuckets: parts.broadcastBuckets,
+    units: parts.units,
+    collectives: parts.collectives,
+    frees: parts.frees,
+    memory: shardMemory(spec.strategy, bytes, spec.precision, spec.optimizer, psi, parts.shardedElements),
+    crossStageParams: crossStageParams(spec.graph, layers),
+  };
+  return parts.partition ? { ...plan, partition: parts.partition } : plan;
+}
