@@ -1,5 +1,6 @@
 // bench/shard: time to build the shard plan of GPT-3 175B (one stage, all 96 layers) for data-parallel groups
-// of 8 and 64 under each strategy, with the plan's headline figures, and the FSDP overlap model's run time.
+// of 8 and 64 under each strategy, with the plan's headline figures, and the FSDP overlap model's run time;
+// then every stage's plan of an 8-stage pipeline, whose first and last stage hold the tied embedding.
 // Prints one JSON object; run with `node dist/bench/shard.js` after `npm run build`.
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -11,7 +12,8 @@ import { layerSecondsFromCost } from "../src/shard/layer-times.js";
 import { simulateShardOverlap } from "../src/shard/overlap.js";
 import { accumulationPasses } from "../src/shard/passes.js";
 import { buildShardPlan, groupRanks } from "../src/shard/plan.js";
-import type { ShardPlan } from "../src/shard/types.js";
+import { tiedGroups } from "../src/shard/tied-groups.js";
+import type { LayerRange, ShardPlan } from "../src/shard/types.js";
 
 const root = resolve(fileURLToPath(import.meta.url), "../../..");
 
@@ -89,4 +91,56 @@ const runs = [8, 64].flatMap((dp) =>
   }),
 );
 
-console.log(JSON.stringify({ model: model.name, parameters: model.graph.parameterCount(), buildTrainingGraphMs, runs }, null, 2));
+// An even cut of the layers over PIPELINE_STAGES stages, each with a data-parallel group of 8.
+const PIPELINE_STAGES = 8;
+const PIPELINE_DP = 8;
+const layerCount = training.layers().length;
+const cut: LayerRange[] = Array.from({ length: PIPELINE_STAGES }, (_, k) => ({
+  start: Math.floor((k * layerCount) / PIPELINE_STAGES),
+  end: Math.floor(((k + 1) * layerCount) / PIPELINE_STAGES),
+}));
+const pipelined = SHARD_STRATEGIES.map((strategy) => {
+  let plans: ShardPlan[] = [];
+  const buildAllMs = time(() => {
+    plans = cut.map((_, stage) =>
+      buildShardPlan({
+        graph: training,
+        strategy,
+        precision: train.precision,
+        optimizer: train.optimizer,
+        ranks: groupRanks(PIPELINE_DP, stage * PIPELINE_DP),
+        stage,
+        pipeline: { stages: cut },
+      }),
+    );
+  }, 3);
+  const first = plans[0]!;
+  const tied = first.tiedCollectives.map((c) => ({
+    param: c.param,
+    stages: c.stages,
+    order: c.reduction?.order,
+    perStep: c.at.microBatch === "each" ? MICRO_BATCHES : 1,
+    gbEach: Number((c.bytes / GB).toFixed(3)),
+    groupOfReplica0: tiedGroups(plans, c.param)[0],
+  }));
+  return {
+    strategy,
+    buildAllMs,
+    tied,
+    maxModelStateGBByStage: plans.map((p) => Number((p.memory.maxTotal / GB).toFixed(3))),
+  };
+});
+
+console.log(
+  JSON.stringify(
+    {
+      model: model.name,
+      parameters: model.graph.parameterCount(),
+      buildTrainingGraphMs,
+      runs,
+      pipeline: { stages: PIPELINE_STAGES, dataParallel: PIPELINE_DP, microBatches: MICRO_BATCHES, runs: pipelined },
+    },
+    null,
+    2,
+  ),
+);

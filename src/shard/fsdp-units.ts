@@ -45,16 +45,19 @@ export function groupUnits(layers: readonly LayerInfo[], params: readonly StageP
   return { policy: "size", inner, root: current };
 }
 
-/** One unit's flat parameter: members packed in declaration order, padded to a multiple of the group size
- *  so every rank holds an equal shard (FairScale FlatParameter + FSDP's _shard_parameters). */
+/** One unit's flat parameter: members (the parameters filed under `layers`) packed in declaration order,
+ *  padded to a multiple of the group size so every rank holds an equal shard (FairScale FlatParameter +
+ *  FSDP's _shard_parameters). Its span also covers layers of the stage that read a member elsewhere. */
 export function flattenUnit(index: number, root: boolean, layers: readonly number[], params: readonly StageParam[], groupSize: number): FsdpUnit {
   const inUnit = new Set(layers);
   const members: FlatMember[] = [];
+  const read = [...layers];
   let offset = 0;
   for (const p of params) {
     if (!inUnit.has(p.layer)) continue;
     members.push({ name: p.name, offset, numel: p.numel });
     offset += p.numel;
+    read.push(...p.useLayers);
   }
   const numel = offset;
   const shardNumel = Math.ceil(numel / groupSize);
@@ -68,7 +71,8 @@ export function flattenUnit(index: number, root: boolean, layers: readonly numbe
       .map((m) => ({ name: m.name, from: Math.max(lo, m.offset) - m.offset, to: Math.min(hi, m.offset + m.numel) - m.offset }));
     shards.push({ rank, offset: lo, numel: shardNumel, pieces });
   }
-  return { index, root, layers: [...layers], params: members, numel, paddedNumel, padding: paddedNumel - numel, shardNumel, shards };
+  const span = { first: Math.min(...read), last: Math.max(...read) };
+  return { index, root, layers: [...layers], span, params: members, numel, paddedNumel, padding: paddedNumel - numel, shardNumel, shards };
 }
 
 /** The stage's units, numbered in order of first forward use (lowest layer). */
@@ -76,6 +80,8 @@ export function fsdpUnits(layers: readonly LayerInfo[], params: readonly StagePa
   const g = groupUnits(layers, params, minParams);
   const groups = g.inner.map((ls) => ({ layers: ls, root: false }));
   if (g.root.length > 0) groups.push({ layers: g.root, root: true });
-  groups.sort((a, b) => a.layers[0]! - b.layers[0]!);
-  return groups.map((u, i) => flattenUnit(i, u.root, u.layers, params, groupSize));
+  return groups
+    .map((u) => flattenUnit(0, u.root, u.layers, params, groupSize))
+    .sort((a, b) => a.span.first - b.span.first)
+    .map((u, index) => ({ ...u, index }));
 }

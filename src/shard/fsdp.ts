@@ -6,7 +6,7 @@ import { after, before } from "./points.js";
 import type { FsdpUnit, Holder, ShardCollective, ShardFree } from "./types.js";
 
 /**
- * Per unit, with f / l its first and last layer and r the layer that completes its gradients:
+ * Per unit, with f / l the first and last layer of its span and r the layer that completes its gradients:
  *   resharding (reshardAfterForward, not the root unit), every micro-batch:
  *     ALL_GATHER before forward of f, FREE after forward of l,
  *     ALL_GATHER before backward of l, FREE after backward of f;
@@ -19,8 +19,7 @@ import type { FsdpUnit, Holder, ShardCollective, ShardFree } from "./types.js";
  */
 export function unitActions(ctx: PlanContext, u: FsdpUnit): { collectives: ShardCollective[]; frees: ShardFree[] } {
   if (!talks(ctx)) return { collectives: [], frees: [] };
-  const first = u.layers[0]!;
-  const last = u.layers[u.layers.length - 1]!;
+  const { first, last } = u.span;
   const gathered = u.paddedNumel * ctx.bytes.param;
   const gather = (at: ShardCollective["at"]): ShardCollective => ({
     kind: "ALL_GATHER",

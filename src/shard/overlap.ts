@@ -9,7 +9,10 @@
 // collective times from the cost model and compute times of the ops in between, unless the gathered bytes
 // would exceed the prefetch budget or the unit is still gathered for an earlier micro-batch (then as soon as
 // that clears, and at the latest on demand). Gathers issue in the order they are needed. The optimizer
-// step waits for every gradient collective; broadcasts after it end the step.
+// step waits for every gradient collective; broadcasts after it end the step. A tied weight's gradient
+// all-reduce (plan.tiedCollectives) runs on the same stream, before or after the stage's reduction of that
+// weight as its `reduction.order` says; its partner stages are taken to be ready (the rendezvous wait for a
+// stage further back in the pipeline is the pipeline model's to add, not this one's).
 //
 //   exposedComm = stepEnd − (the same step with free communication)
 import type { Cluster } from "../cost/cluster.js";
@@ -18,7 +21,7 @@ import type { Phase } from "../graph/graph.js";
 import type { LayerSeconds } from "./layer-times.js";
 import type { ComputePass } from "./passes.js";
 import { formatPoint } from "./points.js";
-import type { ShardCollective, ShardCollectiveKind, ShardPlan, StepPoint } from "./types.js";
+import type { ShardCollective, ShardCollectiveKind, ShardPlan, StepPoint, TiedCollective } from "./types.js";
 
 export interface OverlapOptions {
   readonly cluster: Cluster;
@@ -31,6 +34,9 @@ export interface OverlapOptions {
   /** Most gathered FSDP bytes resident at once (default unbounded). Only prefetching is held back: the unit
    *  the next op needs is gathered regardless. */
   readonly prefetchBudgetBytes?: number;
+  /** Per weight with a tied all-reduce in the plan: the global ranks of one of its groups (e.g.
+   *  tiedGroups(plans, name)[0]), which the cost model needs to time it. */
+  readonly tiedGroups?: Readonly<Record<string, readonly number[]>>;
 }
 
 /** A compute op as the lowering names it. */
@@ -41,8 +47,10 @@ export interface OpRef {
 }
 
 export interface TimedCollective {
-  /** Index into plan.collectives. */
+  /** Index into plan.collectives, or into plan.tiedCollectives when `tied` is set. */
   readonly index: number;
+  /** The weight of a tied all-reduce. */
+  readonly tied?: string;
   readonly kind: ShardCollectiveKind;
   readonly unit: number;
   /** Micro-batch of the op it hangs on; undefined for those after the optimizer step. */
@@ -84,7 +92,7 @@ interface Op extends OpRef {
 
 interface Instance {
   readonly index: number;
-  readonly c: ShardCollective;
+  readonly c: ShardCollective | TiedCollective;
   readonly seconds: number;
   readonly mb: number | undefined;
 }
@@ -158,6 +166,20 @@ export function simulateShardOverlap(plan: ShardPlan, o: OverlapOptions): Overla
       else afterOp[i]!.push(inst);
     }
   });
+  plan.tiedCollectives.forEach((c, index) => {
+    const group = o.tiedGroups?.[c.param];
+    if (!group) {
+      throw new Error(`internal: timing stage ${plan.stage} needs OverlapOptions.tiedGroups['${c.param}'] (the ranks of its tied all-reduce)`);
+    }
+    const seconds = groupCollectiveTime(o.cluster, COST_KIND[c.kind], c.bytes, group);
+    // tiedFirst: the stage's reduction of the weight hanging on the same op must wait for it.
+    const first = c.reduction?.order === "tiedFirst";
+    for (const i of resolve(c.at, occurrences, `tied ALL_REDUCE of '${c.param}'`)) {
+      const inst = { index, c, seconds, mb: ops[i]!.mb };
+      if (first) afterOp[i]!.unshift(inst);
+      else afterOp[i]!.push(inst);
+    }
+  });
   gathers.sort((a, b) => a.target - b.target || a.index - b.index);
   const freed: { unit: number; bytes: number }[][] = Array.from({ length: n }, () => []);
   for (const f of plan.frees) for (const i of resolve(f.at, occurrences, `FREE of unit ${f.unit}`)) freed[i]!.push({ unit: f.unit, bytes: f.bytes });
@@ -182,7 +204,8 @@ export function simulateShardOverlap(plan: ShardPlan, o: OverlapOptions): Overla
   const run = (inst: Instance, issue: number, extra: Partial<TimedCollective> = {}): number => {
     const start = Math.max(commFree, issue);
     commFree = start + inst.seconds;
-    timed.push({ index: inst.index, kind: inst.c.kind, unit: inst.c.unit, mb: inst.mb, issue, start, end: commFree, ...extra });
+    const tied = inst.c.of === "tiedGrad" ? { tied: inst.c.param } : {};
+    timed.push({ index: inst.index, ...tied, kind: inst.c.kind, unit: inst.c.unit, mb: inst.mb, issue, start, end: commFree, ...extra });
     return commFree;
   };
   let next = 0;

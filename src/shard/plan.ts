@@ -9,7 +9,9 @@ import { fsdpParts } from "./fsdp.js";
 import { shardMemory } from "./memory.js";
 import { ossParts } from "./oss.js";
 import { sddpParts } from "./sddp.js";
-import { checkLayerRange, crossStageParams, stageParams } from "./stage-params.js";
+import { layerStages, paramUses } from "./sharing.js";
+import { checkLayerRange, stageParams } from "./stage-params.js";
+import { sharedParams, tiedCollectives } from "./tied.js";
 import type { LayerRange, ShardPlan } from "./types.js";
 
 export const DEFAULT_BUCKET_MB = 25;
@@ -23,10 +25,13 @@ export interface ShardSpec {
   readonly optimizer: OptimizerSpec | Optimizer;
   /** Global ranks of the stage's data-parallel group, by group rank; the group size is its length. */
   readonly ranks: readonly number[];
-  /** The stage's layers (default: every layer, a single-stage plan). */
+  /** The stage's layers (default: pipeline.stages[stage], else every layer, a single-stage plan). */
   readonly layers?: LayerRange;
   /** Virtual stage index for the shard actions (default 0). */
   readonly stage?: number;
+  /** Every (virtual) stage's layers by stage index, cutting the layers in order. Needed when the stage shares
+   *  a weight with another stage (a tied embedding): it names the stages of the tied all-reduce. */
+  readonly pipeline?: PipelineLayout;
   /** Gradient (and broadcast) bucket cap in MiB (default 25, PyTorch DDP's). */
   readonly bucketMB?: number;
   /** Size-based FSDP unit threshold in parameters (default 1e8), used when no layer is @fsdp_unit. */
@@ -35,6 +40,10 @@ export interface ShardSpec {
   readonly reshardAfterForward?: boolean;
   /** Node budget of the OSS/ShardedDDP min-max partition search (see partition.ts). */
   readonly partitionNodeBudget?: number;
+}
+
+export interface PipelineLayout {
+  readonly stages: readonly LayerRange[];
 }
 
 function checkRanks(ranks: readonly number[]): void {
@@ -53,11 +62,19 @@ export function groupRanks(n: number, start = 0, stride = 1): number[] {
 
 export function buildShardPlan(spec: ShardSpec): ShardPlan {
   checkRanks(spec.ranks);
-  const layers = spec.layers ?? { start: 0, end: spec.graph.layers().length };
-  checkLayerRange(spec.graph, layers);
   const stage = spec.stage ?? 0;
   if (!Number.isSafeInteger(stage) || stage < 0) throw new Error(`internal: stage must be a non-negative integer, got ${stage}`);
-  const params = stageParams(spec.graph, layers);
+  const stageOf = spec.pipeline && layerStages(spec.graph, spec.pipeline.stages);
+  const layers = spec.layers ?? spec.pipeline?.stages[stage] ?? { start: 0, end: spec.graph.layers().length };
+  checkLayerRange(spec.graph, layers);
+  const own = spec.pipeline?.stages[stage];
+  if (spec.pipeline && !(own && own.start === layers.start && own.end === layers.end)) {
+    const given = own ? `[${own.start}, ${own.end})` : "no layers";
+    throw new Error(`internal: stage ${stage} has layers [${layers.start}, ${layers.end}) but the pipeline gives it ${given}`);
+  }
+  const uses = paramUses(spec.graph);
+  const params = stageParams(spec.graph, layers, uses);
+  const shared = sharedParams(uses, params, layers, stage, stageOf);
   const bytes = stateBytesPerParam(spec.precision, spec.optimizer);
   const ctx: PlanContext = {
     layers: spec.graph.layers().slice(layers.start, layers.end),
@@ -71,6 +88,8 @@ export function buildShardPlan(spec: ShardSpec): ShardPlan {
   };
   const parts: StrategyParts =
     spec.strategy === "none" ? ddpParts(ctx) : spec.strategy === "oss" ? ossParts(ctx) : spec.strategy === "sddp" ? sddpParts(ctx) : fsdpParts(ctx);
+  const tied = tiedCollectives(spec.strategy, ctx, parts, shared);
+  // Ψ counts the stage's replicas of tied weights: each holder keeps their full state under its strategy.
   const psi = params.reduce((n, p) => n + p.numel, 0);
   const plan: ShardPlan = {
     strategy: spec.strategy,
@@ -86,7 +105,9 @@ export function buildShardPlan(spec: ShardSpec): ShardPlan {
     collectives: parts.collectives,
     frees: parts.frees,
     memory: shardMemory(spec.strategy, bytes, spec.precision, spec.optimizer, psi, parts.shardedElements),
-    crossStageParams: crossStageParams(spec.graph, layers),
+    tied: tied.tied,
+    tiedCollectives: tied.collectives,
+    crossStageParams: tied.tied.filter((t) => t.stages.length > 1).map((t) => t.name).sort(),
   };
   return parts.partition ? { ...plan, partition: parts.partition } : plan;
 }

@@ -37,9 +37,11 @@ export type Holder =
 
 export interface ParamOwnership {
   readonly name: string;
+  /** Its declaring layer, or for a replica of a weight declared on another stage the first layer here reading it. */
   readonly layer: number;
   readonly numel: number;
-  /** Layer whose weight_grad op completes this parameter's gradient; undefined for a parameter with none. */
+  /** Layer whose weight_grad op completes this stage's part of the gradient (all of it unless the weight is
+   *  tied across stages); undefined for a parameter with none. */
   readonly gradLayer: number | undefined;
   readonly param: Holder;
   readonly grad: Holder;
@@ -80,6 +82,10 @@ export interface FsdpUnit {
   readonly root: boolean;
   /** Layers whose parameters the unit holds, ascending (a root unit's need not be consecutive). */
   readonly layers: readonly number[];
+  /** First and last layer of the stage reading its parameters: the unit is gathered over this span. Wider
+   *  than `layers` when a member is read again by another layer (a tied embedding read by the output layer
+   *  of the same stage): freeing it after `layers` would leave that read without its weight. */
+  readonly span: { readonly first: number; readonly last: number };
   /** Declaration order, packed from offset 0. */
   readonly params: readonly FlatMember[];
   readonly numel: number;
@@ -107,6 +113,86 @@ export interface ShardCollective {
   readonly root?: number;
   /** `after` points are data dependencies (the gradients or weights it moves exist from then on); a
    *  `before` point is a deadline (the op cannot start until the collective is done). */
+  readonly at: StepPoint;
+}
+
+/**
+ * A shared weight the stage holds (Megatron-LM's "embedding group", for any parameter and any number of
+ * stages). Every stage whose forward ops read it holds a full replica under its own shard strategy (sharded in
+ * its data-parallel group like its other parameters), computes the partial gradient of its own reads, and
+ * the partials are summed by a tied all-reduce (TiedCollective) so that every replica steps with the
+ * single-device gradient. The replicas stay identical only if they start identical (copy the primary
+ * stage's initial value) and every replica's update is deterministic: identical gradient bits in, identical
+ * optimizer kernels, identical weights out (see TiedCollective for when the gradient bits match).
+ */
+export interface TiedParam {
+  /** Canonical name (aliases resolve to it). */
+  readonly name: string;
+  readonly aliases: readonly string[];
+  readonly numel: number;
+  /** Layer that declares it, possibly on another stage. */
+  readonly declaredLayer: number;
+  /** Layers whose forward ops read it, every stage's, ascending. */
+  readonly useLayers: readonly number[];
+  /** Stages holding a replica (those with a read), ascending. One entry: every read is on one stage and no
+   *  collective is needed (the single-device case, or a weight that moved to the stage reading it). */
+  readonly stages: readonly number[];
+  /** stages[0]: the replica the others copy at initialization, and the only one counted in the global
+   *  gradient norm for clipping (counting every replica would count its gradient once per stage). */
+  readonly primaryStage: number;
+  /** Layers of this stage reading it, ascending. */
+  readonly localUseLayers: readonly number[];
+  /** Layer whose weight_grad completes this stage's partial gradient (its lowest local read: backward runs
+   *  last layer to first); undefined when untrained. */
+  readonly gradLayer: number | undefined;
+  /** Index of its tied all-reduce in ShardPlan.tiedCollectives; absent with one stage or no gradient. */
+  readonly collective?: number;
+}
+
+/**
+ * The all-reduce summing a tied weight's partial gradients across the stages holding it, for one data-parallel
+ * replica index (see `rule`). Order relative to the stage's own gradient reduction, chosen so the sum equals
+ * the single-device gradient Σ_stages Σ_replicas Σ_micro-batches g:
+ *   none, oss: AFTER the data-parallel all-reduce of the weight's bucket, once per step. That all-reduce
+ *     leaves the replica-summed gradient whole on every rank, so the tied all-reduce is the last operation on
+ *     it and hands its members identical bits (Megatron-LM's order); with three or more stages the groups of
+ *     different replica indices must also sum in the same order (deterministic collectives).
+ *   fsdp, sddp: BEFORE the stage's reduce-scatter / reduce of the weight, every micro-batch. Those reduce each
+ *     micro-batch into one rank's shard (owner), at stage-specific places (unit layouts and owners differ
+ *     between stages), so summing afterwards would add unrelated pieces (Megatron-LM issue #844); before it
+ *     the partial is still whole on every rank. Identical replicas then also need each stage's reduction to
+ *     sum the (identical) inputs in the same order: deterministic collectives, and for three or more
+ *     replicas the same element order in the stages' buffers.
+ * In a group of one there is no stage reduction and the all-reduce runs once per step. It sums, never
+ * averages: the stages' partials are parts of one gradient, not copies of it as data-parallel replicas' are.
+ * The per-micro-batch form pairs the stages' instances by micro-batch, so every participating stage must
+ * finish its micro-batches' weight gradients in the same order; it is a rendezvous every micro-batch (the
+ * last stage's partial is ready some p−1 stage-backwards before the first stage's), which a runtime should
+ * keep off the stream of its other collectives. A cheaper fsdp/sddp form (a unit or bucket of its own per
+ * tied weight, so that shards line up across stages, summed once per step after the reduction) is not
+ * implemented.
+ */
+export interface TiedCollective {
+  readonly kind: "ALL_REDUCE";
+  readonly of: "tiedGrad";
+  /** Canonical name of the weight (its ShardPlan.tied entry). */
+  readonly param: string;
+  /** Action.unit of the ALL_REDUCE: numbered after the stage's gradient buckets (gradBuckets.length + its
+   *  index in tiedCollectives) so that it never shares a unit with a bucket's ALL_REDUCE. */
+  readonly unit: number;
+  /** The weight's full gradient in the gradient dtype: numel · bytesPerParam.grad. */
+  readonly bytes: number;
+  /** Participating stages, ascending (TiedParam.stages). */
+  readonly stages: readonly number[];
+  /** `sameReplica`: one all-reduce per replica index r, over group rank r of every stage in `stages` (the r-th
+   *  entry of each stage plan's `ranks`): replica r of stage 0 with replica r of stage p−1. All participating
+   *  stages must have the same strategy and group size; tiedGroups builds the rank lists and checks that. */
+  readonly rule: "sameReplica";
+  /** The stage's own gradient collective carrying the weight (an index into ShardPlan.collectives: its
+   *  bucket's ALL_REDUCE or REDUCE, its unit's REDUCE_SCATTER) and which runs first; absent in a group of one. */
+  readonly reduction?: { readonly collective: number; readonly order: "tiedFirst" | "reductionFirst" };
+  /** After weight_grad of the reduction's layer (reductionFirst) or of the stage's last local contribution
+   *  (tiedFirst), for the `last` micro-batch, or `each` under fsdp/sddp. */
   readonly at: StepPoint;
 }
 
@@ -139,7 +225,9 @@ export interface ShardMemory {
   /** Persistent model state per group rank, padding and partition imbalance included. */
   readonly perRank: readonly RankStateBytes[];
   readonly maxTotal: number;
-  /** modelStateBytes of src/cost (the ZeRO formula) for the stage's parameters and group size. */
+  /** modelStateBytes of src/cost (the ZeRO formula) for the stage's parameters and group size. The parameter
+   *  count includes the stage's replicas of tied weights (ShardPlan.tied): each stage holding one pays its
+   *  full state under its own strategy, so the formula applies per stage with Ψ = every parameter held. */
   readonly zeroFormula: number;
   /** Elements the strategy shards beyond the formula's ⌈Ψ/N⌉ on the fullest rank: FSDP padding, or the
    *  OSS/ShardedDDP largest shard minus ⌈Ψ/N⌉. maxTotal = zeroFormula + shardedBytesPerElement · excess. */
@@ -156,7 +244,8 @@ export interface ShardPlan {
   /** Global ranks of the group, by group rank. */
   readonly ranks: readonly number[];
   readonly bytesPerParam: StateBytesPerParam;
-  /** Parameters declared in the stage's layers, in declaration order. */
+  /** Parameters the stage holds, in declaration order: those its layers read (replicas of weights tied across
+   *  stages included) and unread ones declared in its layers. */
   readonly params: readonly ParamOwnership[];
   /** oss and sddp. */
   readonly partition?: PartitionReport;
@@ -171,7 +260,12 @@ export interface ShardPlan {
   readonly collectives: readonly ShardCollective[];
   readonly frees: readonly ShardFree[];
   readonly memory: ShardMemory;
-  /** Parameters of this stage also read by ops of layers outside it, or read here but declared elsewhere
-   *  (weights tied across stages): their gradient sync across stages is the pipeline's job, not this plan's. */
+  /** Shared weights the stage holds: read by several layers, outside their declaring layer, or under an
+   *  alias; with the stages holding replicas and, for those on several stages, their tied all-reduce. */
+  readonly tied: readonly TiedParam[];
+  /** One per weight tied across stages that has a gradient, in the order of `tied`. Not in `collectives`:
+   *  their groups span stages (see TiedCollective.rule), while every entry there runs over `ranks`. */
+  readonly tiedCollectives: readonly TiedCollective[];
+  /** Names of the `tied` entries held by more than one stage, sorted. */
   readonly crossStageParams: readonly string[];
 }

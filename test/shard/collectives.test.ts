@@ -122,17 +122,27 @@ describe("actions and groups", () => {
     expect(formatAction(freeAction(fsdp, fsdp.frees[0]!, 3))).toBe("0FREE3u0");
   });
 
-  it("stage plans split the parameters; a weight tied across the boundary is reported", () => {
+  it("stage plans split the parameters; a weight tied across the boundary is held by both and reported", () => {
     const { training, train, model } = sample("gpt-tiny");
     const base = { graph: training, strategy: "fsdp" as const, precision: train.precision, optimizer: train.optimizer, ranks: groupRanks(2) };
-    const spec = (start: number, end: number, stage: number) => buildShardPlan({ ...base, layers: { start, end }, stage, fsdpMinParams: 3000 });
+    const pipeline = { stages: [{ start: 0, end: 3 }, { start: 3, end: 6 }] };
+    const spec = (start: number, end: number, stage: number) =>
+      buildShardPlan({ ...base, layers: { start, end }, stage, pipeline, fsdpMinParams: 3000 });
     const a = spec(0, 3, 0);
     const b = spec(3, 6, 1);
-    expect([...a.params, ...b.params].map((p) => p.name)).toEqual(model.graph.params().map((p) => p.name));
+    // Every parameter once, plus the last stage's replica of the tied embedding (read there by lm_head),
+    // in declaration order.
+    const declared = (lo: number, hi: number) => model.graph.params().filter((p) => p.layer >= lo && p.layer < hi).map((p) => p.name);
+    expect(a.params.map((p) => p.name)).toEqual(declared(0, 3));
+    expect(b.params.map((p) => p.name)).toEqual(["wte.weight", ...declared(3, 6)]);
+    expect(b.params.find((p) => p.name === "wte.weight")).toMatchObject({ layer: 5, gradLayer: 5 });
     expect(a.crossStageParams).toEqual(["wte.weight"]);
     expect(b.crossStageParams).toEqual(["wte.weight"]);
     expect(samplePlan("gpt-tiny", "none", 2).crossStageParams).toEqual([]);
     for (const c of b.collectives) expect(c.at.layer).toBeGreaterThanOrEqual(3);
+    // Without the other stages' layers the plan cannot name the tied group.
+    const alone = () => buildShardPlan({ ...base, layers: { start: 3, end: 6 }, stage: 1 });
+    expect(alone).toThrow(/share 'wte.weight' with layers? 0 .*ShardSpec.pipeline/);
   });
 
   it("settings: the parallel section's strategy and knobs; auto must be resolved first", () => {

@@ -1,4 +1,5 @@
-// Shared helpers for shard tests: sample models with their training graphs, and plan shortcuts.
+// Shared helpers for shard tests: sample models with their training graphs, and plan shortcuts (one stage, or
+// every stage of a pipeline).
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { checkFile, type CheckedModel } from "../../src/check/check.js";
@@ -6,7 +7,7 @@ import type { ShardStrategy, TrainConfig } from "../../src/check/settings-types.
 import type { Graph } from "../../src/graph/graph.js";
 import { buildTrainingGraph } from "../../src/passes/autodiff.js";
 import { buildShardPlan, groupRanks, type ShardSpec } from "../../src/shard/plan.js";
-import type { ShardPlan } from "../../src/shard/types.js";
+import type { LayerRange, ShardPlan } from "../../src/shard/types.js";
 
 export const SAMPLES = ["mlp", "gpt-tiny", "gpt2-124m", "llama-7b", "gpt3-175b"] as const;
 export type SampleName = (typeof SAMPLES)[number];
@@ -31,3 +32,38 @@ export function samplePlan(name: SampleName, strategy: ShardStrategy, n: number,
 }
 
 export const sum = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0);
+
+/** Layer ranges of `count` stages over `layers` layers, split evenly (the first layers mod count get one more). */
+export function evenStages(layers: number, count: number): LayerRange[] {
+  const base = Math.floor(layers / count);
+  let start = 0;
+  return Array.from({ length: count }, (_, k) => {
+    const end = start + base + (k < layers % count ? 1 : 0);
+    const r = { start, end };
+    start = end;
+    return r;
+  });
+}
+
+/** Every stage's plan of a pipeline over a training graph: stage k's replicas are ranks k·n .. k·n + n − 1. */
+export function pipelinePlans(
+  training: Graph,
+  train: TrainConfig,
+  strategy: ShardStrategy,
+  stages: readonly LayerRange[],
+  n: number,
+  extra: Partial<ShardSpec> = {},
+): ShardPlan[] {
+  return stages.map((_, k) =>
+    buildShardPlan({
+      graph: training,
+      strategy,
+      precision: train.precision,
+      optimizer: train.optimizer,
+      ranks: groupRanks(n, k * n),
+      stage: k,
+      pipeline: { stages },
+      ...extra,
+    }),
+  );
+}
