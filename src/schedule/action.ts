@@ -24,12 +24,18 @@
 
 export const COMPUTE_KINDS = ["F", "B", "I", "W", "R"] as const;
 export const P2P_KINDS = ["SEND_F", "RECV_F", "SEND_B", "RECV_B"] as const;
-/** Reserved for the sharding work (FSDP/OSS/ShardedDDP); orders and lowering here never produce them. */
+/**
+ * The sharding work's actions (FSDP/OSS/ShardedDDP): orders and lowering never produce them, the plan
+ * inserts them into a lowered schedule (edit.ts). The collectives among them rendezvous with a group of
+ * ranks; OPTIMIZER and FREE are local (lowered.ts has the rules).
+ */
 export const SHARD_KINDS = ["ALL_GATHER", "REDUCE_SCATTER", "ALL_REDUCE", "BROADCAST", "REDUCE", "OPTIMIZER", "FREE"] as const;
+export const COLLECTIVE_KINDS = ["ALL_GATHER", "REDUCE_SCATTER", "ALL_REDUCE", "BROADCAST", "REDUCE"] as const;
 
 export type ComputeKind = (typeof COMPUTE_KINDS)[number];
 export type P2PKind = (typeof P2P_KINDS)[number];
 export type ShardKind = (typeof SHARD_KINDS)[number];
+export type CollectiveActionKind = (typeof COLLECTIVE_KINDS)[number];
 export type ActionKind = ComputeKind | P2PKind | ShardKind;
 
 export interface Action {
@@ -46,6 +52,7 @@ export interface Action {
 
 const computeSet: ReadonlySet<string> = new Set(COMPUTE_KINDS);
 const p2pSet: ReadonlySet<string> = new Set(P2P_KINDS);
+const collectiveSet: ReadonlySet<string> = new Set(COLLECTIVE_KINDS);
 
 export function isComputeKind(k: ActionKind): k is ComputeKind {
   return computeSet.has(k);
@@ -57,6 +64,10 @@ export function isP2PKind(k: ActionKind): k is P2PKind {
 
 export function isShardKind(k: ActionKind): k is ShardKind {
   return !computeSet.has(k) && !p2pSet.has(k);
+}
+
+export function isCollectiveKind(k: ActionKind): k is CollectiveActionKind {
+  return collectiveSet.has(k);
 }
 
 /** Which optional fields a kind requires ("req"), allows ("opt") or forbids ("no"). */
@@ -72,23 +83,23 @@ const RULES = new Map<string, FieldRules>([
 ]);
 type Need = "req" | "opt" | "no";
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
-const FIELDS = ["mb", "unit", "peer"] as const;
+type Field = "mb" | "unit" | "peer";
 
 const isIndex = (n: unknown): n is number => typeof n === "number" && Number.isSafeInteger(n) && n >= 0;
 
-/** Why `a` is not a well-formed action, or undefined when it is. */
+/** Why `a` is not a well-formed action, or undefined when it is. Validation calls it on every action. */
 export function actionShapeError(a: Action): string | undefined {
   const rules = RULES.get(a.kind);
   if (!rules) return `unknown action kind ${JSON.stringify(a.kind)}`;
   if (!isIndex(a.stage)) return `stage must be a non-negative integer, got ${a.stage}`;
-  for (const field of FIELDS) {
-    const v = a[field];
-    if (v === undefined) {
-      if (rules[field] === "req") return `${a.kind} needs ${field}`;
-    } else if (rules[field] === "no") return `${a.kind} takes no ${field}`;
-    else if (!isIndex(v)) return `${field} must be a non-negative integer, got ${v}`;
-  }
-  return undefined;
+  // Each field by name: a lookup by a variable key is slow on the hot path.
+  return fieldError(a.kind, "mb", a.mb, rules.mb) ?? fieldError(a.kind, "unit", a.unit, rules.unit) ?? fieldError(a.kind, "peer", a.peer, rules.peer);
+}
+
+function fieldError(kind: ActionKind, field: Field, v: number | undefined, need: Need): string | undefined {
+  if (v === undefined) return need === "req" ? `${kind} needs ${field}` : undefined;
+  if (need === "no") return `${kind} takes no ${field}`;
+  return isIndex(v) ? undefined : `${field} must be a non-negative integer, got ${v}`;
 }
 
 /** A frozen action with only the fields that are set; throws on a malformed one (an internal bug). */

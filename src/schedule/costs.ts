@@ -1,5 +1,5 @@
 // The abstract costs a schedule simulation needs; the cost model implements it, tests use uniformCosts.
-import { formatAction, type Action } from "./action.js";
+import { formatAction, type Action, type CollectiveActionKind } from "./action.js";
 
 /** Seconds for time, bytes for memory; stage is the (virtual) stage, mb the micro-batch. */
 export interface ScheduleCosts {
@@ -22,6 +22,15 @@ export interface ScheduleCosts {
   inputBytes(stage: number, mb: number): number;
   /** What W still needs once I has run (layer inputs and output gradients of the weighted ops). */
   weightGradBytes(stage: number, mb: number): number;
+  // The two below are needed only by schedules with shard actions (simulate() says so when one meets
+  // costs without them), so that cost models written for pure pipelines need not invent them.
+  /**
+   * Seconds of a collective of `stage` over a communicator of `groupSize` ranks (replicas outside the
+   * simulation included), `bytes` the full buffer as src/cost/collectives.ts counts it.
+   */
+  collective?(kind: CollectiveActionKind, bytes: number, groupSize: number, stage: number): number;
+  /** Seconds of the optimizer step of `stage` (of one unit or bucket when the plan splits it). */
+  optimizer?(stage: number, unit?: number): number;
 }
 
 export interface UniformCostOptions {
@@ -41,6 +50,10 @@ export interface UniformCostOptions {
   readonly inputBytes?: number;
   /** Default activationBytes / 2, an assumption for tests, not a measurement. */
   readonly weightGradBytes?: number;
+  /** Seconds per collective whatever its kind and bytes (default 0); a communicator of one rank costs 0. */
+  readonly collective?: number;
+  /** Seconds per OPTIMIZER action (default 0). */
+  readonly optimizer?: number;
 }
 
 /** Every stage and micro-batch alike: the setting of the closed-form bubble formulas. */
@@ -51,7 +64,9 @@ export function uniformCosts(o: UniformCostOptions): ScheduleCosts {
   const act = o.activationBytes ?? 1;
   const input = o.inputBytes ?? 0;
   const wBytes = o.weightGradBytes ?? act / 2;
-  for (const [name, v] of Object.entries({ f: o.f, b: o.b, w, r, comm, act, input, wBytes })) {
+  const collective = o.collective ?? 0;
+  const optimizer = o.optimizer ?? 0;
+  for (const [name, v] of Object.entries({ f: o.f, b: o.b, w, r, comm, act, input, wBytes, collective, optimizer })) {
     if (!(Number.isFinite(v) && v >= 0)) throw new Error(`uniformCosts: ${name} must be a finite non-negative number, got ${v}`);
   }
   if (w > o.b) throw new Error(`uniformCosts: w (${w}) cannot exceed the full backward b (${o.b})`);
@@ -67,6 +82,9 @@ export function uniformCosts(o: UniformCostOptions): ScheduleCosts {
     activationBytes: () => act,
     inputBytes: () => input,
     weightGradBytes: () => wBytes,
+    // As src/cost/collectives.ts: nobody to talk to, nothing to wait for.
+    collective: (_kind, _bytes, groupSize) => (groupSize > 1 ? collective : 0),
+    optimizer: () => optimizer,
   };
 }
 

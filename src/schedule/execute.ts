@@ -1,5 +1,6 @@
 // The stream engine: runs a lowered schedule as-soon-as-possible under given durations, or finds where it sticks.
-import { formatAction, isP2PKind, isShardKind } from "./action.js";
+import { isP2PKind } from "./action.js";
+import { matchCollectives, SOLO, type CollectiveMatching } from "./collectives.js";
 import type { LoweredAction, LoweredSchedule, StreamName } from "./lowered.js";
 
 export interface Blocked {
@@ -11,7 +12,11 @@ export interface Blocked {
   readonly since: number;
   /** Dependencies of `id` that never finish. */
   readonly waitsOn: readonly number[];
-  /** P2P with deps done: why the rendezvous never happens. */
+  /**
+   * P2P or group collective with deps done: why the rendezvous never happens. `not-ready` names the partner
+   * (for a collective, the first member in group order) that is not at the front of its stream with its
+   * deps done; `missing`, that a partner or member does not exist (or the group is unusable).
+   */
   readonly partner?: { readonly kind: "missing" } | { readonly kind: "not-ready"; readonly id: number };
 }
 
@@ -22,26 +27,24 @@ export interface Execution {
   readonly complete: boolean;
   readonly makespan: number;
   readonly blocked: readonly Blocked[];
+  /** How group collectives were matched (collectives.ts); undefined when the schedule has none. */
+  readonly collectives?: CollectiveMatching;
 }
 
 /**
- * Each action starts at the latest of: its stream's previous finish, its deps' finishes and, for a p2p pair,
- * the same for its partner. The result does not depend on the order in which streams are visited, and
- * whether every action runs does not depend on the durations either: nothing that becomes ready can become
- * unready, so a schedule that completes with unit durations completes with any positive durations.
+ * Each action starts at the latest of: its stream's previous finish, its deps' finishes and, for a p2p pair
+ * or a group collective, the same for its partner or every other member (lowered.ts); a collective lasts
+ * the longest `duration` of its members. The result does not depend on the order in which streams are
+ * visited, and whether every action runs does not depend on the durations either: nothing that becomes
+ * ready can become unready, so a schedule that completes with unit durations completes with any positive
+ * durations.
  * The engine expects dense ids (actions[i].id === i); validation checks that before running it.
  * `delay(id, dep)`, when given, is a latency between dep's finish and id's start (lowering's reference run).
  */
 export function execute(s: LoweredSchedule, duration: (a: LoweredAction) => number, delay?: (id: number, dep: number) => number): Execution {
   const n = s.actions.length;
-  for (const a of s.actions) {
-    if (isShardKind(a.action.kind)) {
-      throw new Error(
-        `schedule engine: shard action ${formatAction(a.action)} on rank ${a.rank} is not supported yet ` +
-          `(collective group rendezvous semantics come with the sharding work)`,
-      );
-    }
-  }
+  const collectives = matchCollectives(s);
+  const setOf = collectives?.setOf;
   // Stream si is rank si >> 1's compute (even si) or comm (odd si) stream.
   const lists: (readonly number[])[] = [];
   for (const st of s.streams) lists.push(st.compute, st.comm);
@@ -96,6 +99,19 @@ export function execute(s: LoweredSchedule, duration: (a: LoweredAction) => numb
     if (p.match !== a.id || ps < 0 || lists[ps]![head[ps]!] !== m || firstPending(p) !== -1) return undefined;
     return p;
   };
+  /** The members of a group collective when every one is at the front of its stream with its deps done. */
+  const readyMembers = (id: number): Int32Array | undefined => {
+    const k = setOf![id]!;
+    if (k < 0) return undefined;
+    const members = collectives!.sets[k]!;
+    for (const m of members) {
+      if (m === -1) return undefined;
+      if (m === id) continue;
+      const ms = streamOf[m]!;
+      if (ms < 0 || lists[ms]![head[ms]!] !== m || firstPending(s.actions[m]!) !== -1) return undefined;
+    }
+    return members;
+  };
 
   while (work.length > 0) {
     const si = work.pop()!;
@@ -123,6 +139,25 @@ export function execute(s: LoweredSchedule, duration: (a: LoweredAction) => numb
         finish(id, t0, t1);
         finish(p.id, t0, t1);
         work.push(ps);
+      } else if (setOf !== undefined && setOf[id] !== SOLO) {
+        // A group collective: like a pair, the last member to arrive runs it for everyone.
+        const members = readyMembers(id);
+        if (!members) break;
+        let t0 = 0;
+        let dt = 0;
+        for (const m of members) {
+          const member = s.actions[m]!;
+          t0 = Math.max(t0, free[streamOf[m]!]!, depsEnd(member));
+          dt = Math.max(dt, duration(member));
+        }
+        const t1 = t0 + dt;
+        for (const m of members) {
+          const ms = streamOf[m]!;
+          head[ms]!++;
+          free[ms] = t1;
+          finish(m, t0, t1);
+          if (ms !== si) work.push(ms);
+        }
       } else {
         const t0 = Math.max(free[si]!, depsEnd(a));
         const t1 = t0 + duration(a);
@@ -133,6 +168,19 @@ export function execute(s: LoweredSchedule, duration: (a: LoweredAction) => numb
     }
   }
 
+  /** Why a stuck group collective with its deps done waits: the first member in group order that is not ready. */
+  const stuckMember = (id: number): NonNullable<Blocked["partner"]> => {
+    const k = setOf![id]!;
+    const members = k < 0 ? undefined : collectives!.sets[k]!;
+    if (!members || members.includes(-1)) return { kind: "missing" };
+    for (const m of members) {
+      if (m === id) continue;
+      const ms = streamOf[m]!;
+      if (ms < 0) return { kind: "missing" };
+      if (lists[ms]![head[ms]!] !== m || firstPending(s.actions[m]!) !== -1) return { kind: "not-ready", id: m };
+    }
+    return { kind: "missing" };
+  };
   const blocked: Blocked[] = [];
   lists.forEach((ids, si) => {
     if (head[si]! >= ids.length) return;
@@ -145,9 +193,12 @@ export function execute(s: LoweredSchedule, duration: (a: LoweredAction) => numb
       const m = a.match;
       const valid = m !== undefined && m >= 0 && m < n && s.actions[m]!.match === id && streamOf[m]! >= 0;
       blocked.push({ ...b, partner: valid ? { kind: "not-ready", id: m } : { kind: "missing" } });
+    } else if (a && waitsOn.length === 0 && setOf !== undefined && setOf[id] !== SOLO) {
+      blocked.push({ ...b, partner: stuckMember(id) });
     } else blocked.push(b);
   });
   let makespan = 0;
   for (const t of free) makespan = Math.max(makespan, t);
-  return { start, end, complete: blocked.length === 0, makespan, blocked };
+  const run = { start, end, complete: blocked.length === 0, makespan, blocked };
+  return collectives ? { ...run, collectives } : run;
 }

@@ -3,7 +3,11 @@ import { actionFromText, formatAction, type Action } from "./action.js";
 import { STREAMS, type LoweredSchedule, type ScheduleShape } from "./lowered.js";
 import { wire } from "./wire.js";
 
-/** One line per rank and stream; dependencies are not written, they follow from the actions (rules.ts). */
+/**
+ * One line per rank and stream; dependencies are not written, they follow from the actions (rules.ts).
+ * Neither are a collective's group and bytes, nor the deps of shard actions: a listing round-trips a
+ * pipeline, not the shard actions a plan adds (they come back without group, which validation reports).
+ */
 export function formatListing(s: LoweredSchedule): string {
   const lines: string[] = [];
   s.streams.forEach((st, rank) => {

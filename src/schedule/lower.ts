@@ -1,12 +1,11 @@
 // Lowering: a compute order becomes per-rank compute and comm streams with SEND/RECV pairs and explicit deps.
 import { ActionIndex } from "./action-index.js";
-import { formatAction, isComputeKind, type Action } from "./action.js";
+import { formatAction, isComputeKind, p2pAction, type Action } from "./action.js";
 import { computeSeconds, type ScheduleCosts } from "./costs.js";
 import { execute } from "./execute.js";
-import type { LoweredAction, LoweredSchedule } from "./lowered.js";
+import type { LoweredAction, LoweredSchedule, RankStreams } from "./lowered.js";
 import type { ComputeOrder } from "./orders/order.js";
-import { dataProducers, recvFor, refAction, sendFor, type Ref } from "./rules.js";
-import { wire, type StreamActions } from "./wire.js";
+import { dataProducers, refAction, sendFor, type Ref } from "./rules.js";
 
 export interface LowerOptions {
   /**
@@ -26,6 +25,9 @@ interface Transfer {
   /** When the data is ready in the reference run under the costs, and in the unit-duration run. */
   ready: number;
   step: number;
+  /** Lowered ids of its SEND and RECV (-1 until assigned). */
+  send: number;
+  recv: number;
 }
 
 /**
@@ -43,24 +45,28 @@ interface Transfer {
  * costly ones, the transfer whose data is ready first goes first.
  */
 export function lower(order: ComputeOrder, options: LowerOptions = {}): LoweredSchedule {
-  const { index, flat } = indexOrder(order);
+  const flat = numberOrder(order);
+  const { index } = flat;
   const transfers: Transfer[] = [];
-  // Per compute action (by id): its same-rank producers and its incoming transfers.
-  const localDeps: number[][] = flat.map(() => []);
-  const incoming: number[][] = flat.map(() => []);
-  flat.forEach(({ rank, action }, id) => {
+  // Per compute action (by order id), its inputs in data-flow order: a same-rank producer's order id (≥ 0),
+  // or ~t for incoming transfer t (< 0). Kept in one list so the lowered deps come out in the rules' order.
+  const inputs: number[][] = new Array(flat.actions.length);
+  flat.actions.forEach((action, id) => {
+    const rank = flat.rankOf[id]!;
+    const list: number[] = [];
     for (const p of dataProducers(action, rank, order, index.has)) {
       const d = index.findRef(p);
       if (d === undefined) throw new Error(`lower: ${formatAction(action)} on rank ${rank} reads ${formatAction(refAction(p))}, which the order lacks`);
-      if (p.rank === rank) localDeps[id]!.push(d);
+      if (p.rank === rank) list.push(d);
       else {
-        incoming[id]!.push(transfers.length);
-        transfers.push({ producer: d, from: p, toRank: rank, toStage: action.stage, ready: Infinity, step: Infinity });
+        list.push(~transfers.length);
+        transfers.push({ producer: d, from: p, toRank: rank, toStage: action.stage, ready: Infinity, step: Infinity, send: -1, recv: -1 });
       }
     }
+    inputs[id] = list;
   });
 
-  const reference = referenceRun(order, flat, localDeps, incoming, transfers);
+  const reference = referenceRun(order, flat, inputs, transfers);
   const steps = reference(() => 1, () => 0);
   const costs = options.costs;
   const ready = costs
@@ -81,18 +87,70 @@ export function lower(order: ComputeOrder, options: LowerOptions = {}): LoweredS
 
   const comm: Transfer[][] = order.perRank.map(() => []);
   for (const t of transfers) comm[t.from.rank]!.push(t), comm[t.toRank]!.push(t);
-  const perRank: StreamActions[] = order.perRank.map((compute, rank) => ({
-    compute,
-    comm: comm[rank]!.sort(byKey).map((t) => refAction(t.from.rank === rank ? sendFor(t.from, t.toRank) : recvFor(t.from, t.toRank, t.toStage))),
-  }));
-  const { schedule: name, ranks, stages, microBatches, stageRank } = order;
-  return wire({ name, ranks, stages, microBatches, stageRank }, perRank);
+  for (const list of comm) list.sort(byKey);
+  return assemble(order, inputs, transfers, comm);
 }
 
-/** The order's compute actions numbered rank by rank; the order must be well formed (it is generated). */
-function indexOrder(order: ComputeOrder): { index: ActionIndex; flat: { rank: number; action: Action }[] } {
+/**
+ * The lowered schedule, built directly from what lowering already knows (the same result as wiring the
+ * stream lists, which the listing round trip tests, without looking every dependency up again): ids rank by
+ * rank, compute stream before comm stream; a compute action depends on its same-rank producers and on the
+ * RECVs of its incoming transfers, a SEND on the producer it ships.
+ */
+function assemble(order: ComputeOrder, inputs: readonly number[][], transfers: readonly Transfer[], comm: readonly Transfer[][]): LoweredSchedule {
+  // First pass: ids. Every dependency is on the same rank, but a compute action may wait for a RECV listed
+  // after it, so every id is known before any action is built.
+  const lowered = new Int32Array(inputs.length);
+  let next = 0;
+  let flatId = 0;
+  order.perRank.forEach((compute, rank) => {
+    for (let i = 0; i < compute.length; i++) lowered[flatId++] = next++;
+    for (const t of comm[rank]!) {
+      if (t.from.rank === rank) t.send = next++;
+      else t.recv = next++;
+    }
+  });
+  const actions: LoweredAction[] = [];
+  const streams: RankStreams[] = [];
+  flatId = 0;
+  order.perRank.forEach((list, rank) => {
+    const compute: number[] = [];
+    for (const action of list) {
+      const deps = inputs[flatId++]!.map((d) => (d >= 0 ? lowered[d]! : transfers[~d]!.recv));
+      compute.push(actions.length);
+      actions.push(Object.freeze({ id: actions.length, rank, stream: "compute", action, deps }));
+    }
+    const ids: number[] = [];
+    for (const t of comm[rank]!) {
+      const id = actions.length;
+      ids.push(id);
+      const fwd = t.from.kind === "F";
+      if (t.send === id) {
+        const action = p2pAction(fwd ? "SEND_F" : "SEND_B", t.from.stage, t.from.mb, t.toRank);
+        actions.push(Object.freeze({ id, rank, stream: "comm", action, deps: [lowered[t.producer]!], match: t.recv }));
+      } else {
+        const action = p2pAction(fwd ? "RECV_F" : "RECV_B", t.toStage, t.from.mb, t.from.rank);
+        actions.push(Object.freeze({ id, rank, stream: "comm", action, deps: [], match: t.send }));
+      }
+    }
+    streams.push({ compute, comm: ids });
+  });
+  const { schedule: name, ranks, stages, microBatches, stageRank } = order;
+  return { name, ranks, stages, microBatches, stageRank, actions, streams };
+}
+
+/** The order's compute actions numbered rank by rank (parallel arrays: no object per action). */
+interface NumberedOrder {
+  readonly index: ActionIndex;
+  readonly actions: readonly Action[];
+  readonly rankOf: Int32Array;
+}
+
+/** Numbers and indexes the order's compute actions; the order must be well formed (it is generated). */
+function numberOrder(order: ComputeOrder): NumberedOrder {
   const index = new ActionIndex(order);
-  const flat: { rank: number; action: Action }[] = [];
+  const actions: Action[] = [];
+  const rankOf = new Int32Array(order.perRank.reduce((n, list) => n + list.length, 0));
   order.perRank.forEach((list, rank) => {
     for (const action of list) {
       const fail = (why: string): never => {
@@ -100,11 +158,12 @@ function indexOrder(order: ComputeOrder): { index: ActionIndex; flat: { rank: nu
       };
       if (!isComputeKind(action.kind)) fail("is not a compute action");
       if (order.stageRank[action.stage] !== rank) fail(`is not where stage ${action.stage} is placed`);
-      if (!index.add(rank, action, flat.length)) fail("is repeated or outside the pipeline");
-      flat.push({ rank, action });
+      if (!index.add(rank, action, actions.length)) fail("is repeated or outside the pipeline");
+      rankOf[actions.length] = rank;
+      actions.push(action);
     }
   });
-  return { index, flat };
+  return { index, actions, rankOf };
 }
 
 function byKey(a: Transfer, b: Transfer): number {
@@ -130,28 +189,26 @@ function duration(t: number, a: Action): number {
  */
 function referenceRun(
   order: ComputeOrder,
-  flat: readonly { rank: number; action: Action }[],
-  localDeps: readonly number[][],
-  incoming: readonly number[][],
+  flat: NumberedOrder,
+  inputs: readonly number[][],
   transfers: readonly Transfer[],
 ): (compute: (a: Action) => number, transfer: (t: Transfer) => number) => Float64Array {
-  const actions: LoweredAction[] = flat.map(({ rank, action }, id) => ({
-    id,
-    rank,
-    stream: "compute",
-    action,
-    deps: incoming[id]!.length === 0 ? localDeps[id]! : [...localDeps[id]!, ...incoming[id]!.map((t) => transfers[t]!.producer)],
-  }));
+  const actions: LoweredAction[] = flat.actions.map((action, id) => {
+    const list = inputs[id]!;
+    // Same-rank inputs are already order ids: share the list unless a transfer needs replacing.
+    const deps = list.every((d) => d >= 0) ? list : list.map((d) => (d >= 0 ? d : transfers[~d]!.producer));
+    return { id, rank: flat.rankOf[id]!, stream: "compute", action, deps };
+  });
   let next = 0;
   const streams = order.perRank.map((list) => ({ compute: list.map(() => next++), comm: [] as number[] }));
   const { schedule: name, ranks, stages, microBatches, stageRank } = order;
   const graph: LoweredSchedule = { name, ranks, stages, microBatches, stageRank, actions, streams };
   return (compute, transfer) => {
-    const seconds = flat.map(({ action }) => compute(action));
+    const seconds = flat.actions.map(compute);
     const latency = transfers.map(transfer);
     // A cross-rank dep is the producer of one of the consumer's (at most two) incoming transfers.
     const delay = (id: number, dep: number): number => {
-      for (const t of incoming[id]!) if (transfers[t]!.producer === dep) return latency[t]!;
+      for (const d of inputs[id]!) if (d < 0 && transfers[~d]!.producer === dep) return latency[~d]!;
       return 0;
     };
     return execute(graph, (a) => seconds[a.id]!, delay).end;

@@ -1,11 +1,12 @@
 // Activation memory of a simulated schedule: bytes per rank over time, micro-batches in flight per stage.
+import { freedGathers } from "./collectives.js";
 import type { ScheduleCosts } from "./costs.js";
 import type { Execution } from "./execute.js";
 import type { LoweredSchedule } from "./lowered.js";
 
 export interface MemoryPoint {
   readonly time: number;
-  /** Activation bytes held from this time on. */
+  /** Bytes held from this time on: activations and gathered FSDP units. */
   readonly bytes: number;
 }
 
@@ -31,7 +32,10 @@ interface Event {
  * Convention (allocation at an action's start, release at its end, releases first at equal times):
  * F +activation (a checkpointed micro-batch, one with an R, keeps only +input); R +(activation − input);
  * B −activation; I −activation +weightGradBytes (what W still needs); W −weightGradBytes.
- * Transient working memory inside an action and communication buffers are not counted.
+ * An ALL_GATHER +its bytes (the gathered unit) and the FREE that frees it −the same bytes: FSDP's unsharded
+ * parameters, counted whole (the rank's own shard is model state, not counted here). A gather never freed
+ * is held to the end. Transient working memory inside an action, other collectives' and p2p buffers, and
+ * persistent model state (sharded parameters, gradients, optimizer state) are not counted.
  */
 export function activationMemory(s: LoweredSchedule, run: Execution, costs: ScheduleCosts): MemoryReport {
   const key = (stage: number, mb: number): number => stage * s.microBatches + mb;
@@ -43,9 +47,14 @@ export function activationMemory(s: LoweredSchedule, run: Execution, costs: Sche
   };
   for (const a of s.actions) {
     const { kind, stage, mb } = a.action;
-    if (mb === undefined) continue;
     const t0 = run.start[a.id]!;
     const t1 = run.end[a.id]!;
+    if (kind === "ALL_GATHER") push(t0, a.rank, stage, a.bytes ?? 0, 0, 0);
+    else if (kind === "FREE") {
+      const gather = freedGathers(s, a)[0];
+      if (gather !== undefined) push(t1, a.rank, stage, -(s.actions[gather]!.bytes ?? 0), 0, 0);
+    }
+    if (mb === undefined) continue;
     const act = costs.activationBytes(stage, mb);
     switch (kind) {
       case "F":

@@ -1,5 +1,5 @@
 // Discrete-event simulation of a lowered schedule under given costs: step time, bubble, exposed comm, memory.
-import { formatAction, isComputeKind, isShardKind } from "./action.js";
+import { formatAction, isCollectiveKind, isComputeKind } from "./action.js";
 import { computeSeconds, type ScheduleCosts } from "./costs.js";
 import { execute, type Execution } from "./execute.js";
 import type { LoweredAction, LoweredSchedule } from "./lowered.js";
@@ -10,8 +10,9 @@ export interface RankReport {
   readonly busy: number;
   /** Compute-stream idle seconds within the step. */
   readonly idle: number;
-  /** Comm-stream busy seconds. */
+  /** Comm-stream busy seconds (transfers and collectives). */
   readonly commBusy: number;
+  /** Held bytes: activations plus gathered FSDP units (memory.ts). */
   readonly peakBytes: number;
   readonly memory: readonly MemoryPoint[];
 }
@@ -23,7 +24,9 @@ export interface SimulationReport {
   readonly bubbleFraction: number;
   /**
    * Communication on the critical path: step time minus the step time of the same schedule with every
-   * transfer free. Transfers that overlap compute cost nothing here; the rest is what they add.
+   * comm-stream action (transfers and collectives) free. What overlaps compute costs nothing here; the rest
+   * is what communication adds. Free collectives still synchronise their group: waiting for a slower
+   * member is the schedule's, not communication's.
    */
   readonly exposedCommTime: number;
   readonly perRank: readonly RankReport[];
@@ -35,18 +38,30 @@ export interface SimulationReport {
   readonly run: Execution;
 }
 
-/** Seconds an action occupies its stream; for a SEND/RECV pair it is called with the SEND. */
+/**
+ * Seconds an action occupies its stream; for a SEND/RECV pair it is called with the SEND, for a group
+ * collective with each member (the engine takes the longest). A FREE takes no time.
+ */
 export function actionSeconds(costs: ScheduleCosts, a: LoweredAction): number {
   const { kind, stage } = a.action;
   let t: number;
   if (isComputeKind(kind)) t = computeSeconds(costs, a.action);
   else if (kind === "SEND_F" || kind === "SEND_B") {
     t = costs.transfer(a.rank, a.action.peer!, costs.boundaryBytes(stage, a.action.mb!, kind === "SEND_F" ? "forward" : "backward"));
-  } else {
-    throw new Error(`simulate: ${formatAction(a.action)} on rank ${a.rank} has no cost (${isShardKind(kind) ? "shard actions are not simulated yet" : "a RECV takes its SEND's time"})`);
-  }
-  if (!(Number.isFinite(t) && t >= 0)) throw new Error(`simulate: cost of ${formatAction(a.action)} on rank ${a.rank} is ${t}, not a duration`);
+  } else if (isCollectiveKind(kind)) {
+    if (!costs.collective) throw new Error(`simulate: ${where(a)} is a collective, and these costs have no collective()`);
+    t = costs.collective(kind, a.bytes ?? 0, a.groupSize ?? a.group?.length ?? 1, stage);
+  } else if (kind === "OPTIMIZER") {
+    if (!costs.optimizer) throw new Error(`simulate: ${where(a)} is an optimizer step, and these costs have no optimizer()`);
+    t = costs.optimizer(stage, a.action.unit);
+  } else if (kind === "FREE") t = 0;
+  else throw new Error(`simulate: ${where(a)} has no cost (a RECV takes its SEND's time)`);
+  if (!(Number.isFinite(t) && t >= 0)) throw new Error(`simulate: cost of ${where(a)} is ${t}, not a duration`);
   return t;
+}
+
+function where(a: LoweredAction): string {
+  return `${formatAction(a.action)} on rank ${a.rank}`;
 }
 
 /** Simulates a validated schedule; throws if it does not run to completion (validate() explains why). */

@@ -1,22 +1,25 @@
 // Validation of a lowered schedule before anything is emitted: structure, data flow, pairing, no deadlock.
 import { ActionIndex } from "./action-index.js";
 import { actionShapeError, formatAction, isComputeKind, isP2PKind, isShardKind, type ComputeKind } from "./action.js";
+import { SOLO } from "./collectives.js";
 import { execute, type Blocked, type Execution } from "./execute.js";
 import { actionLabel, type LoweredSchedule } from "./lowered.js";
 import { renderPicture } from "./picture.js";
 import { counterpart, localInputs, refText } from "./rules.js";
+import { groupWait, ShardChecks, strayGroupFields } from "./validate-shard.js";
 
 export type ProblemCode =
   | "shape" // counts, placement table, stream table, ids
   | "malformed" // an action's own fields
   | "range" // stage, micro-batch or peer outside the pipeline
   | "placement" // an action on a rank that does not run its stage, or talking to the wrong peer
-  | "stream" // compute on the comm stream or p2p on the compute stream
+  | "stream" // compute or OPTIMIZER on the comm stream, p2p or a collective on the compute stream
   | "duplicate"
   | "missing" // a (stage, micro-batch) without its forward or backward
-  | "order" // backward before forward, recompute outside forward..backward, W before I
-  | "unmatched" // a SEND without its RECV or the reverse
-  | "dependency" // a data dependency without its edge, or an edge to nothing
+  | "order" // backward before forward, R outside F..B, W before I, collectives in another order on one member, OPTIMIZER too early
+  | "unmatched" // a SEND without its RECV or the reverse, a collective that a member of its group never enters
+  | "collective" // members of one collective that disagree on bytes or group size
+  | "dependency" // a data dependency without its edge, an edge to nothing, a FREE without its ALL_GATHER
   | "deadlock";
 
 export interface Problem {
@@ -96,6 +99,7 @@ class Checker {
   private readonly position: Int32Array;
   private readonly listedIn: Int32Array;
   private readonly stuck: Map<number, Blocked>;
+  private readonly shard: ShardChecks;
 
   constructor(
     private readonly s: LoweredSchedule,
@@ -109,10 +113,13 @@ class Checker {
       st.comm.forEach((id, i) => ((this.position[id] = i), (this.listedIn[id] = 2 * rank + 1)));
     });
     this.stuck = new Map(run.blocked.map((b) => [b.id, b]));
+    const at = { position: this.position, listedIn: this.listedIn };
+    this.shard = new ShardChecks(s, at, run.collectives, (code, ids, what, rank) => this.report(code, ids, what, rank));
   }
 
   check(): Problem[] {
     this.checkActions();
+    this.shard.checkRelations();
     this.checkStages();
     this.checkDeadlock();
     return this.out;
@@ -157,7 +164,11 @@ class Checker {
     else if (this.listedIn[id] !== 2 * a.rank + (a.stream === "comm" ? 1 : 0)) {
       this.report("stream", [id], `${text()} says rank ${a.rank} ${a.stream} stream but is listed elsewhere`);
     }
-    if (isShardKind(a.action.kind)) return;
+    for (const d of a.deps) {
+      if (!(Number.isSafeInteger(d) && d >= 0 && d < s.actions.length) || d === id) this.report("dependency", [id], `${text()} depends on action #${d}, which is not another action`);
+    }
+    if (isShardKind(a.action.kind)) return this.shard.checkAction(id);
+    if (strayGroupFields(a)) this.report("malformed", [id], `${text()} takes no group, groupSize or bytes (only collectives do)`);
     const wantStream = isComputeKind(a.action.kind) ? "compute" : "comm";
     if (a.stream !== wantStream) this.report("stream", [id], `${text()} belongs on the ${wantStream} stream, not ${a.stream}`);
     const { stage, mb, peer } = a.action;
@@ -165,9 +176,6 @@ class Checker {
       return this.report("range", [id], `${text()} is outside the pipeline (${s.stages} stages, ${s.microBatches} micro-batches, ${s.ranks} ranks)`);
     }
     if (s.stageRank[stage] !== a.rank) this.report("placement", [id], `${text()}: stage ${stage} runs on rank ${s.stageRank[stage]}, not here`);
-    for (const d of a.deps) {
-      if (!(Number.isSafeInteger(d) && d >= 0 && d < s.actions.length) || d === id) this.report("dependency", [id], `${text()} depends on action #${d}, which is not another action`);
-    }
     if (isP2PKind(a.action.kind)) this.checkPair(id);
     this.checkInputs(id);
   }
@@ -275,7 +283,13 @@ class Checker {
     const { s } = this;
     const a = s.actions[b.id]!;
     if (b.waitsOn.length > 0) return `waits for ${b.waitsOn.map((d) => this.explainPending(d, b)).join(", ")}`;
-    if (b.partner?.kind === "not-ready") return `waits for its partner ${actionLabel(s, b.partner.id)}, ${this.explainPartner(b.partner.id)}`;
+    const k = this.run.collectives?.setOf[b.id];
+    const group = k !== undefined && k !== SOLO;
+    if (b.partner?.kind === "not-ready") {
+      return `waits for its ${group ? "group member" : "partner"} ${actionLabel(s, b.partner.id)}, ${this.explainPartner(b.partner.id)}`;
+    }
+    const absent = groupWait(s, this.run.collectives, b.id);
+    if (absent !== undefined) return absent;
     const other = counterpart(a.action, a.rank);
     return other ? `waits for a ${refText(other)} that rank ${other.rank} never posts` : "has no partner";
   }

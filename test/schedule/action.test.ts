@@ -1,5 +1,6 @@
 // The action text form: documented examples, rejections, and exact round-trips over random actions.
 import { describe, expect, it } from "vitest";
+import { ActionIndex } from "../../src/schedule/action-index.js";
 import {
   COMPUTE_KINDS,
   P2P_KINDS,
@@ -119,4 +120,26 @@ describe("action text", () => {
     expect(failures).toEqual([]);
     expect(accepted).toBeGreaterThan(100);
   });
+});
+
+describe("ActionIndex", () => {
+  // A small shape uses the dense table; one with absurd counts (a damaged schedule's) only the maps.
+  for (const shape of [{ ranks: 4, stages: 4, microBatches: 4 }, { ranks: 4, stages: 4, microBatches: 2 ** 40 }]) {
+    it(`keeps the first of equal actions per rank and tells ranks and peers apart (m = ${shape.microBatches})`, () => {
+      const index = new ActionIndex(shape);
+      expect(index.add(1, actionFromText("1F2"), 10)).toBe(true);
+      expect(index.add(1, actionFromText("1F2"), 11)).toBe(false);
+      expect(index.add(2, actionFromText("1F2"), 12)).toBe(true);
+      expect(index.add(2, actionFromText("1F2"), 13)).toBe(false);
+      expect(index.add(1, actionFromText("1SEND_F2@2"), 14)).toBe(true);
+      expect(index.add(1, actionFromText("1SEND_F2@3"), 15)).toBe(true);
+      expect(index.add(0, actionFromText("1SEND_F2@3"), 16)).toBe(true);
+      expect(index.add(9, actionFromText("1F3"), 17)).toBe(false);
+      expect(index.add(1, actionFromText("1SEND_F3@9"), 18)).toBe(false);
+      expect(index.add(1, actionFromText("1ALL_REDUCE"), 19)).toBe(false);
+      expect([index.find(1, "F", 1, 2), index.find(2, "F", 1, 2), index.find(3, "F", 1, 2)]).toEqual([10, 12, undefined]);
+      expect([index.find(1, "SEND_F", 1, 2, 2), index.find(1, "SEND_F", 1, 2, 3), index.find(0, "SEND_F", 1, 2, 3), index.find(1, "SEND_F", 1, 2)]).toEqual([14, 15, 16, undefined]);
+      expect([index.has(1, "F", 1, 2), index.has(1, "B", 1, 2), index.find(1, "F", 7, 2)]).toEqual([true, false, undefined]);
+    });
+  }
 });

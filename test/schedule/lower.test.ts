@@ -116,6 +116,8 @@ describe("lowering", () => {
         ...(schedule === "interleaved" ? { virtualStages: 1 + Math.floor(next() * 3) } : {}),
       };
       const s = lower(buildComputeOrder(spec), { costs: randomCosts(next) });
+      // Lowering builds the schedule itself; wiring its listing must give the same one.
+      expect(parseListing(s, formatListing(s))).toEqual(s);
       const v = validate(s);
       if (!v.ok) bad.push(`${JSON.stringify(spec)}: ${v.problems[0]!.message}`);
     }

@@ -184,11 +184,15 @@ describe("simulate's contract", () => {
     expect(() => simulate(broken, paper)).toThrow(/schedule 1f1b deadlocks; validate\(\) shows where/);
   });
 
-  it("says plainly that shard actions are not supported yet", () => {
+  it("a collective without its group (a listing does not carry one) is reported, not guessed", () => {
     const s = lower(buildComputeOrder({ schedule: "1f1b", ranks: 2, microBatches: 2 }));
     const withShard = parseListing(s, formatListing(s).replace("r0 comm:", "r0 comm: 0ALL_REDUCEu0"));
-    expect(() => simulate(withShard, paper)).toThrow(/shard action 0ALL_REDUCEu0 on rank 0 is not supported yet/);
-    expect(() => validate(withShard)).toThrow(/not supported yet/);
+    expect(() => simulate(withShard, paper)).toThrow(/schedule 1f1b deadlocks; validate\(\) shows where/);
+    expect(validate(withShard).problems.map((p) => p.message)).toEqual([
+      "rank 0, step 0: 0ALL_REDUCEu0 needs its group (the simulated ranks that take part)",
+      "rank 0, step 0: 0ALL_REDUCEu0 needs its bytes",
+      expect.stringMatching(/^rank 0, step 0: comm stream stuck at 0ALL_REDUCEu0: can never run: needs its group/),
+    ]);
   });
 
   it("uniformCosts checks its inputs", () => {
