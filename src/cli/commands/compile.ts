@@ -1,0 +1,135 @@
+// `fsm compile FILE [--cluster NAME] [--devices N] [-o PLAN] [--json] [--set KEY=VALUE]...`: checks the model,
+// compiles it into a partitioned, simulated plan, writes the plan and prints its summary.
+import { checkFile } from "../../check/check.js";
+import { CompileError } from "../../compile/errors.js";
+import { compileModel } from "../../compile/compile.js";
+import { CalibrationError, loadCalibration, type Calibration } from "../../cost/calibration.js";
+import { ClusterError, getProfile } from "../../cost/cluster.js";
+import { writePlan } from "../../plan/serialize.js";
+import { summarizePlan, type PlanSummary } from "../../plan/summary.js";
+import { flag, parseArgs, UsageError } from "../args.js";
+import type { CliIO } from "../io.js";
+import { version } from "../main.js";
+import { reportDiagnostics } from "../report.js";
+import type { Command } from "./command.js";
+import { formatBytes, formatSeconds } from "./cost.js";
+
+export const compileCommand: Command = {
+  name: "compile",
+  summary: "compile a model into a partitioned, simulated training plan",
+  usage: `fsm compile FILE [--cluster NAME] [--devices N] [-o PLAN] [--json] [--set KEY=VALUE]...
+
+Checks FILE, then plans one training step on the cluster: layers split into pipeline
+stages, each stage's parameters sharded over its data-parallel replicas, the schedule
+lowered to per-device actions with collectives and a static memory plan, all simulated.
+Writes the plan (versioned JSON) and prints stages, devices, shard groups, micro-batches,
+schedule, predicted step time, bubble, exposed communication, memory per device,
+throughput and MFU. Parallel settings still 'auto' must be given (the planner's search
+comes later), except: devices = stages × data_parallel (any one from the other two),
+schedule 1f1b, chunks = stages, checkpoint never, reshard_after_forward true.
+  --cluster NAME        device profile: cpu (default), a100-80g, h100-sxm, h200
+  --devices N           total devices (default: stages × data_parallel)
+  --calibration FILE    measured op times that replace the profile's estimates
+  -o, --output PLAN     where to write the plan (default: <model>.plan.json here)
+  --json                print the summary as JSON
+  --set KEY=VALUE       override a train/parallel setting (repeatable), e.g. --set parallel.stages=4`,
+  run(argv: readonly string[], io: CliIO): number {
+    const args = parseArgs(argv, [
+      { name: "cluster", value: true },
+      { name: "devices", value: true },
+      { name: "calibration", value: true },
+      { name: "output", short: "o", value: true },
+      { name: "json" },
+      { name: "set", value: true, repeat: true },
+    ]);
+    if (args.positionals.length !== 1) return -1;
+    // Argument mistakes are usage errors (exit 2), found before the model is checked.
+    const cluster = flag(args, "cluster") ?? "cpu";
+    const devicesText = flag(args, "devices");
+    if (devicesText !== undefined && (!/^\d+$/.test(devicesText) || Number(devicesText) < 1)) {
+      throw new UsageError(`--devices must be a positive integer, got '${devicesText}'`);
+    }
+    let calibration: Calibration | undefined;
+    try {
+      getProfile(cluster);
+      const path = flag(args, "calibration");
+      calibration = path === undefined ? undefined : loadCalibration(path);
+    } catch (e) {
+      if (e instanceof ClusterError || e instanceof CalibrationError) throw new UsageError(e.message);
+      throw e;
+    }
+    const file = args.positionals[0]!;
+    const result = checkFile(file, { overrides: args.flags.get("set") ?? [] });
+    reportDiagnostics(io, result.diagnostics, result.sources);
+    const model = result.model;
+    if (!model) {
+      if (result.diagnostics.every((d) => d.severity !== "error")) io.stderr(`${file}: no model to compile (a library of blocks)\n`);
+      return 1;
+    }
+    let summary: PlanSummary;
+    let written: { path: string; bytes: number };
+    try {
+      const compiled = compileModel(model, {
+        cluster,
+        source: file,
+        fsmVersion: version(),
+        ...(devicesText !== undefined && { devices: Number(devicesText) }),
+        ...(calibration && { calibration }),
+      });
+      const out = flag(args, "output") ?? `${model.name}.plan.json`;
+      written = { path: out, bytes: writePlan(out, compiled.plan) };
+      summary = summarizePlan(compiled.plan);
+    } catch (e) {
+      if (e instanceof CompileError) {
+        io.stderr(`${file}: error: ${e.message}\n`);
+        return 1;
+      }
+      if (e instanceof Error && "code" in e && typeof (e as NodeJS.ErrnoException).code === "string" && "path" in e) {
+        io.stderr(`${file}: error: cannot write the plan: ${(e as NodeJS.ErrnoException).code} ${(e as NodeJS.ErrnoException).path}\n`);
+        return 1;
+      }
+      throw e;
+    }
+    io.stdout(args.flags.has("json") ? JSON.stringify({ ...summary, plan: written }, null, 2) + "\n" : formatSummary(summary, written));
+    return 0;
+  },
+};
+
+const pct = (x: number): string => `${(x * 100).toFixed(1)}%`;
+
+function rankRange(ranks: readonly number[]): string {
+  if (ranks.length === 1) return `rank ${ranks[0]}`;
+  const contiguous = ranks.every((r, i) => i === 0 || r === ranks[i - 1]! + 1);
+  return contiguous ? `ranks ${ranks[0]}-${ranks[ranks.length - 1]}` : `ranks ${ranks.join(",")}`;
+}
+
+function table(header: readonly string[], rows: readonly (readonly string[])[]): string[] {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (r: readonly string[]) => r.map((c, i) => (i === 0 || i === 1 || i === 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ").trimEnd();
+  return [line(header), ...rows.map(line)];
+}
+
+export function formatSummary(s: PlanSummary, written: { path: string; bytes: number }): string {
+  const p = s.predicted;
+  const virtual = s.virtualStages > 1 ? ` × ${s.virtualStages} virtual` : "";
+  const rows = s.stageLayers.map((st) => [
+    String(st.stage),
+    `${st.firstLayer}${st.layers[1] > st.layers[0] ? ` .. ${st.lastLayer}` : ""} (${st.layers[0]}-${st.layers[1]})`,
+    rankRange(st.ranks),
+    formatBytes(st.modelStateBytes),
+    formatBytes(st.peakMemoryBytes),
+  ]);
+  const tokens = Math.round(p.tokensPerSecond).toLocaleString("en-US");
+  return [
+    `model ${s.model} on ${s.cluster}: ${s.devices} device${s.devices === 1 ? "" : "s"} (${s.nodes} node${s.nodes === 1 ? "" : "s"}) = ${s.stages} pipeline stage${s.stages === 1 ? "" : "s"}${virtual} × ${s.dataParallel} data-parallel`,
+    `schedule ${s.schedule}, ${s.microbatches} micro-batch${s.microbatches === 1 ? "" : "es"} of ${s.microBatchSize} per replica (batch ${s.batch}), checkpoint ${s.checkpoint}`,
+    `shard ${s.shard}${s.shard === "fsdp" ? ` (reshard after forward: ${s.reshardAfterForward})` : ""}: each stage over its ${s.dataParallel} replica${s.dataParallel === 1 ? "" : "s"} (group = the stage's ranks)`,
+    "",
+    ...table(["stage", "layers", "devices", "model state", "peak memory"], rows),
+    "",
+    `predicted step ${formatSeconds(p.stepTimeSeconds)}, bubble ${pct(p.bubbleFraction)}, exposed communication ${formatSeconds(p.exposedCommSeconds)}`,
+    `throughput ${tokens} tokens/s, MFU ${pct(p.mfu)}; peak memory per device ${formatBytes(Math.min(...p.peakMemoryBytes))} to ${formatBytes(Math.max(...p.peakMemoryBytes))}`,
+    `wrote ${written.path} (${formatBytes(written.bytes)}, ${s.programs} program${s.programs === 1 ? "" : "s"} shared by ${s.devices} devices)`,
+    "",
+  ].join("\n");
+}

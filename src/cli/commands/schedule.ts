@@ -1,0 +1,40 @@
+// `fsm schedule PLAN [--rank R]`: a plan's per-device action lists as text, read through the validating loader.
+import { loadPlan } from "../../plan/load.js";
+import { PlanError } from "../../plan/plan-error.js";
+import { formatPlanPrograms } from "../../plan/listing.js";
+import { flag, parseArgs, UsageError } from "../args.js";
+import type { CliIO } from "../io.js";
+import type { Command } from "./command.js";
+
+export const scheduleCommand: Command = {
+  name: "schedule",
+  summary: "print a plan's action lists per device and stream",
+  usage: `fsm schedule PLAN [--rank R]
+
+Loads a plan written by 'fsm compile' (validating it) and prints each program's compute
+and comm streams, one action per line with its predicted start and end and what it waits
+for: whole actions, layers inside a compute action, or (gates) collectives a layer needs.
+Data-parallel replicas of a pipeline stage share one program.
+  --rank R   only the program rank R runs, with its pipeline peers resolved for R`,
+  run(argv: readonly string[], io: CliIO): number {
+    const args = parseArgs(argv, [{ name: "rank", value: true }]);
+    if (args.positionals.length !== 1) return -1;
+    const rankText = flag(args, "rank");
+    if (rankText !== undefined && !/^\d+$/.test(rankText)) throw new UsageError(`--rank must be a non-negative integer, got '${rankText}'`);
+    const file = args.positionals[0]!;
+    let plan;
+    try {
+      plan = loadPlan(file);
+    } catch (e) {
+      if (!(e instanceof PlanError)) throw e;
+      io.stderr(`${file}: error: invalid plan: ${e.message}\n`);
+      return 1;
+    }
+    const rank = rankText === undefined ? undefined : Number(rankText);
+    if (rank !== undefined && rank >= plan.cluster.devices) {
+      throw new UsageError(`--rank ${rank} is outside the plan's ${plan.cluster.devices} devices (0..${plan.cluster.devices - 1})`);
+    }
+    io.stdout(formatPlanPrograms(plan, rank));
+    return 0;
+  },
+};

@@ -1,0 +1,64 @@
+// Step 7a of compile: every buffer a program's ranks hold during a step, as lifetimes over its actions:
+// model state for the whole step, per micro-batch activations (FairScale's stash; with checkpointing only the
+// stage input until the recompute), pipeline send/receive buffers, recompute workspace, plus the gathered
+// units and gradient staging the collective placement reported.
+import type { ShardPlan } from "../shard/types.js";
+import type { Lifetime } from "./lifetimes.js";
+import type { Program } from "./program.js";
+import type { StageCostModel } from "./stage-costs.js";
+
+/** Largest per-rank model state of a stage's group: the program's arena must fit every replica. */
+function stateOf(plan: ShardPlan): { param: number; grad: number; optimizer: number } {
+  let param = 0;
+  let grad = 0;
+  let optimizer = 0;
+  for (const r of plan.memory.perRank) {
+    param = Math.max(param, r.param);
+    grad = Math.max(grad, r.grad);
+    optimizer = Math.max(optimizer, r.optimizer);
+  }
+  return { param, grad, optimizer };
+}
+
+export function programLifetimes(program: Program, p: number, shards: readonly ShardPlan[], costs: StageCostModel, extra: readonly Lifetime[]): Lifetime[] {
+  const out: Lifetime[] = [];
+  const first = program.compute[0]!;
+  const lastId = program.compute[program.compute.length - 1]!;
+  for (const stage of program.stages) {
+    const st = stateOf(shards[stage]!);
+    for (const [kind, bytes] of [["param", st.param], ["grad", st.grad], ["optimizer", st.optimizer]] as const) {
+      if (bytes > 0) out.push({ program: p, name: `s${stage} ${kind === "param" ? "weights" : kind === "grad" ? "gradients" : "optimizer state"}`, kind, bytes, from: first, to: lastId, stage });
+    }
+  }
+  // Actions by (kind, stage, mb) to pair forwards with their backwards and transfers.
+  const find = new Map<string, number>();
+  program.actions.forEach((a, id) => {
+    const { kind, stage, mb } = a.action;
+    if (mb !== undefined && (a.collective === undefined)) find.set(`${kind}:${stage}:${mb}`, id);
+  });
+  const get = (kind: string, stage: number, mb: number) => find.get(`${kind}:${stage}:${mb}`);
+  for (const id of program.compute) {
+    const { kind, stage, mb } = program.actions[id]!.action;
+    if (kind !== "F" || mb === undefined) continue;
+    const act = costs.activations[stage]!;
+    const backward = get("B", stage, mb) ?? get("I", stage, mb);
+    if (backward === undefined) throw new Error(`internal: stage ${stage} micro-batch ${mb} has a forward but no backward on program ${p}`);
+    const tag = { stage, mb };
+    const recv = get("RECV_F", stage, mb);
+    if (act.input > 0) out.push({ program: p, name: `s${stage} mb ${mb} input`, kind: "activation", bytes: act.input, from: recv ?? id, to: backward, ...tag });
+    const recompute = get("R", stage, mb);
+    const stash = act.kept - act.input;
+    if (stash > 0) out.push({ program: p, name: `s${stage} mb ${mb} activations`, kind: "activation", bytes: stash, from: recompute ?? id, to: backward, ...tag });
+    const w = get("W", stage, mb);
+    if (w !== undefined && act.weightGrad > 0) out.push({ program: p, name: `s${stage} mb ${mb} weight-gradient inputs`, kind: "activation", bytes: act.weightGrad, from: backward, to: w, ...tag });
+    if (act.workspace > 0) out.push({ program: p, name: `s${stage} mb ${mb} recompute workspace`, kind: "workspace", bytes: act.workspace, from: backward, to: backward, ...tag });
+    const sendF = get("SEND_F", stage, mb);
+    if (sendF !== undefined) out.push({ program: p, name: `s${stage} mb ${mb} output`, kind: "comm", bytes: costs.boundaryBytes(stage, mb, "forward"), from: id, to: sendF, ...tag });
+    const recvB = get("RECV_B", stage, mb);
+    if (recvB !== undefined) out.push({ program: p, name: `s${stage} mb ${mb} output gradient`, kind: "comm", bytes: costs.boundaryBytes(stage, mb, "forward"), from: recvB, to: backward, ...tag });
+    const sendB = get("SEND_B", stage, mb);
+    if (sendB !== undefined) out.push({ program: p, name: `s${stage} mb ${mb} input gradient`, kind: "comm", bytes: costs.boundaryBytes(stage, mb, "backward"), from: backward, to: sendB, ...tag });
+  }
+  out.push(...extra.filter((l) => l.program === p));
+  return out;
+}

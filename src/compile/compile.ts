@@ -1,0 +1,122 @@
+// The compile pipeline in processing order: a checked model and a cluster → a validated, simulated Plan.
+//   1 resolve settings (resolve.ts; the derivations of `auto` in derive.ts)
+//   2 training graph (src/passes autodiff)
+//   3 layers → stages and ranks (stages.ts), what crosses each cut (boundaries.ts)
+//   4 shard plan per stage (shard.ts → src/shard)
+//   5 costs (stage-costs.ts) and the pipeline schedule (src/schedule buildSchedule: ordered, lowered, validated)
+//   6 programs: pipeline actions, shard and tied collectives, optimizer waits (programs.ts)
+//   7 simulation: step time, bubble, exposed communication (simulate.ts on engine.ts)
+//   8 memory plan: buffer lifetimes and static arena offsets (buffers.ts, memory.ts)
+//   9 device fit (fit.ts); when it fails, the changes that fit (alternatives.ts)
+//  10 the Plan document (assemble.ts), checked by the plan loader's validation before it leaves
+import type { CheckedModel } from "../check/check.js";
+import type { Calibration } from "../cost/calibration.js";
+import { clusterFor, type Cluster } from "../cost/cluster.js";
+import type { Graph } from "../graph/graph.js";
+import { buildTrainingGraph } from "../passes/autodiff.js";
+import type { Plan } from "../plan/plan.js";
+import { PlanError } from "../plan/plan-error.js";
+import { validatePlan } from "../plan/validate.js";
+import { buildSchedule } from "../schedule/schedule.js";
+import type { ShardPlan } from "../shard/types.js";
+import { fittingAlternatives } from "./alternatives.js";
+import { assemblePlan } from "./assemble.js";
+import { findBoundaries } from "./boundaries.js";
+import { programLifetimes } from "./buffers.js";
+import { CompileError } from "./errors.js";
+import { MemoryError, shortfall } from "./fit.js";
+import { addReuseDependencies, layoutMemory, type ProgramMemory } from "./memory.js";
+import type { Program, Rendezvous } from "./program.js";
+import { buildPrograms } from "./programs.js";
+import { resolveSettings, type ResolvedSettings } from "./resolve.js";
+import { planShards } from "./shard.js";
+import { predictStep, type StepPrediction } from "./simulate.js";
+import { StageCostModel } from "./stage-costs.js";
+import { assignStages, type StageAssignment } from "./stages.js";
+
+export interface CompileOptions {
+  /** Device profile name (src/cost/cluster.ts). */
+  readonly cluster: string;
+  /** --devices: must agree with the parallel settings; derives stages or data_parallel when one is auto. */
+  readonly devices?: number;
+  readonly calibration?: Calibration;
+  /** The .fsm path recorded in the plan. */
+  readonly source: string;
+  /** fsm's version recorded in the plan. */
+  readonly fsmVersion: string;
+}
+
+/** Everything compile computed, for tests, benchmarks and reports; `plan` is what gets written. */
+export interface Compiled {
+  readonly plan: Plan;
+  readonly settings: ResolvedSettings;
+  readonly cluster: Cluster;
+  readonly training: Graph;
+  readonly stages: readonly StageAssignment[];
+  readonly shards: readonly ShardPlan[];
+  readonly programs: readonly Program[];
+  readonly rendezvous: readonly Rendezvous[];
+  readonly memory: readonly ProgramMemory[];
+  readonly prediction: StepPrediction;
+  readonly costs: StageCostModel;
+}
+
+export function compileModel(model: CheckedModel, options: CompileOptions): Compiled {
+  const train = model.train;
+  if (!train) throw new CompileError(`model ${model.name} has no train section: a plan needs its batch, optimizer and precision`);
+  const settings = resolveSettings(train, model.parallel, model.graph.layers().length, options.devices);
+  const training = buildTrainingGraph(model.graph, train);
+  try {
+    return compileResolved(model.name, training, settings, options);
+  } catch (e) {
+    if (!(e instanceof MemoryError)) throw e;
+    const fits = fittingAlternatives(settings, training, (alt) => {
+      try {
+        const c = compileResolved(model.name, training, alt, options);
+        return { fits: true, largestArena: Math.max(...c.memory.map((m) => m.arenaBytes)) };
+      } catch (err) {
+        if (err instanceof MemoryError) return { fits: false, largestArena: err.shortfall.neededBytes };
+        throw err;
+      }
+    });
+    throw new MemoryError(e.shortfall, e.profile, fits);
+  }
+}
+
+/** Steps 3–10 for settings already resolved. */
+export function compileResolved(name: string, training: Graph, settings: ResolvedSettings, options: CompileOptions): Compiled {
+  const cluster = clusterFor(options.cluster, settings.devices, options.calibration);
+  const stages = assignStages(training, settings);
+  const boundaries = findBoundaries(training, stages);
+  const shards = planShards(training, stages, settings);
+  const costs = new StageCostModel(training, stages, boundaries, cluster, settings, shards);
+  const lowered = buildSchedule(
+    {
+      schedule: settings.schedule,
+      ranks: settings.stages,
+      microBatches: settings.microBatches,
+      ...(settings.schedule === "interleaved" && { virtualStages: settings.virtualStages }),
+      checkpoint: settings.checkpoint,
+    },
+    costs,
+  );
+  const built = buildPrograms(lowered, stages, shards, costs, cluster, settings);
+  const { programs, rendezvous } = built;
+  const prediction = predictStep(programs, rendezvous);
+  const memory = programs.map((prog, p) => {
+    const m = layoutMemory(prog, p, programLifetimes(prog, p, shards, costs, built.lifetimes), prediction.run);
+    addReuseDependencies(prog, m);
+    return m;
+  });
+  const short = shortfall(programs, memory, cluster);
+  if (short) throw new MemoryError(short, cluster.profile.name);
+  const plan = assemblePlan({ fsmVersion: options.fsmVersion, model: { name, source: options.source }, cluster, settings, training, stages, boundaries, shards, programs, memory, prediction, costs });
+  // What is written must load: the loader's checks on the way out catch a compiler bug before a user does.
+  try {
+    validatePlan(plan);
+  } catch (e) {
+    if (e instanceof PlanError) throw new Error(`internal: compile produced a plan the loader rejects: ${e.message}`);
+    throw e;
+  }
+  return { plan, settings, cluster, training, stages, shards, programs, rendezvous, memory, prediction, costs };
+}

@@ -1,0 +1,32 @@
+// Step 8 of compile: the predicted step from the finished programs: step time, bubble, exposed communication.
+import { runPrograms, type EngineRun } from "./engine.js";
+import type { Program, Rendezvous } from "./program.js";
+
+export interface StepPrediction {
+  readonly run: EngineRun;
+  readonly stepTime: number;
+  /** Idle compute time over all programs ÷ (programs × step time); replicas idle alike. */
+  readonly bubbleFraction: number;
+  /** stepTime minus the step time with every comm action free. */
+  readonly exposedComm: number;
+}
+
+/** Runs the programs; a run that does not finish is a compiler bug (every wait points back in time). */
+export function runOrThrow(programs: readonly Program[], rendezvous: readonly Rendezvous[], what: string, freeComm = false): EngineRun {
+  const run = runPrograms(programs, rendezvous, { freeComm });
+  if (!run.complete) throw new Error(`internal: the ${what} deadlocks; stuck at:\n  ${run.stuck.join("\n  ")}`);
+  return run;
+}
+
+export function predictStep(programs: readonly Program[], rendezvous: readonly Rendezvous[]): StepPrediction {
+  const run = runOrThrow(programs, rendezvous, "plan");
+  const free = runOrThrow(programs, rendezvous, "plan with free communication", true);
+  const stepTime = run.makespan;
+  const idle = run.programs.reduce((n, r) => n + Math.max(0, stepTime - r.computeBusy), 0);
+  return {
+    run,
+    stepTime,
+    bubbleFraction: stepTime > 0 ? idle / (programs.length * stepTime) : 0,
+    exposedComm: Math.max(0, stepTime - free.makespan),
+  };
+}

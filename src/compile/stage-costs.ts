@@ -1,0 +1,192 @@
+// Step 5a of compile: the cost model seen by the schedule. Per-layer compute seconds of one micro-batch from
+// costGraph, per-stage sums (ScheduleCosts for src/schedule), activation bytes per stage from the tensors the
+// backward keeps, and p2p transfer times over the cluster's links.
+import type { Cluster } from "../cost/cluster.js";
+import { collectiveTime, groupLink } from "../cost/collectives.js";
+import { costGraph } from "../cost/graph-cost.js";
+import { onDevice } from "../cost/precision.js";
+import type { Graph, TensorId } from "../graph/graph.js";
+import type { DimBindings } from "../graph/op-cost.js";
+import { bytesOf } from "../graph/ops/cost-rules.js";
+import { savedByLayer } from "../passes/autodiff.js";
+import { meshRank } from "../plan/plan.js";
+import type { ScheduleCosts } from "../schedule/costs.js";
+import type { ShardPlan } from "../shard/types.js";
+import type { Boundaries } from "./boundaries.js";
+import type { ResolvedSettings } from "./resolve.js";
+import type { StageAssignment } from "./stages.js";
+
+/** Seconds of one layer for one micro-batch. */
+export interface LayerTimes {
+  readonly forward: number;
+  /** Input gradients; for a layer marked @checkpoint this includes re-running its forward first. */
+  readonly backwardInput: number;
+  readonly backwardWeight: number;
+}
+
+/** Bytes one micro-batch keeps on a stage. */
+export interface StageActivations {
+  /** Everything the forward keeps for the backward, the stage input included (layers marked @checkpoint
+   *  keep only their inputs). */
+  readonly kept: number;
+  /** The stage input alone: all a checkpointed (R) micro-batch keeps until its recompute. */
+  readonly input: number;
+  /** What W still reads once I has run. */
+  readonly weightGrad: number;
+  /** The largest @checkpoint layer's saved tensors, rebuilt during its backward (0 when none is marked). */
+  readonly workspace: number;
+}
+
+export class StageCostModel implements ScheduleCosts {
+  readonly layers: readonly LayerTimes[];
+  readonly activations: readonly StageActivations[];
+  /** Forward + backward FLOPs of one micro-batch through the whole model (no recompute). */
+  readonly flopsPerMicroBatch: number;
+  private readonly sendBytes: readonly number[];
+  private readonly sums: readonly { f: number; i: number; w: number }[];
+
+  constructor(
+    training: Graph,
+    private readonly stages: readonly StageAssignment[],
+    boundaries: Boundaries,
+    private readonly cluster: Cluster,
+    private readonly settings: ResolvedSettings,
+    private readonly shards: readonly ShardPlan[],
+  ) {
+    const bindings: DimBindings = settings.seq === undefined ? { B: settings.microBatchSize } : { B: settings.microBatchSize, S: settings.seq };
+    const cost = costGraph(training, { cluster, precision: settings.precision, bindings });
+    const annotated = training.layers().map((l) => l.annotations.checkpoint === true);
+    // costGraph gives one backward time per op; it is split between input and weight gradients in
+    // proportion to their FLOPs (as src/shard/layer-times.ts does).
+    this.layers = cost.layers.map((l, i) => {
+      const flops = l.backwardFlops.input + l.backwardFlops.weight;
+      const weightShare = flops > 0 ? l.backwardFlops.weight / flops : 0;
+      const recompute = annotated[i] ? l.forwardSeconds : 0;
+      return { forward: l.forwardSeconds, backwardInput: l.backwardSeconds * (1 - weightShare) + recompute, backwardWeight: l.backwardSeconds * weightShare };
+    });
+    this.flopsPerMicroBatch = cost.layers.reduce((n, l) => n + l.forwardFlops + l.backwardFlops.input + l.backwardFlops.weight, 0);
+    this.sums = stages.map((s) => {
+      let f = 0;
+      let i = 0;
+      let w = 0;
+      for (let l = s.start; l < s.end; l++) {
+        f += this.layers[l]!.forward;
+        i += this.layers[l]!.backwardInput;
+        w += this.layers[l]!.backwardWeight;
+      }
+      return { f, i, w };
+    });
+    const bytes = (t: TensorId): number => bytesOf(onDevice(training.tensor(t).type, settings.precision), bindings);
+    const total = (ts: Iterable<TensorId>): number => {
+      let n = 0;
+      for (const t of ts) n += bytes(t);
+      return n;
+    };
+    this.sendBytes = boundaries.sends.map(total);
+    this.activations = stageActivations(training, stages, boundaries, annotated, total);
+  }
+
+  forward(stage: number): number {
+    return this.sums[stage]!.f;
+  }
+  backward(stage: number): number {
+    return this.sums[stage]!.i + this.sums[stage]!.w;
+  }
+  backwardInput(stage: number): number {
+    return this.sums[stage]!.i;
+  }
+  backwardWeight(stage: number): number {
+    return this.sums[stage]!.w;
+  }
+  recompute(stage: number): number {
+    return this.sums[stage]!.f;
+  }
+  boundaryBytes(stage: number, _mb: number, direction: "forward" | "backward"): number {
+    // Backward out of stage s: the gradients of what stage s − 1 sent forward, same sizes.
+    return direction === "forward" ? this.sendBytes[stage]! : stage > 0 ? this.sendBytes[stage - 1]! : 0;
+  }
+  /** Ranks here are pipeline ranks (the schedule's); replica 0 of each stands for all. */
+  transfer(fromRank: number, toRank: number, bytes: number): number {
+    const d = this.settings.dataParallel;
+    const a = meshRank(d, fromRank, 0);
+    const b = meshRank(d, toRank, 0);
+    return collectiveTime("send_recv", bytes, 2, groupLink(this.cluster, [a, b]));
+  }
+  activationBytes(stage: number): number {
+    return this.activations[stage]!.kept;
+  }
+  inputBytes(stage: number): number {
+    return this.activations[stage]!.input;
+  }
+  weightGradBytes(stage: number): number {
+    return this.activations[stage]!.weightGrad;
+  }
+
+  /**
+   * The optimizer step of a stage on its fullest rank: an elementwise pass over the rank's model state,
+   * read once and written once (Adam reads weights, gradient, moments and master weights and writes all but
+   * the gradient back), so memory-bound: 2 × state bytes over the achievable memory bandwidth.
+   */
+  optimizer(stage: number): number {
+    const device = this.cluster.profile;
+    const bytes = this.shards[stage]!.memory.maxTotal;
+    return (2 * bytes) / (device.memory.bandwidth * device.achievable.memory) + device.launchOverhead;
+  }
+
+  /** Layers of a stage in the order a compute action runs them. */
+  layerOrder(stage: number, kind: string): number[] {
+    const s = this.stages[stage]!;
+    const up = Array.from({ length: s.end - s.start }, (_, i) => s.start + i);
+    return kind === "F" || kind === "R" ? up : up.reverse();
+  }
+
+  /** Seconds of one layer inside a compute action of the given kind. */
+  layerSeconds(kind: string, layer: number): number {
+    const t = this.layers[layer]!;
+    switch (kind) {
+      case "F":
+      case "R":
+        return t.forward;
+      case "B":
+        return t.backwardInput + t.backwardWeight;
+      case "I":
+        return t.backwardInput;
+      case "W":
+        return t.backwardWeight;
+      default:
+        throw new Error(`internal: ${kind} is not a compute action with layers`);
+    }
+  }
+}
+
+function stageActivations(
+  training: Graph,
+  stages: readonly StageAssignment[],
+  boundaries: Boundaries,
+  annotated: readonly boolean[],
+  total: (ts: Iterable<TensorId>) => number,
+): StageActivations[] {
+  const saved = savedByLayer(training);
+  // Tensors the weight-gradient ops read (besides model state): what a split backward's W still needs.
+  const wReads = training.layers().map(() => new Set<TensorId>());
+  for (const o of training.ops()) {
+    if (o.phase !== "weight_grad") continue;
+    for (const t of o.inputs) {
+      const k = training.tensor(t).kind;
+      if (k !== "param" && k !== "state") wReads[o.layer]!.add(t);
+    }
+  }
+  return stages.map((s, k) => {
+    const input = boundaries.inputs[k]!;
+    const kept = new Set<TensorId>(input);
+    const w = new Set<TensorId>();
+    let workspace = 0;
+    for (let l = s.start; l < s.end; l++) {
+      const layer = saved[l]!;
+      for (const t of annotated[l] ? layer.boundary : layer.saved) kept.add(t);
+      if (annotated[l]) workspace = Math.max(workspace, total(layer.saved));
+      for (const t of wReads[l]!) w.add(t);
+    }
+    return { kept: total(kept), input: total(input), weightGrad: total(w), workspace };
+  });
+}

@@ -1,0 +1,73 @@
+// The short account of a plan that `fsm compile` prints (as text or --json): stages with their layers and
+// devices, shard groups, micro-batches, schedule, and the predictions.
+import type { Plan, PlanPrediction } from "./plan.js";
+
+export interface StageSummary {
+  readonly stage: number;
+  readonly pipeRank: number;
+  readonly layers: readonly [number, number];
+  readonly firstLayer: string;
+  readonly lastLayer: string;
+  readonly ranks: readonly number[];
+  readonly shardGroup: readonly number[];
+  readonly peakMemoryBytes: number;
+  readonly modelStateBytes: number;
+}
+
+export interface PlanSummary {
+  readonly model: string;
+  readonly cluster: string;
+  readonly devices: number;
+  readonly nodes: number;
+  readonly stages: number;
+  readonly virtualStages: number;
+  readonly dataParallel: number;
+  readonly microbatches: number;
+  readonly microBatchSize: number;
+  readonly batch: number;
+  readonly schedule: string;
+  readonly checkpoint: string;
+  readonly shard: string;
+  readonly reshardAfterForward: boolean;
+  readonly stageLayers: readonly StageSummary[];
+  readonly programs: number;
+  readonly predicted: PlanPrediction;
+}
+
+export function summarizePlan(plan: Plan): PlanSummary {
+  const s = plan.settings;
+  const layerName = (i: number) => plan.graph.layers[i]!.name;
+  const programOf = new Map(plan.programs.map((p) => [p.pipeRank, p]));
+  return {
+    model: plan.model.name,
+    cluster: plan.cluster.profile,
+    devices: plan.cluster.devices,
+    nodes: plan.cluster.nodes,
+    stages: s.stages,
+    virtualStages: s.virtualStages,
+    dataParallel: s.dataParallel,
+    microbatches: s.microBatches,
+    microBatchSize: s.microBatchSize,
+    batch: s.batch,
+    schedule: s.schedule,
+    checkpoint: s.checkpoint,
+    shard: s.shard,
+    reshardAfterForward: s.reshardAfterForward,
+    stageLayers: plan.stages.map((st) => {
+      const first = st.ranks[0]!;
+      return {
+        stage: st.index,
+        pipeRank: st.pipeRank,
+        layers: st.layers,
+        firstLayer: layerName(st.layers[0]),
+        lastLayer: layerName(st.layers[1]),
+        ranks: st.ranks,
+        shardGroup: plan.shard[st.index]!.ranks,
+        peakMemoryBytes: plan.predicted.peakMemoryBytes[first]!,
+        modelStateBytes: programOf.get(st.pipeRank) ? plan.predicted.modelStateBytes[first]! : 0,
+      };
+    }),
+    programs: plan.programs.length,
+    predicted: plan.predicted,
+  };
+}

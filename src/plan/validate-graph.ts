@@ -1,0 +1,115 @@
+// Load-time checks of a plan's training graph: every field typed, every tensor, op and layer reference in range.
+import { DTYPES } from "../graph/types.js";
+import { PHASES } from "../graph/graph.js";
+import { array, arrayOf, boolean, fail, field, ids, integer, key, number, object, oneOf, string, tuple, type Json } from "./json-check.js";
+
+const TENSOR_KINDS = ["input", "param", "state", "activation", "grad", "update"] as const;
+const STATE_ROLES = ["momentum", "exp_avg", "exp_avg_sq", "step"] as const;
+const INITS = ["normal", "zeros", "ones", "uniform_fan_in"] as const;
+/** The text form dimToString writes: `768`, `B`, `B*S`, `4*S^2` (a coefficient only when ≠ 1 or alone). */
+function isDimText(s: string): boolean {
+  const parts = s.split("*");
+  let i = 0;
+  const coef = /^(?:0|[1-9][0-9]*)$/.test(parts[0]!);
+  if (coef) i = 1;
+  if (coef && parts.length === 1) return true;
+  if (coef && parts[0] === "1") return false;
+  let last = -1;
+  for (; i < parts.length; i++) {
+    const m = /^([BS])(?:\^([2-9]|[1-9][0-9]+))?$/.exec(parts[i]!);
+    if (!m) return false;
+    const order = m[1] === "B" ? 0 : 1;
+    if (order <= last) return false;
+    last = order;
+  }
+  return last >= 0;
+}
+
+function dimText(v: Json, path: string): string {
+  const s = string(v, path);
+  if (!isDimText(s)) fail(path, `${JSON.stringify(s)} is not a dimension (expected e.g. 768, B, B*S)`);
+  return s;
+}
+
+function attr(v: Json, path: string): void {
+  if (typeof v === "string" || typeof v === "boolean") return;
+  if (typeof v === "number") return void number(v, path);
+  const o = object(v, path);
+  const keys = Object.keys(o);
+  if (keys.length !== 1) fail(path, `expected a number, string, boolean or one of {dim}, {shape}, {param}, {number}`);
+  const k = keys[0]!;
+  if (k === "dim") dimText(o.dim, key(path, "dim"));
+  else if (k === "shape") arrayOf(o.shape, key(path, "shape"), dimText);
+  else if (k === "param") string(o.param, key(path, "param"));
+  else if (k === "number") oneOf(o.number, key(path, "number"), ["Infinity", "-Infinity", "NaN"]);
+  else fail(key(path, k), `unknown attribute encoding '${k}'`);
+}
+
+/** Returns the layer count, which later sections check their layer references against. */
+export function checkGraph(v: Json, path: string): { layers: number; tensors: number } {
+  const g = object(v, path);
+  const tensorsPath = key(path, "tensors");
+  const tensorCount = array(field(g, "tensors", path), tensorsPath).length;
+  arrayOf(g.tensors, tensorsPath, (t, p) => {
+    const o = object(t, p);
+    string(field(o, "name", p), key(p, "name"));
+    oneOf(field(o, "dtype", p), key(p, "dtype"), DTYPES);
+    arrayOf(field(o, "shape", p), key(p, "shape"), dimText);
+    oneOf(field(o, "kind", p), key(p, "kind"), TENSOR_KINDS);
+  });
+  const tensorId = (x: Json, p: string) => integer(x, p, 0, tensorCount, "a tensor id");
+  const layersPath = key(path, "layers");
+  const layerCount = array(field(g, "layers", path), layersPath).length;
+  arrayOf(g.layers, layersPath, (l, p) => {
+    const o = object(l, p);
+    string(field(o, "name", p), key(p, "name"));
+    arrayOf(field(o, "params", p), key(p, "params"), string);
+    const a = object(field(o, "annotations", p), key(p, "annotations"));
+    if (a.stage !== undefined) integer(a.stage, key(key(p, "annotations"), "stage"));
+    if (a.checkpoint !== undefined) boolean(a.checkpoint, key(key(p, "annotations"), "checkpoint"));
+    if (a.fsdpUnit !== undefined) boolean(a.fsdpUnit, key(key(p, "annotations"), "fsdpUnit"));
+  });
+  const opsPath = key(path, "ops");
+  const opCount = array(field(g, "ops", path), opsPath).length;
+  arrayOf(g.ops, opsPath, (op, p, i) => {
+    const o = object(op, p);
+    string(field(o, "op", p), key(p, "op"));
+    const attrs = object(field(o, "attrs", p), key(p, "attrs"));
+    for (const [k, a] of Object.entries(attrs)) attr(a, key(key(p, "attrs"), k));
+    arrayOf(field(o, "inputs", p), key(p, "inputs"), tensorId);
+    arrayOf(field(o, "outputs", p), key(p, "outputs"), tensorId);
+    oneOf(field(o, "phase", p), key(p, "phase"), PHASES);
+    integer(field(o, "layer", p), key(p, "layer"), 0, layerCount, "a layer index");
+    string(field(o, "scope", p), key(p, "scope"));
+    if (o.forwardOp !== undefined) integer(o.forwardOp, key(p, "forwardOp"), 0, Math.min(i, opCount), "an earlier op id");
+  });
+  arrayOf(field(g, "params", path), key(path, "params"), (x, p) => {
+    const o = object(x, p);
+    string(field(o, "name", p), key(p, "name"));
+    tensorId(field(o, "tensor", p), key(p, "tensor"));
+    integer(field(o, "layer", p), key(p, "layer"), 0, layerCount, "a layer index");
+    string(field(o, "scope", p), key(p, "scope"));
+    oneOf(field(o, "init", p), key(p, "init"), INITS);
+    arrayOf(field(o, "aliases", p), key(p, "aliases"), string);
+  });
+  arrayOf(field(g, "states", path), key(path, "states"), (x, p) => {
+    const o = object(x, p);
+    string(field(o, "name", p), key(p, "name"));
+    tensorId(field(o, "tensor", p), key(p, "tensor"));
+    oneOf(field(o, "role", p), key(p, "role"), STATE_ROLES);
+    if (o.param !== undefined) string(o.param, key(p, "param"));
+  });
+  arrayOf(field(g, "updates", path), key(path, "updates"), (x, p) => {
+    const [a, b] = tuple(x, p, 2);
+    tensorId(a, `${p}[0]`);
+    tensorId(b, `${p}[1]`);
+  });
+  arrayOf(field(g, "paramGrads", path), key(path, "paramGrads"), (x, p) => {
+    const [name, t] = tuple(x, p, 2);
+    string(name, `${p}[0]`);
+    tensorId(t, `${p}[1]`);
+  });
+  ids(field(g, "inputs", path), key(path, "inputs"), tensorCount, "a tensor id");
+  tensorId(field(g, "loss", path), key(path, "loss"));
+  return { layers: layerCount, tensors: tensorCount };
+}
