@@ -10,8 +10,9 @@ export interface MeshSizes {
 }
 
 /**
- * devices = stages × data_parallel: any one of the three follows from the other two. Returns the three,
- * with undefined where fewer than two are known (resolve.ts names the missing setting).
+ * devices = stages × data_parallel: any one of the three follows from the other two, and stages alone means
+ * data_parallel = 1. Returns the three, with undefined where they cannot be derived (resolve.ts names the
+ * missing setting).
  */
 export function deriveMesh(known: MeshSizes): MeshSizes {
   const { devices, stages, dataParallel } = known;
@@ -30,6 +31,8 @@ export function deriveMesh(known: MeshSizes): MeshSizes {
     if (devices % dataParallel !== 0) throw new CompileError(`devices = ${devices} is not a multiple of data_parallel = ${dataParallel}`);
     return { devices, stages: devices / dataParallel, dataParallel };
   }
+  // Only the stage count is known: one pipeline, no data parallelism (FairScale's Pipe on `stages` devices).
+  if (stages !== undefined && devices === undefined && dataParallel === undefined) return { devices: stages, stages, dataParallel: 1 };
   return known;
 }
 

@@ -4,6 +4,7 @@ import { checkFile } from "../../src/check/check.js";
 import { compileModel } from "../../src/compile/compile.js";
 import { CompileError } from "../../src/compile/errors.js";
 import { stageSizes } from "../../src/compile/stages.js";
+import { deriveMesh } from "../../src/compile/derive.js";
 import { compileSample, samplePath, sets } from "./helpers.js";
 
 function compileError(overrides: Record<string, string | number>, devices?: number, name: "mlp" | "gpt-tiny" = "mlp"): string {
@@ -25,8 +26,8 @@ describe("settings left auto", () => {
     expect(m).toContain("--set parallel.stages=4");
   });
 
-  it("data_parallel auto with stages given but no device count", () => {
-    expect(compileError({ stages: 2 })).toContain("parallel.data_parallel is auto");
+  it("stages auto with only data_parallel given", () => {
+    expect(compileError({ data_parallel: 2 })).toContain("parallel.stages is auto");
   });
 
   it("shard auto is not derived", () => {
@@ -78,5 +79,13 @@ describe("stage splits", () => {
     expect(c.stages.map((s) => s.pipeRank)).toEqual([0, 1, 0, 1, 0, 1]);
     expect(c.stages.map((s) => s.ranks)).toEqual([[0, 1], [2, 3], [0, 1], [2, 3], [0, 1], [2, 3]]);
     expect(c.plan.programs.map((p) => p.stages)).toEqual([[0, 2, 4], [1, 3, 5]]);
+  });
+});
+
+describe("mesh derivation", () => {
+  it("stages alone means one pipeline without data parallelism; fewer facts than that stays unknown", () => {
+    expect(deriveMesh({ devices: undefined, stages: 3, dataParallel: undefined })).toEqual({ devices: 3, stages: 3, dataParallel: 1 });
+    expect(deriveMesh({ devices: 8, stages: 2, dataParallel: undefined })).toEqual({ devices: 8, stages: 2, dataParallel: 4 });
+    expect(deriveMesh({ devices: undefined, stages: undefined, dataParallel: 2 })).toEqual({ devices: undefined, stages: undefined, dataParallel: 2 });
   });
 });
