@@ -57,6 +57,9 @@ function shardJson(plan: ShardPlan): PlanShard {
     tied: plan.tiedCollectives.map((t) => ({ param: t.param, unit: t.unit, bytes: t.bytes, stages: [...t.stages], order: t.reduction?.order ?? null, at: point(t.at) })),
     stateBytes: plan.memory.perRank.map((r) => ({ param: r.param, grad: r.grad, optimizer: r.optimizer })),
     zeroFormulaBytes: plan.memory.zeroFormula,
+    ...(plan.partition && {
+      partition: { largestShardBytes: plan.partition.largestShardBytes, greedyLargestShardBytes: plan.partition.greedyLargestShardBytes },
+    }),
   };
 }
 

@@ -240,6 +240,9 @@ export interface PlanShard {
   readonly stateBytes: readonly { readonly param: number; readonly grad: number; readonly optimizer: number }[];
   /** modelStateBytes (the ZeRO formula) for the stage's parameters and group. */
   readonly zeroFormulaBytes: number;
+  /** oss/sddp: the largest owner's sharded bytes under our min-max partition and under FairScale OSS's
+   *  greedy (declaration order, each parameter to the currently smallest rank), so users see the gain. */
+  readonly partition?: { readonly largestShardBytes: number; readonly greedyLargestShardBytes: number };
 }
 
 // ---- programs ----------------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ export interface StageSummary {
   readonly shardGroup: readonly number[];
   readonly peakMemoryBytes: number;
   readonly modelStateBytes: number;
+  /** oss/sddp: largest optimizer-state shard, ours vs FairScale's greedy partition. */
+  readonly partition?: { readonly largestShardBytes: number; readonly greedyLargestShardBytes: number };
 }
 
 export interface PlanSummary {
@@ -65,6 +67,7 @@ export function summarizePlan(plan: Plan): PlanSummary {
         shardGroup: plan.shard[st.index]!.ranks,
         peakMemoryBytes: plan.predicted.peakMemoryBytes[first]!,
         modelStateBytes: programOf.get(st.pipeRank) ? plan.predicted.modelStateBytes[first]! : 0,
+        ...(plan.shard[st.index]!.partition && { partition: plan.shard[st.index]!.partition }),
       };
     }),
     programs: plan.programs.length,

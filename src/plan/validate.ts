@@ -185,6 +185,11 @@ function checkShard(v: Json, p: string, i: number, rank: (x: Json, p: string) =>
   });
   if (state.length !== group) fail(key(p, "stateBytes"), `expected one entry per group rank (${group}), got ${state.length}`);
   nonNegative(field(o, "zeroFormulaBytes", p), key(p, "zeroFormulaBytes"));
+  if (o["partition"] !== undefined) {
+    const q = key(p, "partition");
+    const po = object(o["partition"], q);
+    for (const k of ["largestShardBytes", "greedyLargestShardBytes"]) nonNegative(field(po, k, q), key(q, k));
+  }
 }
 
 interface ProgramContext {

@@ -112,3 +112,17 @@ describe("fsm schedule", () => {
     expect(missing.stderr).toContain("cannot read");
   });
 });
+
+describe("fsm compile with oss", () => {
+  it("reports the min-max partition next to FairScale's greedy, and keeps it in the plan", async () => {
+    const out = join(mkdtempSync(join(tmpdir(), "fsm-oss-")), "plan.json");
+    const r = await run("compile", samplePath("gpt-tiny"), "--set", "parallel.stages=1", "--set", "parallel.data_parallel=4", "--set", "parallel.shard=oss", "--set", "parallel.chunks=2", "-o", out);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/oss partition \(largest shard per stage; FairScale's greedy in brackets\): \S+ \S+ \[\S+ \S+\]/);
+    const plan = JSON.parse(readFileSync(out, "utf8")) as { shard: { partition?: { largestShardBytes: number; greedyLargestShardBytes: number } }[] };
+    const part = plan.shard[0]!.partition!;
+    expect(part.largestShardBytes).toBeGreaterThan(0);
+    expect(part.largestShardBytes).toBeLessThanOrEqual(part.greedyLargestShardBytes);
+  });
+});

@@ -120,12 +120,21 @@ export function formatSummary(s: PlanSummary, written: { path: string; bytes: nu
     formatBytes(st.peakMemoryBytes),
   ]);
   const tokens = Math.round(p.tokensPerSecond).toLocaleString("en-US");
+  const partitions = s.stageLayers.filter((st) => st.partition);
+  const partitionLine = partitions.length
+    ? [
+        `${s.shard} partition (largest shard per stage; FairScale's greedy in brackets): ${partitions
+          .map((st) => `${formatBytes(st.partition!.largestShardBytes)} [${formatBytes(st.partition!.greedyLargestShardBytes)}]`)
+          .join(", ")}`,
+      ]
+    : [];
   return [
     `model ${s.model} on ${s.cluster}: ${s.devices} device${s.devices === 1 ? "" : "s"} (${s.nodes} node${s.nodes === 1 ? "" : "s"}) = ${s.stages} pipeline stage${s.stages === 1 ? "" : "s"}${virtual} × ${s.dataParallel} data-parallel`,
     `schedule ${s.schedule}, ${s.microbatches} micro-batch${s.microbatches === 1 ? "" : "es"} of ${s.microBatchSize} per replica (batch ${s.batch}), checkpoint ${s.checkpoint}`,
     `shard ${s.shard}${s.shard === "fsdp" ? ` (reshard after forward: ${s.reshardAfterForward})` : ""}: each stage over its ${s.dataParallel} replica${s.dataParallel === 1 ? "" : "s"} (group = the stage's ranks)`,
     "",
     ...table(["stage", "layers", "devices", "model state", "peak memory"], rows),
+    ...partitionLine,
     "",
     `predicted step ${formatSeconds(p.stepTimeSeconds)}, bubble ${pct(p.bubbleFraction)}, exposed communication ${formatSeconds(p.exposedCommSeconds)}`,
     `throughput ${tokens} tokens/s, MFU ${pct(p.mfu)}; peak memory per device ${formatBytes(Math.min(...p.peakMemoryBytes))} to ${formatBytes(Math.max(...p.peakMemoryBytes))}`,
