@@ -1,6 +1,6 @@
 // Parallel settings that contradict each other or the model, knowable before any planning: balance vs layer
 // count, devices vs stages × data-parallel degree, virtual stages, batch divisibility, stage pins.
-import { error, type Diagnostic } from "../diagnostics/diagnostic.js";
+import { error, warning, type Diagnostic } from "../diagnostics/diagnostic.js";
 import type { Span } from "../diagnostics/span.js";
 import type { LayerInfo } from "../graph/graph.js";
 import type { CheckedParallel } from "./settings.js";
@@ -48,7 +48,8 @@ export function checkParallelFeasible(
     diags.push(error("FSM503", `${stages} stages × ${c.virtualStages} virtual stages = ${stages * c.virtualStages} exceeds the ${n} layers`, at("virtual_stages")));
   }
   if (c.shard !== "fsdp" && c.shard !== "auto" && p.spans.has("reshard_after_forward")) {
-    diags.push(error("FSM503", `reshard_after_forward only applies to shard = fsdp (shard is ${c.shard})`, at("reshard_after_forward")));
+    // A warning, not an error: sweeping `--set parallel.shard=...` over a file written for fsdp must work.
+    diags.push(warning("FSM503", `reshard_after_forward only applies to shard = fsdp (shard is ${c.shard}); it is ignored`, at("reshard_after_forward")));
   }
   if (train && num(c.chunks)) {
     const dp = num(c.dataParallel) ? c.dataParallel : 1;

@@ -138,11 +138,11 @@ describe("settings", () => {
     expect(r.diagnostics.map((d) => `${d.code} ${d.span.line}:${d.span.column}`)).toEqual(["FSM505 8:3"]);
   });
 
-  it("rejects loss_scale without fp16 and reshard_after_forward without fsdp", () => {
+  it("rejects loss_scale without fp16; warns that reshard_after_forward is ignored without fsdp", () => {
     const r = checkSources({
       "m.fsm": body + "train {\n  batch = 8, seq = 4, optimizer = sgd(lr: 0.1), loss_scale = dynamic\n}\nparallel {\n  shard = oss, reshard_after_forward = false\n}\n",
     });
-    expect(r.diagnostics.map((d) => d.code).sort()).toEqual(["FSM503", "FSM503"]);
+    expect(r.diagnostics.map((d) => `${d.severity} ${d.code}`).sort()).toEqual(["error FSM503", "warning FSM503"]);
   });
 });
 
