@@ -14,21 +14,9 @@ import { accumulationPasses } from "../src/shard/passes.js";
 import { buildShardPlan, groupRanks } from "../src/shard/plan.js";
 import { tiedGroups } from "../src/shard/tied-groups.js";
 import type { LayerRange, ShardPlan } from "../src/shard/types.js";
+import { medianMs } from "./timing.js";
 
 const root = resolve(fileURLToPath(import.meta.url), "../../..");
-
-/** Median of `runs` timings in milliseconds (after one warm-up). */
-function time(fn: () => void, runs: number): number {
-  fn();
-  const ts: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const t0 = performance.now();
-    fn();
-    ts.push(performance.now() - t0);
-  }
-  ts.sort((a, b) => a - b);
-  return Number(ts[Math.floor(ts.length / 2)]!.toFixed(2));
-}
 
 const GB = 1e9;
 const path = join(root, "samples", "gpt3-175b.fsm");
@@ -44,7 +32,7 @@ const runs = [8, 64].flatMap((dp) =>
   SHARD_STRATEGIES.map((strategy) => {
     const spec = { graph: training, strategy, precision: train.precision, optimizer: train.optimizer, ranks: groupRanks(dp) };
     let plan: ShardPlan | undefined;
-    const buildMs = time(() => (plan = buildShardPlan(spec)), 5);
+    const buildMs = medianMs(() => (plan = buildShardPlan(spec)), 5);
     const p = plan!;
     const out: Record<string, unknown> = {
       dataParallel: dp,
@@ -75,7 +63,7 @@ const runs = [8, 64].flatMap((dp) =>
       const layerSeconds = layerSecondsFromCost(training, p.layers, { cluster, precision: train.precision, bindings: { B: mb, S: train.seq! } });
       const o = { cluster, layerSeconds, passes: accumulationPasses(MICRO_BATCHES) };
       let report: ReturnType<typeof simulateShardOverlap> | undefined;
-      const simulateMs = time(() => (report = simulateShardOverlap(p, o)), 5);
+      const simulateMs = medianMs(() => (report = simulateShardOverlap(p, o)), 5);
       out.overlap = {
         microBatches: MICRO_BATCHES,
         microBatchSize: mb,
@@ -101,7 +89,7 @@ const cut: LayerRange[] = Array.from({ length: PIPELINE_STAGES }, (_, k) => ({
 }));
 const pipelined = SHARD_STRATEGIES.map((strategy) => {
   let plans: ShardPlan[] = [];
-  const buildAllMs = time(() => {
+  const buildAllMs = medianMs(() => {
     plans = cut.map((_, stage) =>
       buildShardPlan({
         graph: training,
