@@ -4,11 +4,12 @@
 //   3 layers → stages and ranks (stages.ts), what crosses each cut (boundaries.ts)
 //   4 shard plan per stage (shard.ts → src/shard)
 //   5 costs (stage-costs.ts) and the pipeline schedule (src/schedule buildSchedule: ordered, lowered, validated)
-//   6 programs: pipeline actions, shard and tied collectives, optimizer waits (programs.ts)
+//   6 programs: pipeline actions, shard and tied collectives, optimizer waits, FSDP FREEs (programs.ts)
 //   7 simulation: step time, bubble, exposed communication (simulate.ts on engine.ts)
 //   8 memory plan: buffer lifetimes and static arena offsets (buffers.ts, memory.ts)
 //   9 device fit (fit.ts); when it fails, the changes that fit (alternatives.ts)
-//  10 the Plan document (assemble.ts), checked by the plan loader's validation before it leaves
+//  10 the Plan document (assemble.ts), checked by the plan loader's validation and, as a schedule, by the
+//     shared schedule validator (check-programs.ts) before it leaves
 import type { CheckedModel } from "../check/check.js";
 import type { Calibration } from "../cost/calibration.js";
 import { clusterFor, type Cluster } from "../cost/cluster.js";
@@ -23,6 +24,7 @@ import { fittingAlternatives } from "./alternatives.js";
 import { assemblePlan } from "./assemble.js";
 import { findBoundaries } from "./boundaries.js";
 import { programLifetimes } from "./buffers.js";
+import { checkPrograms } from "./check-programs.js";
 import { CompileError } from "./errors.js";
 import { MemoryError, shortfall } from "./fit.js";
 import { addReuseDependencies, layoutMemory, type ProgramMemory } from "./memory.js";
@@ -118,5 +120,7 @@ export function compileResolved(name: string, training: Graph, settings: Resolve
     if (e instanceof PlanError) throw new Error(`internal: compile produced a plan the loader rejects: ${e.message}`);
     throw e;
   }
+  // The programs must also pass the checks every schedule passes (pairing, group order, FREEs, no deadlock).
+  checkPrograms(plan);
   return { plan, settings, cluster, training, stages, shards, programs, rendezvous, memory, prediction, costs };
 }

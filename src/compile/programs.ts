@@ -1,10 +1,12 @@
 // Step 6 of compile: the programs. The pipeline alone is run once as the reference for ordering; shard
 // collectives, tied all-reduces and the optimizer step's waits are then placed against it and merged into
-// the comm streams (placer.ts explains the order and why it cannot deadlock).
+// the comm streams (placer.ts explains the order and why it cannot deadlock). Last, each FSDP gather gets
+// its FREE on the compute stream (frees.ts).
 import type { Cluster } from "../cost/cluster.js";
 import type { LoweredSchedule } from "../schedule/lowered.js";
 import type { ShardPlan } from "../shard/types.js";
 import { placeAfterOptimizer, placeShardCollectives, stagedLifetimes } from "./collectives.js";
+import { emitFrees } from "./frees.js";
 import type { Lifetime } from "./lifetimes.js";
 import { wireOptimizer } from "./optimizer-step.js";
 import { pipelinePrograms } from "./pipeline.js";
@@ -41,5 +43,6 @@ export function buildPrograms(
   placeAfterOptimizer(placer, placed.afterOptimizer, cluster);
   const lifetimes = [...placed.lifetimes, ...stagedLifetimes(placer, placed.staged)];
   placer.finish();
+  emitFrees(programs, lifetimes);
   return { programs, rendezvous, lifetimes };
 }

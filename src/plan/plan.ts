@@ -271,10 +271,14 @@ export interface PlanActionCollective {
  * Compute actions run their stage's layers in order: F and R first to last, B, I and W last to first.
  * SEND/RECV pairs and `tied`/`world` collectives are rendezvous across programs; `data` collectives join the
  * program's own replicas, which run the same list.
+ * A FREE (compute stream, zero time, e.g. `0FREE2u1`) releases an FSDP unit's gathered weights: its deps are
+ * the last compute action using them and the ALL_GATHER of the same stage, micro-batch and unit. The memory
+ * plan's `gathered` buffer ends earlier, at its `toLayer` inside that action; the FREE only tells a runtime
+ * without the memory plan when the unit may go.
  */
 export interface PlanAction {
   readonly id: number;
-  /** src/schedule/action.ts text form, e.g. `1F3`, `2SEND_F3@24`, `0ALL_GATHER2u1`, `0OPTIMIZER`. */
+  /** src/schedule/action.ts text form, e.g. `1F3`, `2SEND_F3@24`, `0ALL_GATHER2u1`, `0FREE2u1`, `0OPTIMIZER`. */
   readonly text: string;
   readonly stream: "compute" | "comm";
   readonly deps: readonly number[];
