@@ -1,6 +1,6 @@
 // The settings a compile may derive instead of search, in one place: the planner's search (the next issue)
 // replaces this file. Everything else left `auto` is an error naming the setting (see resolve.ts).
-import type { CheckpointMode, ParallelConfig, ScheduleKind } from "../check/settings-types.js";
+import type { CheckpointMode, ParallelConfig, ScheduleKind, ShardStrategy } from "../check/settings-types.js";
 import { CompileError } from "./errors.js";
 
 export interface MeshSizes {
@@ -56,6 +56,13 @@ export function deriveChunks(p: ParallelConfig, stages: number): number {
 /** checkpoint auto → never: no recompute unless asked (layers marked @checkpoint are still recomputed). */
 export function deriveCheckpoint(p: ParallelConfig): CheckpointMode {
   return p.checkpoint === "auto" ? "never" : p.checkpoint;
+}
+
+/** shard auto → none when there is nothing to shard over (data_parallel = 1); otherwise a real choice for
+ *  the planner's search (undefined). */
+export function deriveShard(p: ParallelConfig, dataParallel: number): ShardStrategy | undefined {
+  if (p.shard !== "auto") return p.shard;
+  return dataParallel === 1 ? "none" : undefined;
 }
 
 /** reshard_after_forward auto → true, FairScale's default. */

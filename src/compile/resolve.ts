@@ -2,7 +2,7 @@
 // with derivations from derive.ts and a clear error for whatever is still `auto`.
 import type { CheckpointMode, Optimizer, ParallelConfig, Precision, ScheduleKind, ShardStrategy, TrainConfig } from "../check/settings-types.js";
 import { SHARD_STRATEGIES } from "../check/settings-types.js";
-import { deriveCheckpoint, deriveChunks, deriveMesh, deriveReshard, deriveSchedule, deriveVirtualStages } from "./derive.js";
+import { deriveCheckpoint, deriveChunks, deriveMesh, deriveReshard, deriveSchedule, deriveShard, deriveVirtualStages } from "./derive.js";
 import { autoNotImplemented, CompileError } from "./errors.js";
 
 export interface ResolvedSettings {
@@ -42,7 +42,8 @@ export function resolveSettings(train: TrainConfig, parallel: ParallelConfig, la
   if (mesh.dataParallel === undefined) throw autoNotImplemented("data_parallel", "8");
   const stages = mesh.stages;
   const dataParallel = mesh.dataParallel;
-  if (parallel.shard === "auto") throw autoNotImplemented("shard", "fsdp", SHARD_STRATEGIES.join(", "));
+  const shard = deriveShard(parallel, dataParallel);
+  if (shard === undefined) throw autoNotImplemented("shard", "fsdp", SHARD_STRATEGIES.join(", "));
 
   const schedule = deriveSchedule(parallel);
   const virtualStages = deriveVirtualStages(parallel, schedule);
@@ -77,7 +78,7 @@ export function resolveSettings(train: TrainConfig, parallel: ParallelConfig, la
     seq: train.seq,
     schedule,
     checkpoint: deriveCheckpoint(parallel),
-    shard: parallel.shard,
+    shard,
     reshardAfterForward: deriveReshard(parallel),
     bucketMB: parallel.bucketMB,
     fsdpMinParams: parallel.fsdpMinParams,

@@ -30,10 +30,16 @@ describe("settings left auto", () => {
     expect(compileError({ data_parallel: 2 })).toContain("parallel.stages is auto");
   });
 
-  it("shard auto is not derived", () => {
-    const m = compileError({ stages: 2, data_parallel: 1 }, undefined, "gpt-tiny");
+  it("shard auto is not derived when there are replicas to shard over", () => {
+    const m = compileError({ stages: 2, data_parallel: 2, chunks: 2 }, undefined, "gpt-tiny");
     expect(m).toContain("parallel.shard is auto");
     expect(m).toContain("one of none, oss, sddp, fsdp");
+  });
+
+  it("shard auto is none without data parallelism (a group of one has nothing to shard)", () => {
+    const model = checkFile(samplePath("gpt-tiny"), { overrides: sets({ stages: 2, data_parallel: 1, chunks: 2 }) }).model!;
+    const c = compileModel(model, { cluster: "cpu", source: "gpt-tiny", fsmVersion: "test" });
+    expect(c.plan.settings.shard).toBe("none");
   });
 });
 
