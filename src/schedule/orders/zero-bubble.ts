@@ -1,6 +1,7 @@
 // ZB-H1 order (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"): 1F1B with the backward split into I and W.
 import { computeAction, type Action } from "../action.js";
-import { assertCount, identityPlacement, type ComputeOrder, type OrderOptions } from "./order.js";
+import { oneFOneBOrder } from "./one-f-one-b.js";
+import type { ComputeOrder, OrderOptions } from "./order.js";
 
 /**
  * Rank s keeps 1F1B's warm-up (min(p − s − 1, m) forwards) and its F/I alternation, so at most p − s
@@ -12,24 +13,26 @@ import { assertCount, identityPlacement, type ComputeOrder, type OrderOptions } 
  * W needs is part of the stash) rank s peaks at (p − s)·M_B + s·M_W ≤ p·M_B, 1F1B's peak on rank 0.
  */
 export function zeroBubbleOrder(opts: OrderOptions): ComputeOrder {
-  const { ranks: p, microBatches: m } = opts;
-  assertCount("ranks", p);
-  assertCount("microBatches", m);
-  const perRank: Action[][] = [];
-  for (let s = 0; s < p; s++) {
-    const list: Action[] = [];
-    const warmup = Math.min(p - s - 1, m);
-    let f = 0;
+  const base = oneFOneBOrder(opts);
+  const m = opts.microBatches;
+  // 1F1B runs its backwards in micro-batch order, so the k-th B is micro-batch k: split each into its I and
+  // defer the matching W's.
+  const perRank = base.perRank.map((list, s) => {
+    const out: Action[] = [];
     let w = 0;
-    for (; f < warmup; f++) list.push(computeAction("F", s, f));
-    for (let i = 0; i < m; i++) {
-      if (f < m) list.push(computeAction("F", s, f++));
-      list.push(computeAction("I", s, i));
-      // i + 1 I's have run: run the W's older than the last s of them.
-      while (i + 1 - w > s) list.push(computeAction("W", s, w++));
+    let done = 0;
+    for (const a of list) {
+      if (a.kind !== "B") {
+        out.push(a);
+        continue;
+      }
+      out.push(computeAction("I", s, a.mb!));
+      done++;
+      // `done` I's have run: run the W's older than the last s of them.
+      while (done - w > s) out.push(computeAction("W", s, w++));
     }
-    while (w < m) list.push(computeAction("W", s, w++));
-    perRank.push(list);
-  }
-  return { schedule: "zero_bubble", ranks: p, stages: p, microBatches: m, stageRank: identityPlacement(p), perRank };
+    while (w < m) out.push(computeAction("W", s, w++));
+    return out;
+  });
+  return { ...base, schedule: "zero_bubble", perRank };
 }
