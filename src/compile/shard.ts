@@ -1,6 +1,7 @@
 // Step 4 of compile: one src/shard plan per (virtual) stage over the stage's data-parallel replicas.
 import type { Graph } from "../graph/graph.js";
 import { buildShardPlan } from "../shard/plan.js";
+import { paramUses } from "../shard/sharing.js";
 import type { ShardPlan } from "../shard/types.js";
 import { CompileError } from "./errors.js";
 import type { ResolvedSettings } from "./resolve.js";
@@ -9,6 +10,7 @@ import type { StageAssignment } from "./stages.js";
 export function planShards(training: Graph, stages: readonly StageAssignment[], s: ResolvedSettings): ShardPlan[] {
   // Every stage's layers: a weight read on several stages is held by each, with a tied all-reduce among them.
   const pipeline = { stages: stages.map((st) => ({ start: st.start, end: st.end })) };
+  const uses = paramUses(training);
   return stages.map((st) => {
     try {
       return buildShardPlan({
@@ -23,6 +25,7 @@ export function planShards(training: Graph, stages: readonly StageAssignment[], 
         bucketMB: s.bucketMB,
         fsdpMinParams: s.fsdpMinParams,
         reshardAfterForward: s.reshardAfterForward,
+        uses,
       });
     } catch (e) {
       // src/shard reports layouts it cannot plan (a stage reading a weight without computing any of its

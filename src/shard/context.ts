@@ -2,7 +2,7 @@
 import type { StateBytesPerParam } from "../cost/memory.js";
 import type { LayerInfo } from "../graph/graph.js";
 import type { StageParam } from "./stage-params.js";
-import type { Bucket, FsdpUnit, Holder, ParamOwnership, PartitionReport, ShardCollective, ShardFree } from "./types.js";
+import type { Holder, ParamOwnership, ShardPlan } from "./types.js";
 
 export interface PlanContext {
   readonly layers: readonly LayerInfo[];
@@ -17,14 +17,9 @@ export interface PlanContext {
   readonly partitionNodeBudget: number | undefined;
 }
 
-export interface StrategyParts {
-  readonly params: readonly ParamOwnership[];
-  readonly partition?: PartitionReport;
-  readonly gradBuckets: readonly Bucket[];
-  readonly broadcastBuckets: readonly Bucket[];
-  readonly units: readonly FsdpUnit[];
-  readonly collectives: readonly ShardCollective[];
-  readonly frees: readonly ShardFree[];
+/** The strategy-specific fields of a ShardPlan (same meanings), plus what memory accounting needs. */
+export interface StrategyParts
+  extends Pick<ShardPlan, "params" | "partition" | "gradBuckets" | "broadcastBuckets" | "units" | "collectives" | "frees"> {
   /** Per group rank: elements of sharded state it keeps (ignored by `none`). */
   readonly shardedElements: readonly number[];
 }

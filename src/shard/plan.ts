@@ -9,7 +9,7 @@ import { fsdpParts } from "./fsdp.js";
 import { shardMemory } from "./memory.js";
 import { ossParts } from "./oss.js";
 import { sddpParts } from "./sddp.js";
-import { layerStages, paramUses } from "./sharing.js";
+import { layerStages, paramUses, type ParamUse } from "./sharing.js";
 import { checkLayerRange, stageParams } from "./stage-params.js";
 import { sharedParams, tiedCollectives } from "./tied.js";
 import type { LayerRange, ShardPlan } from "./types.js";
@@ -40,6 +40,10 @@ export interface ShardSpec {
   readonly reshardAfterForward?: boolean;
   /** Node budget of the OSS/ShardedDDP min-max partition search (see partition.ts). */
   readonly partitionNodeBudget?: number;
+  /** `paramUses(graph)`, when the caller plans several stages of one graph: it walks every parameter's
+   *  consumers and gradient ops, so computing it once per graph rather than once per stage saves real time
+   *  on large models (default: computed here). */
+  readonly uses?: readonly ParamUse[];
 }
 
 export interface PipelineLayout {
@@ -72,7 +76,7 @@ export function buildShardPlan(spec: ShardSpec): ShardPlan {
     const given = own ? `[${own.start}, ${own.end})` : "no layers";
     throw new Error(`internal: stage ${stage} has layers [${layers.start}, ${layers.end}) but the pipeline gives it ${given}`);
   }
-  const uses = paramUses(spec.graph);
+  const uses = spec.uses ?? paramUses(spec.graph);
   const params = stageParams(spec.graph, layers, uses);
   const shared = sharedParams(uses, params, layers, stage, stageOf);
   const bytes = stateBytesPerParam(spec.precision, spec.optimizer);
