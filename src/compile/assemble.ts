@@ -109,6 +109,7 @@ export function assemblePlan(x: AssembleInput): Plan {
       seq: s.seq ?? null,
       schedule: s.schedule,
       checkpoint: s.checkpoint,
+      recomputeLayers: [...s.recomputeLayers],
       shard: s.shard,
       reshardAfterForward: s.reshardAfterForward,
       bucketMB: s.bucketMB,

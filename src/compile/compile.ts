@@ -1,5 +1,6 @@
 // The compile pipeline in processing order: a checked model and a cluster → a validated, simulated Plan.
-//   1 resolve settings (resolve.ts; the derivations of `auto` in derive.ts)
+//   1 resolve settings (resolve.ts); whatever is `auto` (and the stage split) the plan search chooses
+//     (src/search): candidates ranked by predicted step time are planned in turn until one fits
 //   2 training graph (src/passes autodiff)
 //   3 layers → stages and ranks (stages.ts), what crosses each cut (boundaries.ts)
 //   4 shard plan per stage (shard.ts → src/shard)
@@ -14,6 +15,7 @@ import type { CheckedModel } from "../check/check.js";
 import type { Calibration } from "../cost/calibration.js";
 import { clusterFor, type Cluster } from "../cost/cluster.js";
 import type { Graph } from "../graph/graph.js";
+import type { TrainConfig } from "../check/settings-types.js";
 import { buildTrainingGraph } from "../passes/autodiff.js";
 import type { Plan } from "../plan/plan.js";
 import { PlanError } from "../plan/plan-error.js";
@@ -30,7 +32,11 @@ import { MemoryError, shortfall } from "./fit.js";
 import { addReuseDependencies, layoutMemory, type ProgramMemory } from "./memory.js";
 import type { Program, Rendezvous } from "./program.js";
 import { buildPrograms } from "./programs.js";
-import { resolveSettings, type ResolvedSettings } from "./resolve.js";
+import { autoSettings, resolveMesh, resolveSettings, trainSettings, type ResolvedSettings } from "./resolve.js";
+import { candidateSets, candidateSettings, candidateText } from "../search/candidate.js";
+import { searchPlans, SearchError, type SearchResult } from "../search/search.js";
+import { optimalSplit } from "../search/split.js";
+import type { PlanSearch } from "../plan/plan.js";
 import { planShards } from "./shard.js";
 import { predictStep, type StepPrediction } from "./simulate.js";
 import { StageCostModel } from "./stage-costs.js";
@@ -61,13 +67,22 @@ export interface Compiled {
   readonly memory: readonly ProgramMemory[];
   readonly prediction: StepPrediction;
   readonly costs: StageCostModel;
+  /** The search's record, when settings were auto. */
+  readonly search?: SearchResult;
 }
 
 export function compileModel(model: CheckedModel, options: CompileOptions): Compiled {
   const train = model.train;
   if (!train) throw new CompileError(`model ${model.name} has no train section: a plan needs its batch, optimizer and precision`);
-  const settings = resolveSettings(train, model.parallel, model.graph.layers().length, options.devices);
+  const parallel = model.parallel;
+  const mesh = resolveMesh(parallel, options.devices);
   const training = buildTrainingGraph(model.graph, train);
+  if (autoSettings(parallel, mesh).length > 0) return compileSearched(model.name, training, train, options);
+  const resolved = resolveSettings(train, parallel, model.graph.layers().length, options.devices);
+  // The split, when no balance is given, is the optimal one for these settings.
+  const settings: ResolvedSettings = resolved.balance
+    ? resolved
+    : { ...resolved, balance: optimalSplit(training, resolved, clusterFor(options.cluster, resolved.devices, options.calibration), train) };
   try {
     return compileResolved(model.name, training, settings, options);
   } catch (e) {
@@ -83,6 +98,58 @@ export function compileModel(model: CheckedModel, options: CompileOptions): Comp
     });
     throw new MemoryError(e.shortfall, e.profile, fits);
   }
+
+  function compileSearched(name: string, training: Graph, train: TrainConfig, options: CompileOptions): Compiled {
+    const devices = mesh.devices;
+    if (devices === undefined) {
+      throw new CompileError(`the plan search needs the number of devices: give --devices N (or parallel.devices, or both stages and data_parallel)`);
+    }
+    const cluster = clusterFor(options.cluster, devices, options.calibration);
+    let result: SearchResult;
+    try {
+      result = searchPlans({ training, train, parallel, cluster });
+    } catch (e) {
+      if (e instanceof SearchError) throw new CompileError(e.message);
+      throw e;
+    }
+    const base = trainSettings(train, parallel);
+    const rejected: { text: string; reason: string }[] = [];
+    for (const [n, e] of result.ranked.entries()) {
+      const settings = candidateSettings({ ...base } as ResolvedSettings, e);
+      try {
+        const compiled = compileResolved(name, training, settings, options);
+        const search = planSearch(result, n, rejected, compiled);
+        return { ...compiled, plan: { ...compiled.plan, search }, search: result };
+      } catch (err) {
+        if (!(err instanceof MemoryError)) throw err;
+        rejected.push({ text: candidateText(e.candidate), reason: `its memory plan needs ${(err.shortfall.neededBytes / 2 ** 30).toFixed(2)} GiB on program ${err.shortfall.program}` });
+      }
+    }
+    throw new CompileError(
+      `the plan search's best ${result.ranked.length} candidates all fail their memory plans: ${rejected.map((r) => `${r.text} (${r.reason})`).join("; ")}; use more devices or a smaller batch`,
+    );
+  }
+}
+
+/** What the plan records of the search: the choice, the runners-up, why families lost, and the counts. */
+function planSearch(result: SearchResult, chosen: number, rejected: readonly { text: string; reason: string }[], compiled: Compiled): PlanSearch {
+  return {
+    chosen: candidateText(result.ranked[chosen]!.candidate),
+    candidates: result.ranked.map((e, n) => ({
+      settings: candidateText(e.candidate),
+      set: candidateSets(e),
+      balance: [...e.balance],
+      recomputeLayers: [...e.recomputeLayers],
+      estimatedStepSeconds: e.estimate,
+      simulatedStepSeconds: e.simulated ?? null,
+      estimatedMemoryBytes: e.memoryBytes,
+      status: n < chosen ? "rejected" : n === chosen ? "chosen" : "alternative",
+      ...(n < chosen && { reason: rejected[n]!.reason }),
+    })),
+    families: result.families.map((f) => ({ family: f.family, ...(f.best !== undefined && { bestStepSeconds: f.best }), ...(f.reason !== undefined && { reason: f.reason }) })),
+    stats: { ...result.stats },
+    plannedStepSeconds: compiled.prediction.stepTime,
+  };
 }
 
 /** Steps 3–10 for settings already resolved. */

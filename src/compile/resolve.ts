@@ -1,9 +1,8 @@
-// Step 1 of compile: the checked train and parallel settings (and --devices) → every number the plan needs,
-// with derivations from derive.ts and a clear error for whatever is still `auto`.
+// Step 1 of compile: the checked train and parallel settings (and --devices) → either every number the plan
+// needs (nothing left `auto`: the explicit path) or the list of settings the plan search (src/search) must
+// choose. The mesh arithmetic devices = stages × data_parallel is not a choice and is done here either way.
 import type { CheckpointMode, Optimizer, ParallelConfig, Precision, ScheduleKind, ShardStrategy, TrainConfig } from "../check/settings-types.js";
-import { SHARD_STRATEGIES } from "../check/settings-types.js";
-import { deriveCheckpoint, deriveChunks, deriveMesh, deriveReshard, deriveSchedule, deriveShard, deriveVirtualStages } from "./derive.js";
-import { autoNotImplemented, CompileError } from "./errors.js";
+import { CompileError } from "./errors.js";
 
 export interface ResolvedSettings {
   readonly devices: number;
@@ -11,7 +10,7 @@ export interface ResolvedSettings {
   readonly stages: number;
   readonly dataParallel: number;
   readonly virtualStages: number;
-  /** Layers per stage as given (FairScale's balance), when given. */
+  /** Layers per (virtual) stage: FairScale's balance as given, or the split the search found optimal. */
   readonly balance: readonly number[] | undefined;
   readonly microBatches: number;
   readonly microBatchSize: number;
@@ -19,6 +18,9 @@ export interface ResolvedSettings {
   readonly seq: number | undefined;
   readonly schedule: ScheduleKind;
   readonly checkpoint: CheckpointMode;
+  /** Layers whose forward is recomputed inside their backward besides @checkpoint ones (the search's
+   *  selective checkpointing), ascending. */
+  readonly recomputeLayers: readonly number[];
   readonly shard: ShardStrategy;
   readonly reshardAfterForward: boolean;
   readonly bucketMB: number;
@@ -28,25 +30,92 @@ export interface ResolvedSettings {
   readonly clipGradNorm: number | undefined;
 }
 
+export interface MeshSizes {
+  readonly devices: number | undefined;
+  readonly stages: number | undefined;
+  readonly dataParallel: number | undefined;
+}
+
 const num = (x: number | "auto"): number | undefined => (x === "auto" ? undefined : x);
 
-/** `devices` is --devices when given; it must agree with parallel.devices. */
-export function resolveSettings(train: TrainConfig, parallel: ParallelConfig, layerCount: number, devices?: number): ResolvedSettings {
+/**
+ * devices = stages × data_parallel: any one of the three follows from the other two, and stages alone means
+ * data_parallel = 1 (FairScale's Pipe on `stages` devices). Undefined where nothing determines it.
+ */
+export function deriveMesh(known: MeshSizes): MeshSizes {
+  const { devices, stages, dataParallel } = known;
+  if (devices !== undefined && stages !== undefined && dataParallel !== undefined) {
+    if (stages * dataParallel !== devices) {
+      throw new CompileError(`devices = ${devices} but stages × data_parallel = ${stages} × ${dataParallel} = ${stages * dataParallel}`);
+    }
+    return known;
+  }
+  if (stages !== undefined && dataParallel !== undefined) return { devices: stages * dataParallel, stages, dataParallel };
+  if (devices !== undefined && stages !== undefined) {
+    if (devices % stages !== 0) throw new CompileError(`devices = ${devices} is not a multiple of stages = ${stages}`);
+    return { devices, stages, dataParallel: devices / stages };
+  }
+  if (devices !== undefined && dataParallel !== undefined) {
+    if (devices % dataParallel !== 0) throw new CompileError(`devices = ${devices} is not a multiple of data_parallel = ${dataParallel}`);
+    return { devices, stages: devices / dataParallel, dataParallel };
+  }
+  if (stages !== undefined && devices === undefined && dataParallel === undefined) return { devices: stages, stages, dataParallel: 1 };
+  return known;
+}
+
+/** The mesh from the file and --devices; `devices` is --devices when given and must agree with the file. */
+export function resolveMesh(parallel: ParallelConfig, devices: number | undefined): MeshSizes {
   const fileDevices = num(parallel.devices);
   if (devices !== undefined && fileDevices !== undefined && devices !== fileDevices) {
     throw new CompileError(`--devices ${devices} contradicts parallel.devices = ${fileDevices}`);
   }
   const stagesGiven = parallel.balance ? parallel.balance.length : num(parallel.stages);
-  const mesh = deriveMesh({ devices: devices ?? fileDevices, stages: stagesGiven, dataParallel: num(parallel.dataParallel) });
-  if (mesh.stages === undefined) throw autoNotImplemented("stages", "4");
-  if (mesh.dataParallel === undefined) throw autoNotImplemented("data_parallel", "8");
-  const stages = mesh.stages;
-  const dataParallel = mesh.dataParallel;
-  const shard = deriveShard(parallel, dataParallel);
-  if (shard === undefined) throw autoNotImplemented("shard", "fsdp", SHARD_STRATEGIES.join(", "));
+  if (parallel.balance && num(parallel.stages) !== undefined && num(parallel.stages) !== parallel.balance.length) {
+    throw new CompileError(`stages = ${num(parallel.stages)} but the balance has ${parallel.balance.length} entries`);
+  }
+  return deriveMesh({ devices: devices ?? fileDevices, stages: stagesGiven, dataParallel: num(parallel.dataParallel) });
+}
 
-  const schedule = deriveSchedule(parallel);
-  const virtualStages = deriveVirtualStages(parallel, schedule);
+/** The parallel settings still `auto` once the mesh is derived: what the search chooses. */
+export function autoSettings(parallel: ParallelConfig, mesh: MeshSizes): string[] {
+  const out: string[] = [];
+  if (mesh.stages === undefined) out.push("stages");
+  if (mesh.dataParallel === undefined) out.push("data_parallel");
+  if (parallel.chunks === "auto") out.push("chunks");
+  if (parallel.schedule === "auto") out.push("schedule");
+  // virtual_stages only means something for the interleaved schedule.
+  if (parallel.virtualStages === "auto" && (parallel.schedule === "auto" || parallel.schedule === "interleaved")) out.push("virtual_stages");
+  if (parallel.checkpoint === "auto") out.push("checkpoint");
+  // A group of one has nothing to shard: shard auto is none there, not a choice.
+  if (parallel.shard === "auto" && mesh.dataParallel !== 1) out.push("shard");
+  if (parallel.reshardAfterForward === "auto" && (parallel.shard === "auto" || parallel.shard === "fsdp") && mesh.dataParallel !== 1) out.push("reshard_after_forward");
+  return out;
+}
+
+/** The settings that come from the train section alone, whatever the parallel choices. */
+export function trainSettings(train: TrainConfig, parallel: ParallelConfig): Pick<ResolvedSettings, "batch" | "seq" | "bucketMB" | "fsdpMinParams" | "precision" | "optimizer" | "clipGradNorm"> {
+  return {
+    batch: train.batch,
+    seq: train.seq,
+    bucketMB: parallel.bucketMB,
+    fsdpMinParams: parallel.fsdpMinParams,
+    precision: train.precision,
+    optimizer: train.optimizer,
+    clipGradNorm: train.clipGradNorm,
+  };
+}
+
+/** The explicit path: every parallel setting given (autoSettings is empty). The balance, when not given, is
+ *  left undefined for compile to fill with the optimal split. */
+export function resolveSettings(train: TrainConfig, parallel: ParallelConfig, layerCount: number, devices?: number): ResolvedSettings {
+  const mesh = resolveMesh(parallel, devices);
+  const left = autoSettings(parallel, mesh);
+  if (left.length > 0) throw new Error(`internal: resolveSettings with ${left.join(", ")} still auto (the search chooses those)`);
+  const stages = mesh.stages!;
+  const dataParallel = mesh.dataParallel!;
+  const schedule = parallel.schedule as ScheduleKind;
+  const virtualStages = parallel.virtualStages === "auto" ? 1 : parallel.virtualStages;
+  const microBatches = parallel.chunks as number;
   if (schedule !== "interleaved" && virtualStages !== 1) {
     throw new CompileError(`virtual_stages = ${virtualStages} needs schedule = interleaved (schedule is ${schedule})`);
   }
@@ -54,19 +123,16 @@ export function resolveSettings(train: TrainConfig, parallel: ParallelConfig, la
     throw new CompileError(`${stages} stages × ${virtualStages} virtual stages = ${stages * virtualStages} exceeds the model's ${layerCount} layers`);
   }
   if (parallel.balance && virtualStages > 1) {
-    throw new CompileError("not implemented: an explicit balance with virtual_stages > 1; give stages and the layers are split evenly over the virtual stages");
+    throw new CompileError("not implemented: an explicit balance with virtual_stages > 1; give stages and the search splits the layers over the virtual stages");
   }
-  const microBatches = deriveChunks(parallel, stages);
   if (train.batch % (dataParallel * microBatches) !== 0) {
-    throw new CompileError(
-      `batch = ${train.batch} does not split into data_parallel × chunks = ${dataParallel} × ${microBatches} equal micro-batches` +
-        (parallel.chunks === "auto" ? " (chunks = auto is one micro-batch per pipeline rank; give chunks so that data_parallel × chunks divides the batch, e.g. --set parallel.chunks=N)" : ""),
-    );
+    throw new CompileError(`batch = ${train.batch} does not split into data_parallel × chunks = ${dataParallel} × ${microBatches} equal micro-batches`);
   }
   if (schedule === "interleaved" && microBatches % stages !== 0) {
     throw new CompileError(`the interleaved schedule needs chunks to be a multiple of stages (micro-batches go in groups of p, as in Megatron-LM); got chunks = ${microBatches}, stages = ${stages}`);
   }
   return {
+    ...trainSettings(train, parallel),
     devices: stages * dataParallel,
     stages,
     dataParallel,
@@ -74,16 +140,10 @@ export function resolveSettings(train: TrainConfig, parallel: ParallelConfig, la
     balance: parallel.balance,
     microBatches,
     microBatchSize: train.batch / (dataParallel * microBatches),
-    batch: train.batch,
-    seq: train.seq,
     schedule,
-    checkpoint: deriveCheckpoint(parallel),
-    shard,
-    reshardAfterForward: deriveReshard(parallel),
-    bucketMB: parallel.bucketMB,
-    fsdpMinParams: parallel.fsdpMinParams,
-    precision: train.precision,
-    optimizer: train.optimizer,
-    clipGradNorm: train.clipGradNorm,
+    checkpoint: parallel.checkpoint as CheckpointMode,
+    recomputeLayers: [],
+    shard: parallel.shard === "auto" ? "none" : parallel.shard,
+    reshardAfterForward: parallel.reshardAfterForward === "auto" ? true : parallel.reshardAfterForward,
   };
 }

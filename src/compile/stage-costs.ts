@@ -55,7 +55,10 @@ export class StageCostModel implements ScheduleCosts {
   ) {
     const bindings: DimBindings = settings.seq === undefined ? { B: settings.microBatchSize } : { B: settings.microBatchSize, S: settings.seq };
     const cost = costGraph(training, { cluster, precision: settings.precision, bindings });
-    const annotated = training.layers().map((l) => l.annotations.checkpoint === true);
+    // Layers recomputed inside their backward: @checkpoint ones and those the search's selective
+    // checkpointing chose.
+    const recompute = new Set(settings.recomputeLayers);
+    const annotated = training.layers().map((l) => l.annotations.checkpoint === true || recompute.has(l.index));
     // costGraph gives one backward time per op; it is split between input and weight gradients in
     // proportion to their FLOPs (as src/shard/layer-times.ts does).
     this.layers = cost.layers.map((l, i) => {

@@ -40,6 +40,41 @@ export interface Plan {
   /** One per program (same index). */
   readonly memory: readonly PlanMemory[];
   readonly predicted: PlanPrediction;
+  /** How the plan search chose the settings, when any were auto (absent for fully explicit settings). */
+  readonly search?: PlanSearch;
+}
+
+/** One candidate the search kept, in the search's ranking (pipeline simulator step time). */
+export interface PlanSearchCandidate {
+  /** `pp=4 dp=16 shard=oss chunks=8 schedule=1f1b checkpoint=never` */
+  readonly settings: string;
+  /** --set arguments that compile exactly this candidate without the search. */
+  readonly set: readonly string[];
+  readonly balance: readonly number[];
+  readonly recomputeLayers: readonly number[];
+  readonly estimatedStepSeconds: number;
+  readonly simulatedStepSeconds: number | null;
+  readonly estimatedMemoryBytes: number;
+  /** `rejected`: ranked higher but its memory plan did not fit (`reason`); then the one `chosen`. */
+  readonly status: "chosen" | "alternative" | "rejected";
+  readonly reason?: string;
+}
+
+export interface PlanSearch {
+  readonly chosen: string;
+  readonly candidates: readonly PlanSearchCandidate[];
+  /** Per pipeline depth × data-parallel degree: its best estimate, or why it has none. */
+  readonly families: readonly { readonly family: string; readonly bestStepSeconds?: number; readonly reason?: string }[];
+  readonly stats: {
+    readonly candidates: number;
+    readonly evaluated: number;
+    readonly pruned: number;
+    readonly infeasible: number;
+    readonly simulated: number;
+    readonly seconds: number;
+  };
+  /** The compiled plan's own predicted step time (its layer-level simulation). */
+  readonly plannedStepSeconds: number;
 }
 
 export interface PlanModel {
@@ -73,6 +108,9 @@ export interface PlanSettings {
   readonly seq: number | null;
   readonly schedule: string;
   readonly checkpoint: string;
+  /** Layers recomputed inside their backward beyond @checkpoint ones (selective checkpointing). Absent in
+   *  plans written before the search existed: none. */
+  readonly recomputeLayers?: readonly number[];
   readonly shard: string;
   readonly reshardAfterForward: boolean;
   readonly bucketMB: number;

@@ -50,6 +50,14 @@ export function validatePlan(v: Json): Plan {
   if (s.pipe * s.data !== devices) fail("settings.dataParallel", `stages × dataParallel = ${s.pipe} × ${s.data} ≠ cluster.devices = ${devices}`);
   checkMesh(field(root, "mesh", ""), s.pipe, s.data);
   const graph = checkGraph(field(root, "graph", ""), "graph");
+  const settingsObj = object(root.settings!, "settings");
+  if (settingsObj.recomputeLayers !== undefined) {
+    const layers = arrayOf(settingsObj.recomputeLayers, "settings.recomputeLayers", (x, q) => integer(x, q, 0, graph.layers, "a layer index"));
+    layers.forEach((l, i) => {
+      if (i > 0 && l <= layers[i - 1]!) fail(`settings.recomputeLayers[${i}]`, "layers must be ascending and distinct");
+    });
+  }
+  if (root.search !== undefined) checkSearch(root.search);
   const stageCount = s.pipe * s.virtual;
   const rank = (x: Json, p: string) => integer(x, p, 0, devices, "a rank");
 
@@ -109,6 +117,30 @@ function checkSettings(v: Json): { pipe: number; data: number; virtual: number }
   string(field(o, "optimizer", p), key(p, "optimizer"));
   if (field(o, "clipGradNorm", p) !== null) nonNegative(o.clipGradNorm, key(p, "clipGradNorm"));
   return { pipe, data, virtual };
+}
+
+function checkSearch(v: Json): void {
+  const o = object(v, "search");
+  string(field(o, "chosen", "search"), "search.chosen");
+  const candidates = arrayOf(field(o, "candidates", "search"), "search.candidates", (x, p) => {
+    const c = object(x, p);
+    string(field(c, "settings", p), key(p, "settings"));
+    arrayOf(field(c, "set", p), key(p, "set"), string);
+    arrayOf(field(c, "balance", p), key(p, "balance"), positive);
+    arrayOf(field(c, "recomputeLayers", p), key(p, "recomputeLayers"), (y, q) => integer(y, q, 0, Infinity, "a layer index"));
+    nonNegative(field(c, "estimatedStepSeconds", p), key(p, "estimatedStepSeconds"));
+    if (field(c, "simulatedStepSeconds", p) !== null) nonNegative(c.simulatedStepSeconds, key(p, "simulatedStepSeconds"));
+    nonNegative(field(c, "estimatedMemoryBytes", p), key(p, "estimatedMemoryBytes"));
+    return oneOf(field(c, "status", p), key(p, "status"), ["chosen", "alternative", "rejected"]);
+  });
+  if (candidates.filter((s) => s === "chosen").length !== 1) fail("search.candidates", "exactly one candidate must be chosen");
+  arrayOf(field(o, "families", "search"), "search.families", (x, p) => {
+    const f = object(x, p);
+    string(field(f, "family", p), key(p, "family"));
+  });
+  const stats = object(field(o, "stats", "search"), "search.stats");
+  for (const k of ["candidates", "evaluated", "pruned", "infeasible", "simulated", "seconds"]) nonNegative(field(stats, k, "search.stats"), `search.stats.${k}`);
+  nonNegative(field(o, "plannedStepSeconds", "search"), "search.plannedStepSeconds");
 }
 
 function checkMesh(v: Json, pipe: number, data: number): void {

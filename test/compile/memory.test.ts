@@ -78,7 +78,7 @@ describe("arena layout", () => {
 
 describe("plans that do not fit", () => {
   it("name the device, the bytes needed and available, and alternatives verified to fit", () => {
-    const overrides = { stages: 2, data_parallel: 2, chunks: 2 };
+    const overrides = { stages: 2, data_parallel: 2, chunks: 2, checkpoint: "never" };
     const model = checkFile(samplePath("gpt2-124m"), { overrides: sets(overrides) }).model!;
     let error: unknown;
     try {

@@ -4,7 +4,7 @@ import { checkFile } from "../../src/check/check.js";
 import { compileModel } from "../../src/compile/compile.js";
 import { CompileError } from "../../src/compile/errors.js";
 import { stageSizes } from "../../src/compile/stages.js";
-import { deriveMesh } from "../../src/compile/derive.js";
+import { deriveMesh } from "../../src/compile/resolve.js";
 import { compileSample, samplePath, sets } from "./helpers.js";
 
 function compileError(overrides: Record<string, string | number>, devices?: number, name: "mlp" | "gpt-tiny" = "mlp"): string {
@@ -19,27 +19,28 @@ function compileError(overrides: Record<string, string | number>, devices?: numb
 }
 
 describe("settings left auto", () => {
-  it("stages auto (with nothing to derive it from) names the setting and how to give it", () => {
-    const m = compileError({});
-    expect(m).toContain("parallel.stages is auto");
-    expect(m).toContain("not implemented yet");
-    expect(m).toContain("--set parallel.stages=4");
+  it("the search needs the device count: without it, the error says how to give it", () => {
+    for (const overrides of [{}, { data_parallel: 2 }]) {
+      const m = compileError(overrides);
+      expect(m).toContain("the plan search needs the number of devices");
+      expect(m).toContain("--devices N");
+    }
   });
 
-  it("stages auto with only data_parallel given", () => {
-    expect(compileError({ data_parallel: 2 })).toContain("parallel.stages is auto");
-  });
-
-  it("shard auto is not derived when there are replicas to shard over", () => {
-    const m = compileError({ stages: 2, data_parallel: 2, chunks: 2 }, undefined, "gpt-tiny");
-    expect(m).toContain("parallel.shard is auto");
-    expect(m).toContain("one of none, oss, sddp, fsdp");
+  it("shard auto with replicas to shard over is the search's choice, recorded in the plan", () => {
+    const c = compileSample("gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: 2 });
+    expect(["none", "oss", "sddp", "fsdp"]).toContain(c.plan.settings.shard);
+    expect(c.plan.search).toBeDefined();
+    expect(c.plan.search!.chosen).toContain(`shard=${c.plan.settings.shard}`);
+    expect(c.plan.search!.candidates.filter((x) => x.status === "chosen")).toHaveLength(1);
   });
 
   it("shard auto is none without data parallelism (a group of one has nothing to shard)", () => {
-    const model = checkFile(samplePath("gpt-tiny"), { overrides: sets({ stages: 2, data_parallel: 1, chunks: 2 }) }).model!;
+    const model = checkFile(samplePath("gpt-tiny"), { overrides: sets({ stages: 2, data_parallel: 1, chunks: 2, checkpoint: "never" }) }).model!;
     const c = compileModel(model, { cluster: "cpu", source: "gpt-tiny", fsmVersion: "test" });
     expect(c.plan.settings.shard).toBe("none");
+    // Nothing else was auto: the explicit path, no search record.
+    expect(c.plan.search).toBeUndefined();
   });
 });
 
@@ -54,20 +55,26 @@ describe("derivations", () => {
     expect(compileError({ stages: 2, data_parallel: 2, devices: 4 }, 8)).toContain("--devices 8 contradicts parallel.devices = 4");
   });
 
-  it("schedule auto → 1f1b, chunks auto → stages, checkpoint auto → never, virtual stages auto → 1 (2 if interleaved)", () => {
-    const s = compileSample("gpt-tiny", "cpu", { stages: 2, data_parallel: 1, shard: "none", schedule: "auto", checkpoint: "auto" }).settings;
-    expect([s.schedule, s.microBatches, s.checkpoint, s.virtualStages, s.reshardAfterForward]).toEqual(["1f1b", 2, "never", 1, true]);
+  it("settings left auto are chosen within the ones given: schedule, chunks, checkpoint, virtual stages", () => {
+    const c = compileSample("gpt-tiny", "cpu", { stages: 2, data_parallel: 1, shard: "none", schedule: "auto", checkpoint: "auto" });
+    const s = c.settings;
+    expect([s.stages, s.dataParallel, s.shard]).toEqual([2, 1, "none"]);
+    expect(8 % s.microBatches).toBe(0);
+    expect(c.plan.search!.chosen).toBe(c.plan.search!.candidates.find((x) => x.status === "chosen")!.settings);
     const i = compileSample("mlp", "cpu", { stages: 2, data_parallel: 1, schedule: "interleaved" }).settings;
-    expect(i.virtualStages).toBe(2);
+    expect(i.schedule).toBe("interleaved");
+    expect([2, 4]).toContain(i.virtualStages);
+    expect(i.microBatches % 2).toBe(0);
   });
 
   it("settings that cannot make a plan are errors, not crashes", () => {
     // (What the checker already rejects never gets here; these pass it.)
-    const chunks = compileError({ stages: 3, data_parallel: 1 });
+    const chunks = compileError({ stages: 3, data_parallel: 1, chunks: 3 });
     expect(chunks).toContain("batch = 32 does not split into data_parallel × chunks = 1 × 3");
-    expect(chunks).toContain("chunks = auto is one micro-batch per pipeline rank");
-    expect(compileError({ stages: 4, data_parallel: 1, chunks: 2, schedule: "interleaved" })).toContain("4 stages × 2 virtual stages = 8 exceeds the model's 6 layers");
-    expect(compileError({ stages: 2, data_parallel: 1, chunks: 1, schedule: "interleaved" })).toContain("multiple of stages");
+    expect(compileError({ stages: 2, data_parallel: 1, chunks: 1, schedule: "interleaved", virtual_stages: 2 })).toContain("multiple of stages");
+    // Left to the search, the same requests find no candidate, and say why.
+    const searched = compileError({ stages: 3, data_parallel: 1, chunks: 2, schedule: "interleaved" });
+    expect(searched).toContain("pp=3 dp=1: no candidate meets the given settings");
     expect(compileError({ balance: "[3, 3]", data_parallel: 1, chunks: 2, schedule: "interleaved", virtual_stages: 2 })).toContain("not implemented: an explicit balance with virtual_stages > 1");
   });
 });

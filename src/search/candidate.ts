@@ -1,0 +1,78 @@
+// One point of the plan search's space, its text form for reports, and the settings it turns into.
+import type { ScheduleKind, ShardStrategy } from "../check/settings-types.js";
+import type { ResolvedSettings } from "../compile/resolve.js";
+
+/** Checkpointing the search may choose: the three schedule-level modes, or `selective`: only the layers
+ *  memory requires are recomputed (per stage, fewest recompute seconds), chosen by the search. */
+export type SearchCheckpoint = "never" | "selective" | "except_last" | "always";
+
+export interface Candidate {
+  readonly stages: number;
+  readonly dataParallel: number;
+  readonly virtualStages: number;
+  readonly microBatches: number;
+  readonly schedule: ScheduleKind;
+  readonly shard: ShardStrategy;
+  readonly reshardAfterForward: boolean;
+  readonly checkpoint: SearchCheckpoint;
+}
+
+/** A candidate with its stage split and predicted numbers. */
+export interface Evaluated {
+  readonly candidate: Candidate;
+  /** Layers per (virtual) stage. */
+  readonly balance: readonly number[];
+  /** Layers recomputed in the backward beyond @checkpoint (selective checkpointing), ascending. */
+  readonly recomputeLayers: readonly number[];
+  /** Closed-form step time (seconds), the quantity the search bounds and ranks by. */
+  readonly estimate: number;
+  /** The pipeline simulator's step time, for the candidates simulated. */
+  readonly simulated?: number;
+  /** Largest predicted per-device memory (bytes). */
+  readonly memoryBytes: number;
+  /** Bottleneck stage time of one micro-batch (seconds). */
+  readonly bottleneck: number;
+}
+
+export function candidateText(c: Candidate): string {
+  const parts = [`pp=${c.stages}`, `dp=${c.dataParallel}`, `shard=${c.shard}`];
+  if (c.shard === "fsdp") parts.push(`reshard=${c.reshardAfterForward}`);
+  parts.push(`chunks=${c.microBatches}`, `schedule=${c.schedule}${c.virtualStages > 1 ? `(v=${c.virtualStages})` : ""}`, `checkpoint=${c.checkpoint}`);
+  return parts.join(" ");
+}
+
+/** The --set arguments that reproduce a candidate without the search. */
+export function candidateSets(e: Evaluated): string[] {
+  const c = e.candidate;
+  const out = [
+    `parallel.data_parallel=${c.dataParallel}`,
+    `parallel.chunks=${c.microBatches}`,
+    `parallel.schedule=${c.schedule}`,
+    `parallel.shard=${c.shard}`,
+    `parallel.checkpoint=${c.checkpoint === "selective" ? "never" : c.checkpoint}`,
+  ];
+  if (c.virtualStages > 1) out.unshift(`parallel.stages=${c.stages}`, `parallel.virtual_stages=${c.virtualStages}`);
+  else out.unshift(`parallel.balance=[${e.balance.join(",")}]`);
+  if (c.shard === "fsdp") out.push(`parallel.reshard_after_forward=${c.reshardAfterForward}`);
+  return out;
+}
+
+/** The resolved settings of an evaluated candidate, on top of the train settings the search kept. */
+export function candidateSettings(base: ResolvedSettings, e: Evaluated): ResolvedSettings {
+  const c = e.candidate;
+  return {
+    ...base,
+    devices: c.stages * c.dataParallel,
+    stages: c.stages,
+    dataParallel: c.dataParallel,
+    virtualStages: c.virtualStages,
+    balance: e.balance,
+    microBatches: c.microBatches,
+    microBatchSize: base.batch / (c.dataParallel * c.microBatches),
+    schedule: c.schedule,
+    checkpoint: c.checkpoint === "selective" ? "never" : c.checkpoint,
+    shard: c.shard,
+    reshardAfterForward: c.reshardAfterForward,
+    recomputeLayers: e.recomputeLayers,
+  };
+}

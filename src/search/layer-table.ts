@@ -1,0 +1,253 @@
+// What the plan search knows about each layer of a training graph, computed once per graph: parameters each
+// layer reads, which layers are structurally identical (so a micro-batch size is costed once per kind of
+// layer, not once per layer: gpt3-175b's 96 blocks are one kind), what each tensor the backward keeps weighs,
+// and what crosses each possible cut. `at(b)` turns that into seconds and bytes for micro-batch size b.
+//
+// Activation bytes of a stage holding layers [i, j) (what stage-costs.ts computes for a fixed split) are
+//   input(i, j) + Σ size(t) over tensors t produced in [i, j) and saved by a layer in [i, j)
+// and a tensor produced in layer q whose first saver is layer s ≥ q counts exactly when i ≤ q and s < j, so
+// every interval's bytes come from one (L+1)² table of sums instead of a walk over the graph per interval.
+import type { Precision } from "../check/settings-types.js";
+import type { Cluster } from "../cost/cluster.js";
+import { estimateOp } from "../cost/graph-cost.js";
+import { onDevice } from "../cost/precision.js";
+import type { Graph, OpId, TensorId } from "../graph/graph.js";
+import type { DimBindings } from "../graph/op-cost.js";
+import { bytesOf } from "../graph/ops/cost-rules.js";
+import { savedByLayer } from "../passes/autodiff.js";
+import { numel } from "../graph/dim.js";
+
+/** A tensor the backward keeps: producer layer q, first layer s that saves it. */
+interface KeptTensor {
+  readonly tensor: TensorId;
+  readonly q: number;
+  readonly s: number;
+}
+
+/** Seconds and bytes of every layer for one micro-batch of size b. */
+export interface MicroBatchProfile {
+  readonly b: number;
+  readonly forward: Float64Array;
+  readonly backwardInput: Float64Array;
+  readonly backwardWeight: Float64Array;
+  /** Forward + backward FLOPs per layer (no recompute). */
+  readonly flops: Float64Array;
+  /** Bytes crossing cut c (between layers c − 1 and c), c = 0..L (0 and L carry nothing). */
+  readonly cut: Float64Array;
+  /** Bytes a checkpointed (recomputed) layer stops keeping. */
+  readonly reducible: Float64Array;
+  /** Bytes a layer saves when it is not checkpointed: the workspace its recompute rebuilds. */
+  readonly saved: Float64Array;
+  /** Stash bytes of layers [i, j) beyond the stage input: kept(i, j) = keptTable[i * (L+1) + j]. */
+  readonly keptTable: Float64Array;
+  /** Model inputs: bytes and the first and last layer that reads each (every stage reading one is fed it). */
+  readonly inputs: readonly { readonly bytes: number; readonly lo: number; readonly hi: number }[];
+}
+
+export class LayerTable {
+  readonly count: number;
+  readonly names: readonly string[];
+  /** Parameters each layer's forward reads (a tied weight counts in each layer that reads it). */
+  readonly params: readonly number[];
+  /** Tied weights read by several layers: held once by a stage that holds several of those layers. */
+  readonly shared: readonly { readonly layers: readonly number[]; readonly params: number }[];
+  /** Layers of the same kind (identical ops, types and attributes) share a class. */
+  readonly classOf: readonly number[];
+  readonly pins: readonly (number | undefined)[];
+  /** @checkpoint layers: recomputed whatever the plan says. */
+  readonly annotated: readonly boolean[];
+  private readonly forwardOps: readonly (readonly OpId[])[];
+  private readonly representative: readonly number[];
+  private readonly kept: readonly KeptTensor[];
+  private readonly reducibleTensors: readonly (readonly TensorId[])[];
+  private readonly savedTensors: readonly (readonly TensorId[])[];
+  private readonly crossing: readonly { readonly tensor: TensorId; readonly from: number; readonly to: number }[];
+  private readonly modelInputs: readonly { readonly tensor: TensorId; readonly lo: number; readonly hi: number }[];
+  private readonly cache = new Map<number, MicroBatchProfile>();
+
+  constructor(
+    private readonly training: Graph,
+    private readonly cluster: Cluster,
+    private readonly precision: Precision,
+    private readonly seq: number | undefined,
+  ) {
+    const layers = training.layers();
+    const L = layers.length;
+    this.count = L;
+    this.names = layers.map((l) => l.name);
+    this.pins = layers.map((l) => l.annotations.stage);
+    this.annotated = layers.map((l) => l.annotations.checkpoint === true);
+    const forwardOps = layers.map(() => [] as OpId[]);
+    const paramReaders = new Map<TensorId, Set<number>>();
+    const firstRead = new Map<TensorId, number>();
+    const lastRead = new Map<TensorId, number>();
+    for (const o of training.ops()) {
+      if (o.phase !== "forward") continue;
+      forwardOps[o.layer]!.push(o.id);
+      for (const t of o.inputs) {
+        const info = training.tensor(t);
+        if (info.kind === "param") {
+          if (!paramReaders.has(t)) paramReaders.set(t, new Set());
+          paramReaders.get(t)!.add(o.layer);
+        } else if (info.kind === "input" || info.kind === "activation") {
+          if (!firstRead.has(t)) firstRead.set(t, o.layer);
+          lastRead.set(t, Math.max(lastRead.get(t) ?? o.layer, o.layer));
+        }
+      }
+    }
+    this.forwardOps = forwardOps;
+    const params = new Array<number>(L).fill(0);
+    const shared: { layers: number[]; params: number }[] = [];
+    for (const [t, readers] of paramReaders) {
+      const n = numel(training.tensor(t).type.shape);
+      for (const l of readers) params[l]! += n;
+      if (readers.size > 1) shared.push({ layers: [...readers].sort((a, b) => a - b), params: n });
+    }
+    this.params = params;
+    this.shared = shared;
+
+    // Layer kinds: the forward ops' names, attributes and operand types, in order.
+    const classes = new Map<string, number>();
+    const representative: number[] = [];
+    this.classOf = layers.map((l) => {
+      const key = forwardOps[l.index]!.map((id) => {
+        const o = training.op(id);
+        return `${o.op}${JSON.stringify(o.attrs)}${o.inputs.map((t) => JSON.stringify(training.tensor(t).type)).join(",")}`;
+      }).join(";");
+      let c = classes.get(key);
+      if (c === undefined) {
+        c = classes.size;
+        classes.set(key, c);
+        representative.push(l.index);
+      }
+      return c;
+    });
+    this.representative = representative;
+
+    // Tensors the backward keeps, by producer and first saver; what checkpointing a layer frees.
+    const saved = savedByLayer(training);
+    const savers = new Map<TensorId, number[]>();
+    saved.forEach((s, l) => {
+      for (const t of s.saved) {
+        if (!savers.has(t)) savers.set(t, []);
+        savers.get(t)!.push(l);
+      }
+    });
+    const kept: KeptTensor[] = [];
+    const reducible = layers.map(() => [] as TensorId[]);
+    for (const [t, by] of savers) {
+      const info = training.tensor(t);
+      if (info.kind !== "activation" || info.producer === undefined) continue;
+      const q = training.op(info.producer).layer;
+      kept.push({ tensor: t, q, s: Math.min(...by) });
+      // Only its own layer keeps it and no later layer reads it: recomputing the layer frees it.
+      if (by.length === 1 && by[0] === q && (lastRead.get(t) ?? q) === q) reducible[q]!.push(t);
+    }
+    this.kept = kept;
+    this.reducibleTensors = reducible;
+    this.savedTensors = saved.map((s) => s.saved.filter((t) => training.tensor(t).kind === "activation"));
+    const crossing: { tensor: TensorId; from: number; to: number }[] = [];
+    const modelInputs: { tensor: TensorId; lo: number; hi: number }[] = [];
+    for (const [t, last] of lastRead) {
+      const info = training.tensor(t);
+      if (info.kind === "input") modelInputs.push({ tensor: t, lo: firstRead.get(t)!, hi: last });
+      else if (info.producer !== undefined) {
+        const from = training.op(info.producer).layer;
+        if (last > from) crossing.push({ tensor: t, from, to: last });
+      }
+    }
+    this.crossing = crossing;
+    this.modelInputs = modelInputs;
+  }
+
+  /** Parameters held by a stage of layers [i, j): tied weights once. */
+  stageParams(prefix: Float64Array, i: number, j: number): number {
+    let n = prefix[j]! - prefix[i]!;
+    for (const s of this.shared) {
+      let inside = 0;
+      for (const l of s.layers) if (l >= i && l < j) inside++;
+      if (inside > 1) n -= (inside - 1) * s.params;
+    }
+    return n;
+  }
+
+  at(b: number): MicroBatchProfile {
+    let p = this.cache.get(b);
+    if (!p) {
+      p = this.profile(b);
+      this.cache.set(b, p);
+    }
+    return p;
+  }
+
+  private profile(b: number): MicroBatchProfile {
+    const L = this.count;
+    const bindings: DimBindings = this.seq === undefined ? { B: b } : { B: b, S: this.seq };
+    const options = { cluster: this.cluster, precision: this.precision, bindings };
+    // One costing per kind of layer.
+    const perClass = this.representative.map((rep) => {
+      let f = 0;
+      let back = 0;
+      let fl = 0;
+      let input = 0;
+      let weight = 0;
+      for (const id of this.forwardOps[rep]!) {
+        const e = estimateOp(this.training, id, options);
+        f += e.forwardSeconds;
+        back += e.backwardSeconds;
+        fl += e.cost.forwardFlops;
+        input += e.cost.backwardFlops.input;
+        weight += e.cost.backwardFlops.weight;
+      }
+      // Split the backward time between input and weight gradients by their FLOPs, as stage-costs.ts does.
+      const share = input + weight > 0 ? weight / (input + weight) : 0;
+      return { f, bi: back * (1 - share), bw: back * share, flops: fl + input + weight };
+    });
+    const forward = new Float64Array(L);
+    const backwardInput = new Float64Array(L);
+    const backwardWeight = new Float64Array(L);
+    const flops = new Float64Array(L);
+    for (let l = 0; l < L; l++) {
+      const c = perClass[this.classOf[l]!]!;
+      forward[l] = c.f;
+      backwardInput[l] = c.bi + (this.annotated[l] ? c.f : 0);
+      backwardWeight[l] = c.bw;
+      flops[l] = c.flops;
+    }
+    const size = (t: TensorId): number => bytesOf(onDevice(this.training.tensor(t).type, this.precision), bindings);
+    const cut = new Float64Array(L + 1);
+    for (const x of this.crossing) {
+      const n = size(x.tensor);
+      for (let c = x.from + 1; c <= x.to; c++) cut[c]! += n;
+    }
+    const sum = (ts: readonly TensorId[]): number => ts.reduce((n, t) => n + size(t), 0);
+    const reducible = Float64Array.from(this.reducibleTensors, sum);
+    const saved = Float64Array.from(this.savedTensors, sum);
+    // keptTable[i][j] = Σ size over kept tensors with q ≥ i and s < j: a 2-D suffix/prefix sum.
+    const W = L + 1;
+    const keptTable = new Float64Array(W * W);
+    for (const k of this.kept) {
+      // @checkpoint layers keep only their inputs: what they produce is not kept on their account.
+      if (this.annotated[k.q] && k.s === k.q) continue;
+      keptTable[k.q * W + (k.s + 1)]! += size(k.tensor);
+    }
+    for (let i = L; i >= 0; i--) {
+      for (let j = 0; j <= L; j++) {
+        let v = keptTable[i * W + j]!;
+        if (i < L) v += keptTable[(i + 1) * W + j]!;
+        if (j > 0) v += keptTable[i * W + j - 1]!;
+        if (i < L && j > 0) v -= keptTable[(i + 1) * W + j - 1]!;
+        keptTable[i * W + j] = v;
+      }
+    }
+    const inputs = this.modelInputs.map((x) => ({ bytes: size(x.tensor), lo: x.lo, hi: x.hi }));
+    return { b, forward, backwardInput, backwardWeight, flops, cut, reducible, saved, keptTable, inputs };
+  }
+}
+
+/** Prefix sums: out[k] = Σ values[0..k). */
+export function prefix(values: ArrayLike<number>): Float64Array {
+  const out = new Float64Array(values.length + 1);
+  for (let i = 0; i < values.length; i++) out[i + 1] = out[i]! + values[i]!;
+  return out;
+}

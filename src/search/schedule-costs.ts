@@ -1,0 +1,30 @@
+// The search's stage model as ScheduleCosts, so the kept candidates run through the same pipeline simulator
+// (src/schedule) that validates every plan: bubbles of uneven stages, transfers on their own streams.
+import { collectiveTime } from "../cost/collectives.js";
+import type { ScheduleCosts } from "../schedule/costs.js";
+import type { StageModel } from "./stage-model.js";
+
+export function scheduleCostsFor(model: StageModel, sizes: readonly number[]): ScheduleCosts {
+  const bounds: [number, number][] = [];
+  let at = 0;
+  for (const n of sizes) {
+    bounds.push([at, at + n]);
+    at += n;
+  }
+  const span = (k: number): [number, number] => bounds[k]!;
+  // Selective recompute runs inside the backward of the layers chosen.
+  const extra = bounds.map(([i, j], k) => model.recompute(k, i, j)?.seconds ?? 0);
+  const backward = (k: number): number => model.backwardSeconds(...span(k)) + extra[k]!;
+  return {
+    forward: (k) => model.forwardSeconds(...span(k)),
+    backward,
+    backwardInput: (k) => backward(k) - model.weightSeconds(...span(k)),
+    backwardWeight: (k) => model.weightSeconds(...span(k)),
+    recompute: (k) => model.recomputeSeconds(...span(k)),
+    boundaryBytes: (k, _mb, direction) => (direction === "forward" ? model.cutBytes(span(k)[1]) : k > 0 ? model.cutBytes(span(k)[0]) : 0),
+    transfer: (from, _to, bytes) => collectiveTime("send_recv", bytes, 2, model.p2pLink(from)),
+    activationBytes: (k) => model.activationBytes(k, ...span(k)),
+    inputBytes: (k) => model.cutBytes(span(k)[0]),
+    weightGradBytes: () => 0,
+  };
+}

@@ -1,0 +1,286 @@
+// The plan search: every candidate of the space (space.ts) gets a lower bound on its step time without a
+// stage split (step-model.ts); candidates are visited in order of that bound, and each one visited gets its
+// optimal split (partition.ts over stage-model.ts) and closed-form estimate. Once `keep` candidates are
+// known, a candidate whose bound is no better than the keep-th best estimate cannot enter the kept set, and
+// neither can any after it (the order is by bound): they are pruned without losing any candidate of the
+// kept set. The kept candidates are then run through the pipeline simulator (src/schedule) and ranked by
+// its step time; compile plans them in that order until one fits its memory plan.
+import type { ParallelConfig, TrainConfig } from "../check/settings-types.js";
+import type { Cluster } from "../cost/cluster.js";
+import type { Graph } from "../graph/graph.js";
+import { buildSchedule } from "../schedule/schedule.js";
+import { simulate } from "../schedule/simulate.js";
+import { candidateText, type Candidate, type Evaluated } from "./candidate.js";
+import { LayerTable } from "./layer-table.js";
+import { optimalPartition } from "./partition.js";
+import { scheduleCostsFor } from "./schedule-costs.js";
+import { searchSpace } from "./space.js";
+import { blockLink, layerSeconds, StageModel, type LayerSeconds } from "./stage-model.js";
+import { stateBytesPerParam } from "../cost/memory.js";
+import { estimateStep, lowerBound } from "./step-model.js";
+
+export interface SearchInput {
+  readonly training: Graph;
+  readonly train: TrainConfig;
+  readonly parallel: ParallelConfig;
+  readonly cluster: Cluster;
+  /** How many of the best estimates are simulated and offered (default 3). */
+  readonly keep?: number;
+}
+
+export interface FamilyOutcome {
+  /** `pp=4 dp=16` */
+  readonly family: string;
+  /** Best estimate among its candidates, when one fits. */
+  readonly best?: number;
+  /** Why none of its candidates is in the running. */
+  readonly reason?: string;
+}
+
+export interface SearchStats {
+  /** Candidates in the space. */
+  readonly candidates: number;
+  /** Given a stage split and an estimate. */
+  readonly evaluated: number;
+  /** Discarded by the bound without a split. */
+  readonly pruned: number;
+  /** Evaluated but no split fits device memory. */
+  readonly infeasible: number;
+  /** Selective checkpointing that needs no recompute: the same plan as checkpoint = never. */
+  readonly duplicates: number;
+  readonly simulated: number;
+  readonly seconds: number;
+}
+
+export interface SearchResult {
+  /** Best first: simulated step time, then estimate. */
+  readonly ranked: readonly Evaluated[];
+  readonly families: readonly FamilyOutcome[];
+  readonly stats: SearchStats;
+}
+
+export class SearchError extends Error {}
+
+const gib = (n: number): string => `${(n / 2 ** 30).toFixed(1)} GiB`;
+
+export function searchPlans(x: SearchInput): SearchResult {
+  const started = performance.now();
+  const keep = x.keep ?? 3;
+  const devices = x.cluster.devices;
+  const table = new LayerTable(x.training, x.cluster, x.train.precision, x.train.seq);
+  const space = searchSpace({ devices, batch: x.train.batch, layers: table.count, parallel: x.parallel });
+  const bandwidth = x.cluster.profile.memory.bandwidth * x.cluster.profile.achievable.memory;
+  const totalParams = x.training.parameterCount();
+
+  const word = stateBytesPerParam(x.train.precision, x.train.optimizer).param;
+  const microBatch = (c: Candidate): number => x.train.batch / (c.dataParallel * c.microBatches);
+  // Layer seconds depend on the micro-batch size, the data-parallel degree and the sharding only: shared.
+  const secondsCache = new Map<string, LayerSeconds>();
+  const secondsOf = (c: Candidate): LayerSeconds => {
+    const key = `${microBatch(c)}|${c.dataParallel}|${c.shard}|${c.reshardAfterForward}`;
+    let s = secondsCache.get(key);
+    if (!s) {
+      s = layerSeconds(table, table.at(microBatch(c)), x.cluster, c, word);
+      secondsCache.set(key, s);
+    }
+    return s;
+  };
+  const modelOf = (c: Candidate): StageModel =>
+    new StageModel({ table, profile: table.at(microBatch(c)), cluster: x.cluster, candidate: c, precision: x.train.precision, optimizer: x.train.optimizer }, secondsOf(c));
+  const bounded = space.candidates.map((c) => {
+    const profile = table.at(microBatch(c));
+    let weightSeconds = 0;
+    for (const w of profile.backwardWeight) weightSeconds += w;
+    const recomputeShare = c.checkpoint === "always" ? 1 : c.checkpoint === "except_last" ? (c.microBatches - 1) / c.microBatches : 0;
+    let forwardSeconds = 0;
+    for (const f of profile.forward) forwardSeconds += f;
+    const bound = lowerBound(c, {
+      seconds: secondsOf(c),
+      recomputeSeconds: recomputeShare * forwardSeconds,
+      weightSeconds,
+      dpLink: blockLink(x.cluster, 0, c.dataParallel),
+      word,
+      totalParams,
+      memoryBandwidth: bandwidth,
+      precision: x.train.precision,
+      optimizer: x.train.optimizer,
+    });
+    return { c, bound };
+  });
+  // Ties broken by the candidate's text so the visiting order, hence the result, is deterministic.
+  bounded.sort((a, b) => a.bound - b.bound || (candidateText(a.c) < candidateText(b.c) ? -1 : 1));
+
+  const best: Evaluated[] = [];
+  const familyBest = new Map<string, number>();
+  const thinnest = new Map<string, Candidate>();
+  let evaluated = 0;
+  let infeasible = 0;
+  let pruned = 0;
+  let duplicates = 0;
+  for (let n = 0; n < bounded.length; n++) {
+    const { c, bound } = bounded[n]!;
+    if (best.length >= keep && bound >= best[keep - 1]!.estimate) {
+      pruned = bounded.length - n;
+      break;
+    }
+    evaluated++;
+    const model = modelOf(c);
+    const family = `pp=${c.stages} dp=${c.dataParallel}`;
+    const split = optimalPartition({
+      layers: table.count,
+      stages: model.stageCount,
+      stageTime: (k, i, j) => model.stageTime(k, i, j),
+      fits: (k, i, j) => model.fits(k, i, j),
+      ...(x.parallel.balance && { sizes: x.parallel.balance }),
+    });
+    if (!split) {
+      infeasible++;
+      // The family's report names its least memory-hungry candidate: most sharding, checkpointing, chunks.
+      const seen = thinnest.get(family);
+      if (!seen || thinner(c, seen) < 0) thinnest.set(family, c);
+      continue;
+    }
+    const recompute = recomputeLayers(model, table.classOf, split.sizes);
+    // Selective checkpointing that recomputes nothing is checkpoint = never, evaluated on its own.
+    if (c.checkpoint === "selective" && recompute.length === 0) {
+      duplicates++;
+      continue;
+    }
+    const est = estimateStep(c, model, split.sizes, bandwidth);
+    const e: Evaluated = {
+      candidate: c,
+      balance: split.sizes,
+      recomputeLayers: recompute,
+      estimate: est.seconds,
+      memoryBytes: peakMemory(model, split.sizes),
+      bottleneck: split.bottleneck,
+    };
+    familyBest.set(family, Math.min(familyBest.get(family) ?? Infinity, e.estimate));
+    insertSorted(best, e, keep);
+  }
+
+  const ranked = best
+    .map((e): Evaluated => ({ ...e, simulated: simulateCandidate(e, modelOf(e.candidate), bandwidth) }))
+    .sort((a, b) => a.simulated! - b.simulated! || a.estimate - b.estimate);
+  const familyMemory = new Map<string, { needed: number; text: string }>();
+  for (const [family, c] of thinnest) {
+    if (!familyBest.has(family)) familyMemory.set(family, { needed: leastMemory(modelOf(c), x.parallel.balance), text: candidateText(c) });
+  }
+  const families = familyOutcomes(space.excluded, bounded.map((b) => b.c), familyBest, familyMemory, x.cluster.profile.memory.capacity, x.cluster.profile.name);
+  if (ranked.length === 0) {
+    const reasons = families.filter((f) => f.reason).map((f) => `${f.family}: ${f.reason}`);
+    throw new SearchError(
+      `no plan for ${devices} ${x.cluster.profile.name} devices fits` + (reasons.length > 0 ? `: ${reasons.join("; ")}` : "") + "; use more devices or a smaller batch",
+    );
+  }
+  return {
+    ranked,
+    families,
+    stats: { candidates: bounded.length, evaluated, pruned, infeasible, duplicates, simulated: ranked.length, seconds: (performance.now() - started) / 1000 },
+  };
+}
+
+const SHARD_ORDER = ["fsdp", "sddp", "oss", "none"];
+const CHECKPOINT_ORDER = ["always", "except_last", "selective", "never"];
+
+/** Negative when a is expected to need less memory than b. */
+function thinner(a: Candidate, b: Candidate): number {
+  return (
+    SHARD_ORDER.indexOf(a.shard) - SHARD_ORDER.indexOf(b.shard) ||
+    CHECKPOINT_ORDER.indexOf(a.checkpoint) - CHECKPOINT_ORDER.indexOf(b.checkpoint) ||
+    b.microBatches - a.microBatches ||
+    Number(a.reshardAfterForward === false) - Number(b.reshardAfterForward === false)
+  );
+}
+
+function insertSorted(list: Evaluated[], e: Evaluated, keep: number): void {
+  let at = list.length;
+  while (at > 0 && list[at - 1]!.estimate > e.estimate) at--;
+  if (at >= keep) return;
+  list.splice(at, 0, e);
+  if (list.length > keep) list.pop();
+}
+
+function boundsOf(sizes: readonly number[]): [number, number][] {
+  let at = 0;
+  return sizes.map((n) => {
+    const b: [number, number] = [at, at + n];
+    at += n;
+    return b;
+  });
+}
+
+/** Largest per-device bytes: a device's stages together (interleaved), selective recompute applied. */
+function peakMemory(model: StageModel, sizes: readonly number[]): number {
+  const perDevice = new Map<number, number>();
+  boundsOf(sizes).forEach(([i, j], k) => {
+    const r = model.pipeRank(k);
+    perDevice.set(r, (perDevice.get(r) ?? 0) + model.bytesWithRecompute(k, i, j));
+  });
+  return Math.max(...perDevice.values());
+}
+
+/** Layers selective checkpointing recomputes: in each stage, the first layers of each kind it takes. */
+function recomputeLayers(model: StageModel, classOf: readonly number[], sizes: readonly number[]): number[] {
+  const out: number[] = [];
+  boundsOf(sizes).forEach(([i, j], k) => {
+    const r = model.recompute(k, i, j);
+    if (!r) return;
+    const left = new Map(r.take);
+    for (let l = i; l < j; l++) {
+      const n = left.get(classOf[l]!) ?? 0;
+      if (n > 0) {
+        out.push(l);
+        left.set(classOf[l]!, n - 1);
+      }
+    }
+  });
+  return out;
+}
+
+/** The smallest largest-stage memory any split reaches (the same partitioner, minimizing bytes). */
+function leastMemory(model: StageModel, sizes: readonly number[] | undefined): number {
+  const split = optimalPartition({
+    layers: model.layers,
+    stages: model.stageCount,
+    stageTime: (k, i, j) => model.memoryBytes(k, i, j),
+    fits: () => true,
+    ...(sizes && { sizes }),
+  });
+  // Interleaved stages each get 1/v of a device: a device needs v times its fullest stage.
+  return split ? split.bottleneck * model.virtualStages : Infinity;
+}
+
+function simulateCandidate(e: Evaluated, model: StageModel, bandwidth: number): number {
+  const c = e.candidate;
+  const costs = scheduleCostsFor(model, e.balance);
+  const lowered = buildSchedule(
+    { schedule: c.schedule, ranks: c.stages, microBatches: c.microBatches, ...(c.schedule === "interleaved" && { virtualStages: c.virtualStages }), checkpoint: c.checkpoint === "selective" ? "never" : c.checkpoint },
+    costs,
+  );
+  const report = simulate(lowered, costs);
+  const est = estimateStep(c, model, e.balance, bandwidth);
+  return report.stepTime + est.sync + est.optimizer;
+}
+
+function familyOutcomes(
+  excluded: readonly { family: string; reason: string }[],
+  all: readonly Candidate[],
+  best: ReadonlyMap<string, number>,
+  memory: ReadonlyMap<string, { needed: number; text: string }>,
+  capacity: number,
+  profile: string,
+): FamilyOutcome[] {
+  const out: FamilyOutcome[] = excluded.map((x) => ({ family: x.family, reason: x.reason }));
+  const families = [...new Set(all.map((c) => `pp=${c.stages} dp=${c.dataParallel}`))];
+  for (const family of families) {
+    const b = best.get(family);
+    if (b !== undefined) out.push({ family, best: b });
+    else if (memory.has(family)) {
+      const m = memory.get(family)!;
+      out.push({ family, reason: `needs ${gib(m.needed)} on its fullest device at best (${m.text}), each ${profile} device has ${gib(capacity)}` });
+    } else out.push({ family, reason: "its lower bound is no better than the plans kept" });
+  }
+  const key = (f: string): number[] => f.match(/\d+/g)!.map(Number);
+  return out.sort((a, b) => key(a.family)[0]! - key(b.family)[0]!);
+}

@@ -1,0 +1,88 @@
+// The search space: every (pipeline depth × data-parallel degree × shard strategy × micro-batch count ×
+// schedule × checkpointing) the cluster's devices and the batch allow, with the user's explicit settings as
+// constraints. Pipeline ranks take contiguous blocks of data-parallel ranks (meshRank), so a data-parallel
+// group fills a node before it spans nodes and pipeline stages run across nodes; the cost model prices
+// whichever links each group ends up on.
+import { SHARD_STRATEGIES, type ParallelConfig, type ScheduleKind, type ShardStrategy } from "../check/settings-types.js";
+import type { Candidate, SearchCheckpoint } from "./candidate.js";
+
+export interface SpaceInput {
+  readonly devices: number;
+  readonly batch: number;
+  readonly layers: number;
+  readonly parallel: ParallelConfig;
+}
+
+export interface Space {
+  readonly candidates: readonly Candidate[];
+  /** Families the space leaves out and why (e.g. the batch does not split). */
+  readonly excluded: readonly { readonly family: string; readonly reason: string }[];
+}
+
+const fixed = <T>(v: T | "auto"): T | undefined => (v === "auto" ? undefined : v);
+
+function divisors(n: number): number[] {
+  const out: number[] = [];
+  for (let d = 1; d <= n; d++) if (n % d === 0) out.push(d);
+  return out;
+}
+
+/** Interleaving depths tried for `interleaved`: FairScale has none; Megatron-LM uses 2–4 chunks per rank. */
+const VIRTUAL_STAGES = [2, 4];
+
+export function searchSpace(x: SpaceInput): Space {
+  const p = x.parallel;
+  const excluded: { family: string; reason: string }[] = [];
+  const stagesFixed = p.balance ? p.balance.length : fixed(p.stages);
+  const dpFixed = fixed(p.dataParallel);
+  const out: Candidate[] = [];
+  for (const stages of divisors(x.devices)) {
+    if (stagesFixed !== undefined && stages !== stagesFixed) continue;
+    const dataParallel = x.devices / stages;
+    if (dpFixed !== undefined && dataParallel !== dpFixed) continue;
+    const family = `pp=${stages} dp=${dataParallel}`;
+    if (stages > x.layers) {
+      excluded.push({ family, reason: `${stages} stages exceed the model's ${x.layers} layers` });
+      continue;
+    }
+    if (x.batch % dataParallel !== 0) {
+      excluded.push({ family, reason: `the batch of ${x.batch} does not split over ${dataParallel} data-parallel replicas` });
+      continue;
+    }
+    const perReplica = x.batch / dataParallel;
+    const before = out.length;
+    const chunkChoices = fixed(p.chunks) !== undefined ? [fixed(p.chunks)!] : divisors(perReplica);
+    const shards: readonly ShardStrategy[] = fixed(p.shard) !== undefined ? [fixed(p.shard)!] : dataParallel === 1 ? ["none"] : SHARD_STRATEGIES;
+    const schedules: readonly ScheduleKind[] =
+      fixed(p.schedule) !== undefined ? [fixed(p.schedule)!] : stages === 1 ? ["1f1b"] : (["gpipe", "1f1b", "interleaved", "zero_bubble"] as const);
+    const checkpoints: readonly SearchCheckpoint[] = fixed(p.checkpoint) !== undefined ? [fixed(p.checkpoint)!] : ["never", "selective", "except_last", "always"];
+    for (const microBatches of chunkChoices) {
+      if (perReplica % microBatches !== 0) continue;
+      for (const schedule of schedules) {
+        const vs = schedule !== "interleaved" ? [1] : fixed(p.virtualStages) !== undefined ? [fixed(p.virtualStages)!] : VIRTUAL_STAGES;
+        for (const virtualStages of vs) {
+          if (schedule === "interleaved" && (microBatches % stages !== 0 || stages * virtualStages > x.layers || p.balance)) continue;
+          for (const shard of shards) {
+            // Sharding over a group of one is allowed when asked for (it degenerates to none), not searched.
+            if (shard !== "none" && dataParallel === 1 && fixed(p.shard) === undefined) continue;
+            const reshards = shard !== "fsdp" ? [true] : fixed(p.reshardAfterForward) !== undefined ? [fixed(p.reshardAfterForward)!] : [true, false];
+            for (const reshardAfterForward of reshards) {
+              for (const checkpoint of checkpoints) {
+                out.push({ stages, dataParallel, virtualStages, microBatches, schedule, shard, reshardAfterForward, checkpoint });
+              }
+            }
+          }
+        }
+      }
+    }
+    if (out.length === before) {
+      excluded.push({
+        family,
+        reason:
+          `no candidate meets the given settings: chunks must divide the ${perReplica} samples per replica, and the interleaved ` +
+          `schedule needs chunks to be a multiple of stages and stages × virtual_stages ≤ ${x.layers} layers`,
+      });
+    }
+  }
+  return { candidates: out, excluded };
+}

@@ -1,0 +1,38 @@
+// The stage split for settings given in full (the explicit path): the optimal split under the search's
+// stage model, among those its memory model accepts, else the fastest regardless of memory (compile's
+// memory plan then reports what does not fit, with the changes that would).
+import type { TrainConfig } from "../check/settings-types.js";
+import { CompileError } from "../compile/errors.js";
+import type { ResolvedSettings } from "../compile/resolve.js";
+import type { Cluster } from "../cost/cluster.js";
+import type { Graph } from "../graph/graph.js";
+import type { Candidate } from "./candidate.js";
+import { LayerTable } from "./layer-table.js";
+import { optimalPartition } from "./partition.js";
+import { StageModel } from "./stage-model.js";
+
+export function optimalSplit(training: Graph, s: ResolvedSettings, cluster: Cluster, train: Pick<TrainConfig, "precision" | "seq" | "optimizer">): number[] {
+  const table = new LayerTable(training, cluster, train.precision, train.seq);
+  const candidate: Candidate = {
+    stages: s.stages,
+    dataParallel: s.dataParallel,
+    virtualStages: s.virtualStages,
+    microBatches: s.microBatches,
+    schedule: s.schedule,
+    shard: s.shard,
+    reshardAfterForward: s.reshardAfterForward,
+    checkpoint: s.checkpoint,
+  };
+  const model = new StageModel({ table, profile: table.at(s.microBatchSize), cluster, candidate, precision: train.precision, optimizer: train.optimizer });
+  const problem = { layers: table.count, stages: model.stageCount, stageTime: (k: number, i: number, j: number) => model.stageTime(k, i, j) };
+  const pinsHold = (k: number, i: number, j: number): boolean => {
+    for (let l = i; l < j; l++) if (table.pins[l] !== undefined && table.pins[l] !== k) return false;
+    return true;
+  };
+  const split = optimalPartition({ ...problem, fits: (k, i, j) => model.fits(k, i, j) }) ?? optimalPartition({ ...problem, fits: pinsHold });
+  if (!split) {
+    const pinned = table.pins.map((p, l) => (p === undefined ? undefined : `${table.names[l]} → stage ${p}`)).filter((x) => x !== undefined);
+    throw new CompileError(`no split of ${table.count} layers over ${model.stageCount} stages honours the stage pins ${pinned.join(", ")}`);
+  }
+  return [...split.sizes];
+}

@@ -1,0 +1,352 @@
+// The search's model of one candidate's stages: for a (virtual) stage k holding layers [i, j), its seconds per
+// micro-batch and its bytes per device, in O(1) or O(kinds of layers) from prefix sums, so the partitioner
+// can ask for every interval. compile's StageCostModel and memory plan compute the same quantities exactly
+// for the one split finally chosen; this model must rank splits the way they would.
+//
+// Seconds of stage k per micro-batch: forward + backward + recompute of its layers, the collectives that
+// repeat every micro-batch (FSDP's gathers and reduce-scatters, ShardedDDP's gradient reduces) overlapped
+// with the layer's compute (a layer costs the larger of the two), and the two transfers across its output
+// cut (activation out, its gradient back).
+// Bytes: model state under the shard strategy (ZeRO formulas), FSDP's gathered units, the activations of
+// the micro-batches the schedule keeps in flight on that stage, and the transfer buffers.
+import type { Optimizer, Precision } from "../check/settings-types.js";
+import { collectiveTime, groupLink, type Link } from "../cost/collectives.js";
+import type { Cluster } from "../cost/cluster.js";
+import { stateBytesPerParam, type StateBytesPerParam } from "../cost/memory.js";
+import { meshRank } from "../plan/plan.js";
+import type { Candidate } from "./candidate.js";
+import { prefix, type LayerTable, type MicroBatchProfile } from "./layer-table.js";
+
+const NOTHING: ReadonlyMap<number, number> = new Map();
+
+interface Recompute {
+  readonly seconds: number;
+  /** Layers to recompute, by kind. */
+  readonly take: ReadonlyMap<number, number>;
+  /** The stage's bytes once they are recomputed. */
+  readonly bytes: number;
+}
+
+export interface StageModelInput {
+  readonly table: LayerTable;
+  readonly profile: MicroBatchProfile;
+  readonly cluster: Cluster;
+  readonly candidate: Candidate;
+  readonly precision: Precision;
+  readonly optimizer: Optimizer;
+}
+
+/** Micro-batches whose activations a stage holds at its peak: GPipe all m, 1F1B and ZB-H1 p − k (Narayanan
+ *  et al. 2021), interleaved Megatron-LM's warm-up depth counted in chunks of 1/v of a stage. */
+export function inFlight(c: Candidate, pipeRank: number): number {
+  const { stages: p, microBatches: m, virtualStages: v } = c;
+  switch (c.schedule) {
+    case "gpipe":
+      return m;
+    case "1f1b":
+    case "zero_bubble":
+      return Math.min(p - pipeRank, m);
+    case "interleaved":
+      return Math.min(m * v, (v - 1) * p + 2 * (p - pipeRank) - 1) / v;
+  }
+}
+
+/** The link of `count` consecutive ranks from `first` (a data-parallel group under meshRank's layout). */
+export function blockLink(cluster: Cluster, first: number, count: number): Link {
+  return groupLink(cluster, count === 1 ? [first] : [first, first + count - 1]);
+}
+
+/** Per-layer seconds of one micro-batch under a candidate's shard strategy, before any recompute: the
+ *  collectives that repeat every micro-batch (FSDP's gathers and reduce-scatters, ShardedDDP's gradient
+ *  reduces) overlap the layer's compute, so a layer costs the larger of the two. The same for every
+ *  candidate with the same micro-batch size, data-parallel degree and sharding, so the search shares it. */
+export interface LayerSeconds {
+  readonly forward: Float64Array;
+  readonly backward: Float64Array;
+  /** Σ (forward + backward) over all layers, and the largest layer's. */
+  readonly sum: number;
+  readonly max: number;
+}
+
+export function layerSeconds(table: LayerTable, pr: MicroBatchProfile, cluster: Cluster, c: Candidate, word: number): LayerSeconds {
+  const L = table.count;
+  // Every stage's data-parallel group spans as many nodes as stage 0's under meshRank's layout.
+  const link = blockLink(cluster, 0, c.dataParallel);
+  const forward = new Float64Array(L);
+  const backward = new Float64Array(L);
+  let sum = 0;
+  let max = 0;
+  for (let l = 0; l < L; l++) {
+    let f = pr.forward[l]!;
+    let b = pr.backwardInput[l]! + pr.backwardWeight[l]!;
+    const bytes = table.params[l]! * word;
+    if (c.shard === "fsdp") {
+      const gather = collectiveTime("all_gather", bytes, c.dataParallel, link);
+      const scatter = collectiveTime("reduce_scatter", bytes, c.dataParallel, link);
+      f = Math.max(f, gather);
+      b = Math.max(b, (c.reshardAfterForward ? gather : 0) + scatter);
+    } else if (c.shard === "sddp") {
+      // ShardedDDP reduces each micro-batch's gradients to their owners as they are ready (src/shard/sddp.ts).
+      b = Math.max(b, collectiveTime("reduce", bytes, c.dataParallel, link));
+    }
+    forward[l] = f;
+    backward[l] = b;
+    sum += f + b;
+    max = Math.max(max, f + b);
+  }
+  return { forward, backward, sum, max };
+}
+
+export class StageModel {
+  readonly layers: number;
+  /** Virtual stages (p·v). */
+  readonly stageCount: number;
+  /** Per-layer seconds with nothing recomputed beyond @checkpoint, and with the recompute `checkpoint` adds. */
+  private readonly base: Float64Array;
+  private readonly withRecompute: Float64Array;
+  private readonly forwardPrefix: Float64Array;
+  private readonly backwardPrefix: Float64Array;
+  private readonly weightPrefix: Float64Array;
+  private readonly paramPrefix: Float64Array;
+  private readonly capacity: number;
+  private readonly word: number;
+  private readonly perParam: StateBytesPerParam;
+  private readonly maxLayerParams: number;
+  private readonly dpLinks: readonly Link[];
+  private readonly p2pLinks: readonly Link[];
+  /** Selective checkpointing: kinds of layer that free bytes when recomputed, best bytes per second first. */
+  private readonly selective: readonly { cls: number; freed: number; seconds: number; workspace: number; count: Int32Array }[];
+
+  constructor(
+    private readonly x: StageModelInput,
+    seconds: LayerSeconds = layerSeconds(x.table, x.profile, x.cluster, x.candidate, stateBytesPerParam(x.precision, x.optimizer).param),
+  ) {
+    const { table, profile: pr, cluster, candidate: c } = x;
+    const L = table.count;
+    this.layers = L;
+    this.stageCount = c.stages * c.virtualStages;
+    this.capacity = cluster.profile.memory.capacity;
+    this.perParam = stateBytesPerParam(x.precision, x.optimizer);
+    this.word = this.perParam.param;
+    this.maxLayerParams = Math.max(...table.params);
+    const d = c.dataParallel;
+    this.dpLinks = Array.from({ length: c.stages }, (_, k) => blockLink(cluster, meshRank(d, k, 0), d));
+    this.p2pLinks = Array.from({ length: c.stages }, (_, k) => groupLink(cluster, [meshRank(d, k, 0), meshRank(d, (k + 1) % c.stages, 0)]));
+    const recomputeShare = c.checkpoint === "always" ? 1 : c.checkpoint === "except_last" ? (c.microBatches - 1) / c.microBatches : 0;
+    const base = new Float64Array(L);
+    const withRecompute = new Float64Array(L);
+    for (let l = 0; l < L; l++) {
+      base[l] = seconds.forward[l]! + seconds.backward[l]!;
+      withRecompute[l] = base[l]! + recomputeShare * pr.forward[l]!;
+    }
+    const forward = seconds.forward;
+    const backward = seconds.backward;
+    this.base = prefix(base);
+    this.withRecompute = prefix(withRecompute);
+    this.forwardPrefix = prefix(forward);
+    this.backwardPrefix = prefix(backward);
+    this.weightPrefix = prefix(pr.backwardWeight);
+    this.paramPrefix = prefix(table.params);
+    this.selective = c.checkpoint !== "selective" ? [] : selectiveKinds(table, pr);
+  }
+
+  private get c(): Candidate {
+    return this.x.candidate;
+  }
+
+  pipeRank(stage: number): number {
+    return stage % this.c.stages;
+  }
+
+  /** Seconds of virtual stage k over layers [i, j) per micro-batch, nothing extra recomputed. */
+  private computeSeconds(i: number, j: number): number {
+    return this.withRecompute[j]! - this.withRecompute[i]!;
+  }
+
+  private transferSeconds(k: number, j: number): number {
+    if (j >= this.layers) return 0;
+    return 2 * collectiveTime("send_recv", this.x.profile.cut[j]!, 2, this.p2pLinks[this.pipeRank(k)]!);
+  }
+
+  /** Parameters a stage of layers [i, j) holds (tied weights once). */
+  paramsIn(i: number, j: number): number {
+    return this.x.table.stageParams(this.paramPrefix, i, j);
+  }
+
+  /** Model state and FSDP's gathered units on one device, for a share 1/v of the device's memory. */
+  stateBytes(i: number, j: number): number {
+    const c = this.c;
+    const params = this.paramsIn(i, j);
+    // modelStateBytes' formulas, with the bytes per parameter looked up once per model (this is the
+    // partitioner's innermost call).
+    const { param: pb, grad: gb, optimizer: kb } = this.perParam;
+    const shard = Math.ceil(params / c.dataParallel);
+    let bytes =
+      c.shard === "none" ? (pb + gb + kb) * params : c.shard === "oss" ? (pb + gb) * params + kb * shard : c.shard === "sddp" ? pb * params + (gb + kb) * shard : (pb + gb + kb) * shard;
+    if (c.shard === "fsdp") {
+      // Kept gathered for the whole step without resharding; else the unit in use and the one prefetched.
+      bytes += c.reshardAfterForward ? 2 * Math.min(params, 2 * this.maxLayerParams) * this.word : params * this.word;
+    }
+    return bytes;
+  }
+
+  /** The stage input: the cut before it and the model inputs its layers read. */
+  private inputBytes(i: number, j: number): number {
+    let n = this.x.profile.cut[i]!;
+    for (const m of this.x.profile.inputs) if (m.hi >= i && m.lo < j) n += m.bytes;
+    return n;
+  }
+
+  private keptBytes(i: number, j: number): number {
+    return this.x.profile.keptTable[i * (this.layers + 1) + j]!;
+  }
+
+  /** Activation and transfer bytes of stage k with nothing extra recomputed (selective adds nothing here). */
+  activationBytes(k: number, i: number, j: number): number {
+    const input = this.inputBytes(i, j);
+    const kept = input + this.keptBytes(i, j);
+    const n = inFlight(this.c, this.pipeRank(k));
+    const transfers = 2 * (j < this.layers ? this.x.profile.cut[j]! : 0) + this.x.profile.cut[i]!;
+    switch (this.c.checkpoint) {
+      case "never":
+      case "selective":
+        return n * kept + transfers;
+      case "always":
+        // Every micro-batch keeps its input; one at a time is rebuilt by its recompute.
+        return n * input + (kept - input) + transfers;
+      case "except_last":
+        return Math.max(0, n - 1) * input + 2 * kept - input + transfers;
+    }
+  }
+
+  /** Device bytes a stage needs (its 1/v share for interleaved), nothing extra recomputed. */
+  memoryBytes(k: number, i: number, j: number): number {
+    return this.stateBytes(i, j) + this.activationBytes(k, i, j);
+  }
+
+  /** What a stage may use: a device, or its 1/v share of one under interleaving. */
+  get budget(): number {
+    return this.capacity / this.c.virtualStages;
+  }
+
+  get virtualStages(): number {
+    return this.c.virtualStages;
+  }
+
+  /** Seconds of the forward's recompute of layers [i, j) (the compute alone, as an R action runs it). */
+  recomputeSeconds(i: number, j: number): number {
+    let n = 0;
+    for (let l = i; l < j; l++) n += this.x.profile.forward[l]!;
+    return n;
+  }
+
+  cutBytes(j: number): number {
+    return j < this.layers ? this.x.profile.cut[j]! : 0;
+  }
+
+  p2pLink(pipeRank: number): Link {
+    return this.p2pLinks[pipeRank]!;
+  }
+
+  /** Selective checkpointing: the fewest recompute seconds that bring stage k within budget, and how many
+   *  layers of each kind that takes (first layers of the kind in the stage); undefined when even
+   *  recomputing every layer that frees memory does not fit. Greedy by bytes freed per recompute second,
+   *  which is optimal whenever one kind of layer suffices (identical transformer blocks). */
+  recompute(k: number, i: number, j: number): Recompute | undefined {
+    // The partitioner asks stageTime and fits of the same interval in turn: answer the second from memory.
+    const key = (k * (this.layers + 1) + i) * (this.layers + 1) + j;
+    if (key !== this.lastKey) {
+      this.lastKey = key;
+      this.lastRecompute = this.computeRecompute(k, i, j);
+    }
+    return this.lastRecompute;
+  }
+  private lastKey = -1;
+  private lastRecompute: Recompute | undefined;
+
+  private computeRecompute(k: number, i: number, j: number): Recompute | undefined {
+    const bytes = this.memoryBytes(k, i, j);
+    let deficit = bytes - this.budget;
+    if (deficit <= 0 || this.c.checkpoint !== "selective") return { seconds: 0, take: NOTHING, bytes };
+    const take = new Map<number, number>();
+    const n = inFlight(this.c, this.pipeRank(k));
+    let seconds = 0;
+    let workspace = 0;
+    for (const s of this.selective) {
+      const count = s.count[j]! - s.count[i]!;
+      if (count === 0) continue;
+      // The recompute rebuilds one layer's saved tensors at a time: the largest such workspace is held once.
+      const extra = Math.max(0, s.workspace - workspace);
+      const need = Math.ceil((deficit + extra) / (n * s.freed));
+      const used = Math.min(count, need);
+      if (used === 0) continue;
+      deficit += extra - used * n * s.freed;
+      workspace = Math.max(workspace, s.workspace);
+      seconds += used * s.seconds;
+      take.set(s.cls, used);
+      if (deficit <= 0) return { seconds, take, bytes: this.budget + deficit };
+    }
+    return undefined;
+  }
+
+  /** Bytes of stage k once selective checkpointing has recomputed what it must (memoryBytes otherwise). */
+  bytesWithRecompute(k: number, i: number, j: number): number {
+    return this.recompute(k, i, j)?.bytes ?? this.memoryBytes(k, i, j);
+  }
+
+  /** Seconds of stage k over [i, j) per micro-batch, with the selective recompute memory requires. */
+  stageTime(k: number, i: number, j: number): number {
+    const t = this.computeSeconds(i, j) + this.transferSeconds(k, j);
+    if (this.c.checkpoint !== "selective") return t;
+    const r = this.recompute(k, i, j);
+    return r === undefined ? t : t + r.seconds;
+  }
+
+  fits(k: number, i: number, j: number): boolean {
+    const pins = this.x.table.pins;
+    for (let l = i; l < j; l++) if (pins[l] !== undefined && pins[l] !== k) return false;
+    if (this.c.checkpoint === "selective") return this.recompute(k, i, j) !== undefined;
+    return this.memoryBytes(k, i, j) <= this.budget;
+  }
+
+  /** Per-layer seconds with no extra recompute: the floor a stage's time cannot go below. */
+  layerFloor(l: number): number {
+    return this.base[l + 1]! - this.base[l]!;
+  }
+
+  forwardSeconds(i: number, j: number): number {
+    return this.forwardPrefix[j]! - this.forwardPrefix[i]!;
+  }
+  backwardSeconds(i: number, j: number): number {
+    return this.backwardPrefix[j]! - this.backwardPrefix[i]!;
+  }
+  weightSeconds(i: number, j: number): number {
+    return this.weightPrefix[j]! - this.weightPrefix[i]!;
+  }
+  transfer(k: number, j: number): number {
+    return this.transferSeconds(k, j) / 2;
+  }
+  dpLink(pipeRank: number): Link {
+    return this.dpLinks[pipeRank]!;
+  }
+  get weightBytes(): number {
+    return this.word;
+  }
+}
+
+function selectiveKinds(table: LayerTable, pr: MicroBatchProfile): StageModel["selective"] {
+  const byClass = new Map<number, { freed: number; seconds: number; workspace: number }>();
+  table.classOf.forEach((cls, l) => {
+    if (!byClass.has(cls) && !table.annotated[l]) byClass.set(cls, { freed: pr.reducible[l]!, seconds: pr.forward[l]!, workspace: pr.saved[l]! });
+  });
+  const out = [...byClass.entries()]
+    .filter(([, v]) => v.freed > 0)
+    .map(([cls, v]) => {
+      const count = new Int32Array(table.count + 1);
+      for (let l = 0; l < table.count; l++) count[l + 1] = count[l]! + (table.classOf[l] === cls && !table.annotated[l] ? 1 : 0);
+      return { cls, ...v, count };
+    });
+  // Most bytes per recompute second first; ties by kind for determinism.
+  out.sort((a, b) => b.freed / Math.max(b.seconds, 1e-30) - a.freed / Math.max(a.seconds, 1e-30) || a.cls - b.cls);
+  return out;
+}

@@ -1,0 +1,142 @@
+// Closed-form step time of a candidate with a given stage split, and a lower bound that needs no split: the
+// search ranks by the first and prunes with the second, so the bound must never exceed the estimate.
+//
+// Pipeline part, t_k the per-micro-batch time of stage k (device k for interleaved, its v chunks together):
+//   GPipe, 1F1B      (m − 1)·max t + Σ t            (exact for equal stages: (m + p − 1)·t)
+//   ZB-H1            1F1B − (p − 1)·2·w̄             (deferred W fills the bubble: Qi et al. 2024, §3)
+//   interleaved      m·max t + (Σ t − max t)/v       (exact for equal stages: (m + (p − 1)/v)·t)
+// every one clamped below by m·max t (the busiest device must run all its micro-batches). Then the
+// step's tail: the gradient synchronisation the last backward does not hide, the optimizer step, and
+// OSS/ShardedDDP's parameter broadcast after it.
+import type { Optimizer, Precision } from "../check/settings-types.js";
+import { collectiveTime, type Link } from "../cost/collectives.js";
+import { modelStateBytes } from "../cost/memory.js";
+import type { Candidate } from "./candidate.js";
+import type { LayerSeconds, StageModel } from "./stage-model.js";
+
+export interface StepEstimate {
+  readonly seconds: number;
+  readonly pipeline: number;
+  readonly sync: number;
+  readonly optimizer: number;
+  readonly stageTimes: readonly number[];
+}
+
+/** The optimizer step reads and writes the device's model state once: memory-bound (stage-costs.ts). */
+function optimizerSeconds(stateBytes: number, bandwidth: number): number {
+  return (2 * stateBytes) / bandwidth;
+}
+
+/** The estimate for layers split as `sizes` over the p·v (virtual) stages. */
+export function estimateStep(c: Candidate, model: StageModel, sizes: readonly number[], memoryBandwidth: number): StepEstimate {
+  const p = c.stages;
+  const m = c.microBatches;
+  const bounds: [number, number][] = [];
+  let at = 0;
+  for (const n of sizes) {
+    bounds.push([at, at + n]);
+    at += n;
+  }
+  const device = new Array<number>(p).fill(0);
+  const weight = new Array<number>(p).fill(0);
+  const stateOf = new Array<number>(p).fill(0);
+  const backwardOf = new Array<number>(p).fill(0);
+  bounds.forEach(([i, j], k) => {
+    const r = k % p;
+    device[r]! += model.stageTime(k, i, j);
+    weight[r]! += model.weightSeconds(i, j);
+    stateOf[r]! += model.stateBytes(i, j);
+    backwardOf[r]! += model.backwardSeconds(i, j);
+  });
+  const tMax = Math.max(...device);
+  const tSum = device.reduce((a, b) => a + b, 0);
+  let pipeline: number;
+  switch (c.schedule) {
+    case "gpipe":
+    case "1f1b":
+      pipeline = (m - 1) * tMax + tSum;
+      break;
+    case "zero_bubble": {
+      // ZB-H1's bubble is (p − 1)(F + I − W) where 1F1B's is (p − 1)(F + I + W).
+      const wMean = weight.reduce((a, b) => a + b, 0) / p;
+      pipeline = (m - 1) * tMax + tSum - (p - 1) * 2 * wMean;
+      break;
+    }
+    case "interleaved":
+      pipeline = m * tMax + (tSum - tMax) / c.virtualStages;
+      break;
+  }
+  pipeline = Math.max(pipeline, m * tMax);
+  let sync = 0;
+  let optimizer = 0;
+  for (let r = 0; r < p; r++) {
+    optimizer = Math.max(optimizer, optimizerSeconds(stateOf[r]!, memoryBandwidth));
+    sync = Math.max(sync, tailSync(c, model, r, bounds, backwardOf[r]!));
+  }
+  return { seconds: pipeline + sync + optimizer, pipeline, sync, optimizer, stageTimes: device };
+}
+
+/** Gradient synchronisation of pipeline rank r not hidden behind its last backward (DDP and OSS all-reduce
+ *  once per step), plus the parameter broadcast OSS and ShardedDDP do after the step. FSDP's and ShardedDDP's
+ *  per-micro-batch collectives are inside the stage times. */
+function tailSync(c: Candidate, model: StageModel, r: number, bounds: readonly [number, number][], lastBackward: number): number {
+  if (c.dataParallel === 1 || c.shard === "fsdp") return 0;
+  let params = 0;
+  bounds.forEach(([i, j], k) => {
+    if (k % c.stages === r) params += model.paramsIn(i, j);
+  });
+  const bytes = params * model.weightBytes;
+  const link = model.dpLink(r);
+  const reduce = c.shard === "sddp" ? 0 : collectiveTime("all_reduce", bytes, c.dataParallel, link);
+  const exposed = Math.max(0, reduce - lastBackward);
+  // Each owner broadcasts its parameters: together, the stage's parameters once around the group.
+  const broadcast = c.shard === "none" ? 0 : collectiveTime("all_gather", bytes, c.dataParallel, link);
+  return exposed + broadcast;
+}
+
+/**
+ * A lower bound on estimateStep over every split. With T = max(Σ floors / p, largest floor) (the busiest
+ * device runs at least its share of the per-layer floors, and the largest layer) and Σ t ≥ Σ floors, each
+ * closed form above is increasing in max t and in Σ t, so putting T and Σ floors in gives a bound; the
+ * optimizer step and the parameter broadcast each take at least a device's share of the model state.
+ */
+export interface BoundInput {
+  readonly seconds: LayerSeconds;
+  /** Σ recompute seconds the checkpoint mode adds over all layers (schedule-level checkpointing). */
+  readonly recomputeSeconds: number;
+  /** Σ weight-gradient seconds over all layers (what ZB-H1 may defer). */
+  readonly weightSeconds: number;
+  /** The data-parallel group's link. */
+  readonly dpLink: Link;
+  /** Bytes per weight on the device. */
+  readonly word: number;
+  readonly totalParams: number;
+  readonly memoryBandwidth: number;
+  readonly precision: Precision;
+  readonly optimizer: Optimizer;
+}
+
+export function lowerBound(c: Candidate, x: BoundInput): number {
+  const sum = x.seconds.sum + x.recomputeSeconds;
+  const p = c.stages;
+  const m = c.microBatches;
+  const T = Math.max(sum / p, x.seconds.max);
+  let pipeline: number;
+  switch (c.schedule) {
+    case "gpipe":
+    case "1f1b":
+      pipeline = (m - 1) * T + sum;
+      break;
+    case "zero_bubble":
+      pipeline = (m - 1) * T + sum - (p - 1) * 2 * (x.weightSeconds / p);
+      break;
+    case "interleaved":
+      pipeline = (m - 1 / c.virtualStages) * T + sum / c.virtualStages;
+      break;
+  }
+  pipeline = Math.max(pipeline, m * T);
+  const share = Math.floor(x.totalParams / p);
+  const state = modelStateBytes(share, c.dataParallel, c.shard, x.precision, x.optimizer);
+  const broadcast = c.shard === "oss" || c.shard === "sddp" ? collectiveTime("all_gather", share * x.word, c.dataParallel, x.dpLink) : 0;
+  return pipeline + optimizerSeconds(state, x.memoryBandwidth) + broadcast;
+}
