@@ -26,6 +26,8 @@ export interface SearchInput {
   readonly cluster: Cluster;
   /** How many of the best estimates are simulated and offered (default 3). */
   readonly keep?: number;
+  /** false: evaluate every candidate (tests check that pruning loses nothing against this). */
+  readonly prune?: boolean;
 }
 
 export interface FamilyOutcome {
@@ -119,7 +121,7 @@ export function searchPlans(x: SearchInput): SearchResult {
   let duplicates = 0;
   for (let n = 0; n < bounded.length; n++) {
     const { c, bound } = bounded[n]!;
-    if (best.length >= keep && bound >= best[keep - 1]!.estimate) {
+    if (x.prune !== false && best.length >= keep && bound >= best[keep - 1]!.estimate) {
       pruned = bounded.length - n;
       break;
     }

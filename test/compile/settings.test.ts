@@ -20,7 +20,7 @@ function compileError(overrides: Record<string, string | number>, devices?: numb
 
 describe("settings left auto", () => {
   it("the search needs the device count: without it, the error says how to give it", () => {
-    for (const overrides of [{}, { data_parallel: 2 }]) {
+    for (const overrides of [{}, { data_parallel: 2 }] as Record<string, number>[]) {
       const m = compileError(overrides);
       expect(m).toContain("the plan search needs the number of devices");
       expect(m).toContain("--devices N");
