@@ -143,12 +143,14 @@ function planSearch(result: SearchResult, chosen: number, rejected: readonly { t
       estimatedStepSeconds: e.estimate,
       simulatedStepSeconds: e.simulated ?? null,
       estimatedMemoryBytes: e.memoryBytes,
+      stageSeconds: [...e.stageSeconds],
       status: n < chosen ? "rejected" : n === chosen ? "chosen" : "alternative",
       ...(n < chosen && { reason: rejected[n]!.reason }),
     })),
     families: result.families.map((f) => ({ family: f.family, ...(f.best !== undefined && { bestStepSeconds: f.best }), ...(f.reason !== undefined && { reason: f.reason }) })),
     stats: { ...result.stats },
     plannedStepSeconds: compiled.prediction.stepTime,
+    neighbors: result.neighbors(result.ranked[chosen]!.candidate),
   };
 }
 

@@ -55,6 +55,8 @@ export interface PlanSearchCandidate {
   readonly estimatedStepSeconds: number;
   readonly simulatedStepSeconds: number | null;
   readonly estimatedMemoryBytes: number;
+  /** Per pipeline rank: predicted seconds of one micro-batch. */
+  readonly stageSeconds: readonly number[];
   /** `rejected`: ranked higher but its memory plan did not fit (`reason`); then the one `chosen`. */
   readonly status: "chosen" | "alternative" | "rejected";
   readonly reason?: string;
@@ -75,6 +77,8 @@ export interface PlanSearch {
   };
   /** The compiled plan's own predicted step time (its layer-level simulation). */
   readonly plannedStepSeconds: number;
+  /** The chosen settings with one changed at a time: what each other value would give. */
+  readonly neighbors: readonly { readonly setting: string; readonly value: string; readonly stepSeconds?: number; readonly memoryBytes?: number; readonly reason?: string }[];
 }
 
 export interface PlanModel {

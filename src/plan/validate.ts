@@ -131,6 +131,7 @@ function checkSearch(v: Json): void {
     nonNegative(field(c, "estimatedStepSeconds", p), key(p, "estimatedStepSeconds"));
     if (field(c, "simulatedStepSeconds", p) !== null) nonNegative(c.simulatedStepSeconds, key(p, "simulatedStepSeconds"));
     nonNegative(field(c, "estimatedMemoryBytes", p), key(p, "estimatedMemoryBytes"));
+    arrayOf(field(c, "stageSeconds", p), key(p, "stageSeconds"), nonNegative);
     return oneOf(field(c, "status", p), key(p, "status"), ["chosen", "alternative", "rejected"]);
   });
   if (candidates.filter((s) => s === "chosen").length !== 1) fail("search.candidates", "exactly one candidate must be chosen");
@@ -141,6 +142,13 @@ function checkSearch(v: Json): void {
   const stats = object(field(o, "stats", "search"), "search.stats");
   for (const k of ["candidates", "evaluated", "pruned", "infeasible", "simulated", "seconds"]) nonNegative(field(stats, k, "search.stats"), `search.stats.${k}`);
   nonNegative(field(o, "plannedStepSeconds", "search"), "search.plannedStepSeconds");
+  arrayOf(field(o, "neighbors", "search"), "search.neighbors", (x, p) => {
+    const n = object(x, p);
+    string(field(n, "setting", p), key(p, "setting"));
+    string(field(n, "value", p), key(p, "value"));
+    if (n.stepSeconds !== undefined) nonNegative(n.stepSeconds, key(p, "stepSeconds"));
+    if (n.reason !== undefined) string(n.reason, key(p, "reason"));
+  });
 }
 
 function checkMesh(v: Json, pipe: number, data: number): void {

@@ -32,6 +32,8 @@ export interface Evaluated {
   readonly memoryBytes: number;
   /** Bottleneck stage time of one micro-batch (seconds). */
   readonly bottleneck: number;
+  /** Per pipeline rank: seconds of one micro-batch (its stages together), transfers included. */
+  readonly stageSeconds: readonly number[];
 }
 
 export function candidateText(c: Candidate): string {

@@ -28,6 +28,9 @@ export interface SearchInput {
   readonly keep?: number;
   /** false: evaluate every candidate (tests check that pruning loses nothing against this). */
   readonly prune?: boolean;
+  /** Called with every evaluated candidate's bound and outcome (tests check the bound never exceeds the
+   *  estimate). */
+  readonly audit?: (c: Candidate, bound: number, outcome: Evaluated | "infeasible" | "duplicate") => void;
 }
 
 export interface FamilyOutcome {
@@ -59,9 +62,41 @@ export interface SearchResult {
   readonly ranked: readonly Evaluated[];
   readonly families: readonly FamilyOutcome[];
   readonly stats: SearchStats;
+  /** One-setting changes of a candidate, evaluated the same way (for `fsm explain`). */
+  readonly neighbors: (c: Candidate) => Neighbor[];
+}
+
+/** The chosen plan with one setting changed: what that setting's other values would give. */
+export interface Neighbor {
+  readonly setting: "shard" | "reshard_after_forward" | "schedule" | "checkpoint" | "chunks";
+  readonly value: string;
+  readonly stepSeconds?: number;
+  readonly memoryBytes?: number;
+  /** Why it has no estimate (it does not fit). */
+  readonly reason?: string;
 }
 
 export class SearchError extends Error {}
+
+/** Every one-setting change of `c` (chunks: half and double), for explanations. */
+function alternativesOf(c: Candidate, batch: number): { setting: Neighbor["setting"]; value: string; candidate: Candidate }[] {
+  const out: { setting: Neighbor["setting"]; value: string; candidate: Candidate }[] = [];
+  for (const shard of ["none", "oss", "sddp", "fsdp"] as const) {
+    if (shard !== c.shard) out.push({ setting: "shard", value: shard, candidate: { ...c, shard, reshardAfterForward: true } });
+  }
+  if (c.shard === "fsdp") out.push({ setting: "reshard_after_forward", value: String(!c.reshardAfterForward), candidate: { ...c, reshardAfterForward: !c.reshardAfterForward } });
+  for (const [schedule, virtualStages] of [["gpipe", 1], ["1f1b", 1], ["zero_bubble", 1], ["interleaved", 2], ["interleaved", 4]] as const) {
+    if (schedule === c.schedule && virtualStages === c.virtualStages) continue;
+    out.push({ setting: "schedule", value: virtualStages > 1 ? `${schedule}(v=${virtualStages})` : schedule, candidate: { ...c, schedule, virtualStages } });
+  }
+  for (const checkpoint of ["never", "selective", "except_last", "always"] as const) {
+    if (checkpoint !== c.checkpoint) out.push({ setting: "checkpoint", value: checkpoint, candidate: { ...c, checkpoint } });
+  }
+  for (const microBatches of [c.microBatches / 2, c.microBatches * 2]) {
+    if (Number.isInteger(microBatches) && batch % (c.dataParallel * microBatches) === 0) out.push({ setting: "chunks", value: String(microBatches), candidate: { ...c, microBatches } });
+  }
+  return out;
+}
 
 const gib = (n: number): string => `${(n / 2 ** 30).toFixed(1)} GiB`;
 
@@ -112,6 +147,32 @@ export function searchPlans(x: SearchInput): SearchResult {
   // Ties broken by the candidate's text so the visiting order, hence the result, is deterministic.
   bounded.sort((a, b) => a.bound - b.bound || (candidateText(a.c) < candidateText(b.c) ? -1 : 1));
 
+  /** A candidate's optimal split and estimate; `infeasible` when no split fits, `duplicate` for selective
+   *  checkpointing that recomputes nothing (that plan is checkpoint = never's). */
+  const evaluate = (c: Candidate): Evaluated | "infeasible" | "duplicate" => {
+    const model = modelOf(c);
+    const split = optimalPartition({
+      layers: table.count,
+      stages: model.stageCount,
+      stageTime: (k, i, j) => model.stageTime(k, i, j),
+      fits: (k, i, j) => model.fits(k, i, j),
+      ...(x.parallel.balance && { sizes: x.parallel.balance }),
+    });
+    if (!split) return "infeasible";
+    const recompute = recomputeLayers(model, table.classOf, split.sizes);
+    if (c.checkpoint === "selective" && recompute.length === 0) return "duplicate";
+    const est = estimateStep(c, model, split.sizes, bandwidth);
+    return {
+      candidate: c,
+      balance: split.sizes,
+      recomputeLayers: recompute,
+      estimate: est.seconds,
+      memoryBytes: peakMemory(model, split.sizes),
+      bottleneck: split.bottleneck,
+      stageSeconds: est.stageTimes,
+    };
+  };
+
   const best: Evaluated[] = [];
   const familyBest = new Map<string, number>();
   const thinnest = new Map<string, Candidate>();
@@ -126,44 +187,28 @@ export function searchPlans(x: SearchInput): SearchResult {
       break;
     }
     evaluated++;
-    const model = modelOf(c);
     const family = `pp=${c.stages} dp=${c.dataParallel}`;
-    const split = optimalPartition({
-      layers: table.count,
-      stages: model.stageCount,
-      stageTime: (k, i, j) => model.stageTime(k, i, j),
-      fits: (k, i, j) => model.fits(k, i, j),
-      ...(x.parallel.balance && { sizes: x.parallel.balance }),
-    });
-    if (!split) {
+    const outcome = evaluate(c);
+    x.audit?.(c, bound, outcome);
+    if (outcome === "infeasible") {
       infeasible++;
       // The family's report names its least memory-hungry candidate: most sharding, checkpointing, chunks.
       const seen = thinnest.get(family);
       if (!seen || thinner(c, seen) < 0) thinnest.set(family, c);
       continue;
     }
-    const recompute = recomputeLayers(model, table.classOf, split.sizes);
-    // Selective checkpointing that recomputes nothing is checkpoint = never, evaluated on its own.
-    if (c.checkpoint === "selective" && recompute.length === 0) {
+    if (outcome === "duplicate") {
       duplicates++;
       continue;
     }
-    const est = estimateStep(c, model, split.sizes, bandwidth);
-    const e: Evaluated = {
-      candidate: c,
-      balance: split.sizes,
-      recomputeLayers: recompute,
-      estimate: est.seconds,
-      memoryBytes: peakMemory(model, split.sizes),
-      bottleneck: split.bottleneck,
-    };
+    const e = outcome;
     familyBest.set(family, Math.min(familyBest.get(family) ?? Infinity, e.estimate));
     insertSorted(best, e, keep);
   }
 
   const ranked = best
     .map((e): Evaluated => ({ ...e, simulated: simulateCandidate(e, modelOf(e.candidate), bandwidth) }))
-    .sort((a, b) => a.simulated! - b.simulated! || a.estimate - b.estimate);
+    .sort((a, b) => a.simulated! - b.simulated! || a.estimate - b.estimate || simplicity(a.candidate) - simplicity(b.candidate));
   const familyMemory = new Map<string, { needed: number; text: string }>();
   for (const [family, c] of thinnest) {
     if (!familyBest.has(family)) familyMemory.set(family, { needed: leastMemory(modelOf(c), x.parallel.balance), text: candidateText(c) });
@@ -175,9 +220,21 @@ export function searchPlans(x: SearchInput): SearchResult {
       `no plan for ${devices} ${x.cluster.profile.name} devices fits` + (reasons.length > 0 ? `: ${reasons.join("; ")}` : "") + "; use more devices or a smaller batch",
     );
   }
+  const inSpace = new Set(space.candidates.map(candidateText));
+  const capacity = x.cluster.profile.memory.capacity;
+  const neighbors = (chosen: Candidate): Neighbor[] =>
+    alternativesOf(chosen, x.train.batch).flatMap(({ setting, value, candidate }): Neighbor[] => {
+      if (!inSpace.has(candidateText(candidate))) return [];
+      const e = evaluate(candidate);
+      if (e === "duplicate") return [];
+      if (e !== "infeasible") return [{ setting, value, stepSeconds: e.estimate, memoryBytes: e.memoryBytes }];
+      const needed = leastMemory(modelOf(candidate), x.parallel.balance);
+      return [{ setting, value, reason: `does not fit: needs ${gib(needed)} on its fullest device at best, a device has ${gib(capacity)}` }];
+    });
   return {
     ranked,
     families,
+    neighbors,
     stats: { candidates: bounded.length, evaluated, pruned, infeasible, duplicates, simulated: ranked.length, seconds: (performance.now() - started) / 1000 },
   };
 }
@@ -195,9 +252,14 @@ function thinner(a: Candidate, b: Candidate): number {
   );
 }
 
+/** Among equal predictions, the plan with less machinery: fewer stages, less sharding, less recompute. */
+function simplicity(c: Candidate): number {
+  return c.stages * 1000 + SHARD_ORDER.length - SHARD_ORDER.indexOf(c.shard) + (CHECKPOINT_ORDER.length - CHECKPOINT_ORDER.indexOf(c.checkpoint)) * 10;
+}
+
 function insertSorted(list: Evaluated[], e: Evaluated, keep: number): void {
   let at = list.length;
-  while (at > 0 && list[at - 1]!.estimate > e.estimate) at--;
+  while (at > 0 && (list[at - 1]!.estimate > e.estimate || (list[at - 1]!.estimate === e.estimate && simplicity(list[at - 1]!.candidate) > simplicity(e.candidate)))) at--;
   if (at >= keep) return;
   list.splice(at, 0, e);
   if (list.length > keep) list.pop();

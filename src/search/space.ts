@@ -68,6 +68,8 @@ export function searchSpace(x: SpaceInput): Space {
             const reshards = shard !== "fsdp" ? [true] : fixed(p.reshardAfterForward) !== undefined ? [fixed(p.reshardAfterForward)!] : [true, false];
             for (const reshardAfterForward of reshards) {
               for (const checkpoint of checkpoints) {
+                // One micro-batch: "all but the last" checkpoints nothing, the same plan as never.
+                if (checkpoint === "except_last" && microBatches === 1 && checkpoints.length > 1) continue;
                 out.push({ stages, dataParallel, virtualStages, microBatches, schedule, shard, reshardAfterForward, checkpoint });
               }
             }

@@ -3,10 +3,11 @@
 // can ask for every interval. compile's StageCostModel and memory plan compute the same quantities exactly
 // for the one split finally chosen; this model must rank splits the way they would.
 //
-// Seconds of stage k per micro-batch: forward + backward + recompute of its layers, the collectives that
-// repeat every micro-batch (FSDP's gathers and reduce-scatters, ShardedDDP's gradient reduces) overlapped
-// with the layer's compute (a layer costs the larger of the two), and the two transfers across its output
-// cut (activation out, its gradient back).
+// Seconds of stage k per micro-batch: the larger of its compute stream (forward + backward + recompute of
+// its layers) and its comm stream (the collectives that repeat every micro-batch: FSDP's gathers and
+// reduce-scatters, ShardedDDP's gradient reduces, the all-reduce of a tied weight's gradient when its other
+// holder is on another stage, and the two transfers across its output cut), the two streams overlapping as
+// compile's programs overlap them.
 // Bytes: model state under the shard strategy (ZeRO formulas), FSDP's gathered units, the activations of
 // the micro-batches the schedule keeps in flight on that stage, and the transfer buffers.
 import type { Optimizer, Precision } from "../check/settings-types.js";
@@ -56,16 +57,19 @@ export function blockLink(cluster: Cluster, first: number, count: number): Link 
   return groupLink(cluster, count === 1 ? [first] : [first, first + count - 1]);
 }
 
-/** Per-layer seconds of one micro-batch under a candidate's shard strategy, before any recompute: the
- *  collectives that repeat every micro-batch (FSDP's gathers and reduce-scatters, ShardedDDP's gradient
- *  reduces) overlap the layer's compute, so a layer costs the larger of the two. The same for every
- *  candidate with the same micro-batch size, data-parallel degree and sharding, so the search shares it. */
+/** Per-layer seconds of one micro-batch under a candidate's shard strategy, before any recompute: compute
+ *  (forward + backward) and the collectives that repeat every micro-batch on the comm stream (FSDP's gathers
+ *  and reduce-scatters, ShardedDDP's gradient reduces). The same for every candidate with the same micro-batch
+ *  size, data-parallel degree and sharding, so the search shares it. */
 export interface LayerSeconds {
   readonly forward: Float64Array;
   readonly backward: Float64Array;
-  /** Σ (forward + backward) over all layers, and the largest layer's. */
-  readonly sum: number;
-  readonly max: number;
+  readonly comm: Float64Array;
+  readonly computeSum: number;
+  readonly commSum: number;
+  /** The largest layer's compute and comm. */
+  readonly computeMax: number;
+  readonly commMax: number;
 }
 
 export function layerSeconds(table: LayerTable, pr: MicroBatchProfile, cluster: Cluster, c: Candidate, word: number): LayerSeconds {
@@ -74,27 +78,32 @@ export function layerSeconds(table: LayerTable, pr: MicroBatchProfile, cluster: 
   const link = blockLink(cluster, 0, c.dataParallel);
   const forward = new Float64Array(L);
   const backward = new Float64Array(L);
-  let sum = 0;
-  let max = 0;
+  const comm = new Float64Array(L);
+  let computeSum = 0;
+  let commSum = 0;
+  let computeMax = 0;
+  let commMax = 0;
   for (let l = 0; l < L; l++) {
-    let f = pr.forward[l]!;
-    let b = pr.backwardInput[l]! + pr.backwardWeight[l]!;
+    const f = pr.forward[l]!;
+    const b = pr.backwardInput[l]! + pr.backwardWeight[l]!;
     const bytes = table.params[l]! * word;
+    let m = 0;
     if (c.shard === "fsdp") {
       const gather = collectiveTime("all_gather", bytes, c.dataParallel, link);
-      const scatter = collectiveTime("reduce_scatter", bytes, c.dataParallel, link);
-      f = Math.max(f, gather);
-      b = Math.max(b, (c.reshardAfterForward ? gather : 0) + scatter);
+      m = (c.reshardAfterForward ? 2 : 1 / c.microBatches) * gather + collectiveTime("reduce_scatter", bytes, c.dataParallel, link);
     } else if (c.shard === "sddp") {
       // ShardedDDP reduces each micro-batch's gradients to their owners as they are ready (src/shard/sddp.ts).
-      b = Math.max(b, collectiveTime("reduce", bytes, c.dataParallel, link));
+      m = collectiveTime("reduce", bytes, c.dataParallel, link);
     }
     forward[l] = f;
     backward[l] = b;
-    sum += f + b;
-    max = Math.max(max, f + b);
+    comm[l] = m;
+    computeSum += f + b;
+    commSum += m;
+    computeMax = Math.max(computeMax, f + b);
+    commMax = Math.max(commMax, m);
   }
-  return { forward, backward, sum, max };
+  return { forward, backward, comm, computeSum, commSum, computeMax, commMax };
 }
 
 export class StageModel {
@@ -102,8 +111,9 @@ export class StageModel {
   /** Virtual stages (p·v). */
   readonly stageCount: number;
   /** Per-layer seconds with nothing recomputed beyond @checkpoint, and with the recompute `checkpoint` adds. */
-  private readonly base: Float64Array;
-  private readonly withRecompute: Float64Array;
+  private readonly computePrefix: Float64Array;
+  private readonly commPrefix: Float64Array;
+  private readonly tied: readonly { readonly layers: readonly number[]; readonly seconds: number }[];
   private readonly forwardPrefix: Float64Array;
   private readonly backwardPrefix: Float64Array;
   private readonly weightPrefix: Float64Array;
@@ -133,20 +143,19 @@ export class StageModel {
     this.dpLinks = Array.from({ length: c.stages }, (_, k) => blockLink(cluster, meshRank(d, k, 0), d));
     this.p2pLinks = Array.from({ length: c.stages }, (_, k) => groupLink(cluster, [meshRank(d, k, 0), meshRank(d, (k + 1) % c.stages, 0)]));
     const recomputeShare = c.checkpoint === "always" ? 1 : c.checkpoint === "except_last" ? (c.microBatches - 1) / c.microBatches : 0;
-    const base = new Float64Array(L);
-    const withRecompute = new Float64Array(L);
-    for (let l = 0; l < L; l++) {
-      base[l] = seconds.forward[l]! + seconds.backward[l]!;
-      withRecompute[l] = base[l]! + recomputeShare * pr.forward[l]!;
-    }
-    const forward = seconds.forward;
-    const backward = seconds.backward;
-    this.base = prefix(base);
-    this.withRecompute = prefix(withRecompute);
-    this.forwardPrefix = prefix(forward);
-    this.backwardPrefix = prefix(backward);
+    const compute = new Float64Array(L);
+    for (let l = 0; l < L; l++) compute[l] = seconds.forward[l]! + seconds.backward[l]! + recomputeShare * pr.forward[l]!;
+    this.computePrefix = prefix(compute);
+    this.commPrefix = prefix(seconds.comm);
+    this.forwardPrefix = prefix(seconds.forward);
+    this.backwardPrefix = prefix(seconds.backward);
     this.weightPrefix = prefix(pr.backwardWeight);
     this.paramPrefix = prefix(table.params);
+    // A tied weight's gradient is all-reduced between its holders' stages every micro-batch under FSDP and
+    // ShardedDDP (once per step otherwise: step-model.ts), over the link that spans the pipeline.
+    const perMicroBatch = c.shard === "fsdp" || c.shard === "sddp";
+    const pipeLink = groupLink(cluster, [0, cluster.devices - 1]);
+    this.tied = perMicroBatch ? table.shared.map((t) => ({ layers: t.layers, seconds: collectiveTime("all_reduce", t.params * this.word, 2, pipeLink) })) : [];
     this.selective = c.checkpoint !== "selective" ? [] : selectiveKinds(table, pr);
   }
 
@@ -158,9 +167,22 @@ export class StageModel {
     return stage % this.c.stages;
   }
 
-  /** Seconds of virtual stage k over layers [i, j) per micro-batch, nothing extra recomputed. */
+  /** Compute seconds of layers [i, j) per micro-batch, with the checkpoint mode's recompute. */
   private computeSeconds(i: number, j: number): number {
-    return this.withRecompute[j]! - this.withRecompute[i]!;
+    return this.computePrefix[j]! - this.computePrefix[i]!;
+  }
+
+  /** Comm-stream seconds of stage k over [i, j) per micro-batch. A stage holding some but not all of a
+   *  tied weight's layers pays its all-reduce (in practice the embedding and the head: never one stage
+   *  unless there is one stage, so the time still never decreases as a stage grows). */
+  private commSeconds(k: number, i: number, j: number): number {
+    let t = this.commPrefix[j]! - this.commPrefix[i]! + this.transferSeconds(k, j);
+    for (const tie of this.tied) {
+      let inside = 0;
+      for (const l of tie.layers) if (l >= i && l < j) inside++;
+      if (inside > 0 && inside < tie.layers.length) t += tie.seconds;
+    }
+    return t;
   }
 
   private transferSeconds(k: number, j: number): number {
@@ -296,10 +318,14 @@ export class StageModel {
 
   /** Seconds of stage k over [i, j) per micro-batch, with the selective recompute memory requires. */
   stageTime(k: number, i: number, j: number): number {
-    const t = this.computeSeconds(i, j) + this.transferSeconds(k, j);
-    if (this.c.checkpoint !== "selective") return t;
-    const r = this.recompute(k, i, j);
-    return r === undefined ? t : t + r.seconds;
+    let compute = this.computeSeconds(i, j);
+    if (this.c.checkpoint === "selective") compute += this.recompute(k, i, j)?.seconds ?? 0;
+    return Math.max(compute, this.commSeconds(k, i, j));
+  }
+
+  /** Compute-stream seconds of stage k per micro-batch (selective recompute included). */
+  computeTime(k: number, i: number, j: number): number {
+    return this.computeSeconds(i, j) + (this.c.checkpoint === "selective" ? this.recompute(k, i, j)?.seconds ?? 0 : 0);
   }
 
   fits(k: number, i: number, j: number): boolean {
@@ -307,11 +333,6 @@ export class StageModel {
     for (let l = i; l < j; l++) if (pins[l] !== undefined && pins[l] !== k) return false;
     if (this.c.checkpoint === "selective") return this.recompute(k, i, j) !== undefined;
     return this.memoryBytes(k, i, j) <= this.budget;
-  }
-
-  /** Per-layer seconds with no extra recompute: the floor a stage's time cannot go below. */
-  layerFloor(l: number): number {
-    return this.base[l + 1]! - this.base[l]!;
   }
 
   forwardSeconds(i: number, j: number): number {

@@ -95,8 +95,8 @@ function tailSync(c: Candidate, model: StageModel, r: number, bounds: readonly [
 }
 
 /**
- * A lower bound on estimateStep over every split. With T = max(Σ floors / p, largest floor) (the busiest
- * device runs at least its share of the per-layer floors, and the largest layer) and Σ t ≥ Σ floors, each
+ * A lower bound on estimateStep over every split. With T = max(Σ / p, the largest layer's compute or comm)
+ * (the busiest device runs at least its share of either stream, and the largest layer) and Σ t ≥ Σ, each
  * closed form above is increasing in max t and in Σ t, so putting T and Σ floors in gives a bound; the
  * optimizer step and the parameter broadcast each take at least a device's share of the model state.
  */
@@ -117,10 +117,11 @@ export interface BoundInput {
 }
 
 export function lowerBound(c: Candidate, x: BoundInput): number {
-  const sum = x.seconds.sum + x.recomputeSeconds;
+  // A stage's time is the larger of its compute and comm streams: Σ over stages ≥ either stream's total.
+  const sum = Math.max(x.seconds.computeSum + x.recomputeSeconds, x.seconds.commSum);
   const p = c.stages;
   const m = c.microBatches;
-  const T = Math.max(sum / p, x.seconds.max);
+  const T = Math.max(sum / p, x.seconds.computeMax, x.seconds.commMax);
   let pipeline: number;
   switch (c.schedule) {
     case "gpipe":

@@ -6,6 +6,8 @@ import { compileModel } from "../../compile/compile.js";
 import { CalibrationError, loadCalibration, type Calibration } from "../../cost/calibration.js";
 import { ClusterError, getProfile } from "../../cost/cluster.js";
 import { writePlan } from "../../plan/serialize.js";
+import type { Plan } from "../../plan/plan.js";
+import { explainPlan, searchBlock } from "../../search/explain.js";
 import { summarizePlan, type PlanSummary } from "../../plan/summary.js";
 import { flag, parseArgs, UsageError } from "../args.js";
 import type { CliIO } from "../io.js";
@@ -17,21 +19,26 @@ import { formatBytes, formatSeconds } from "./cost.js";
 export const compileCommand: Command = {
   name: "compile",
   summary: "compile a model into a partitioned, simulated training plan",
-  usage: `fsm compile FILE [--cluster NAME] [--devices N] [-o PLAN] [--json] [--set KEY=VALUE]...
+  usage: `fsm compile FILE [--cluster NAME] [--devices N] [-o PLAN] [--json] [--explain] [--set KEY=VALUE]...
 
 Checks FILE, then plans one training step on the cluster: layers split into pipeline
 stages, each stage's parameters sharded over its data-parallel replicas, the schedule
 lowered to per-device actions with collectives and a static memory plan, all simulated.
 Writes the plan (versioned JSON) and prints stages, devices, shard groups, micro-batches,
 schedule, predicted step time, bubble, exposed communication, memory per device,
-throughput and MFU. Parallel settings still 'auto' must be given (the planner's search
-comes later), except: devices = stages × data_parallel (any one from the other two),
-schedule 1f1b, chunks = stages, checkpoint never, reshard_after_forward true.
+throughput and MFU. Parallel settings left 'auto' (or absent) are chosen by the plan
+search: pipeline depth × data parallelism × shard strategy × micro-batches × schedule ×
+checkpointing, each candidate with its optimal stage split under device memory, ranked
+by predicted step time; the best few are simulated and the fastest that fits is
+planned. The choice, the runners-up and rejected families are printed and kept in the
+plan ('fsm explain PLAN'). The stage split is always optimal unless a balance is given.
+devices = stages × data_parallel (any one from the other two); the search needs devices.
   --cluster NAME        device profile: cpu (default), a100-80g, h100-sxm, h200
   --devices N           total devices (default: stages × data_parallel)
   --calibration FILE    measured op times that replace the profile's estimates
   -o, --output PLAN     where to write the plan (default: <model>.plan.json here)
-  --json                print the summary as JSON
+  --json                print the summary as JSON (with the search's record under "search")
+  --explain             also explain each choice (as 'fsm explain' does)
   --set KEY=VALUE       override a train/parallel setting (repeatable), e.g. --set parallel.stages=4`,
   run(argv: readonly string[], io: CliIO): number {
     const args = parseArgs(argv, [
@@ -40,6 +47,7 @@ schedule 1f1b, chunks = stages, checkpoint never, reshard_after_forward true.
       { name: "calibration", value: true },
       { name: "output", short: "o", value: true },
       { name: "json" },
+      { name: "explain" },
       { name: "set", value: true, repeat: true },
     ]);
     if (args.positionals.length !== 1) return -1;
@@ -68,6 +76,7 @@ schedule 1f1b, chunks = stages, checkpoint never, reshard_after_forward true.
     }
     let summary: PlanSummary;
     let written: { path: string; bytes: number };
+    let plan: Plan;
     try {
       const compiled = compileModel(model, {
         cluster,
@@ -79,6 +88,7 @@ schedule 1f1b, chunks = stages, checkpoint never, reshard_after_forward true.
       const out = flag(args, "output") ?? `${model.name}.plan.json`;
       written = { path: out, bytes: writePlan(out, compiled.plan) };
       summary = summarizePlan(compiled.plan);
+      plan = compiled.plan;
     } catch (e) {
       if (e instanceof CompileError) {
         io.stderr(`${file}: error: ${e.message}\n`);
@@ -90,7 +100,14 @@ schedule 1f1b, chunks = stages, checkpoint never, reshard_after_forward true.
       }
       throw e;
     }
-    io.stdout(args.flags.has("json") ? JSON.stringify({ ...summary, plan: written }, null, 2) + "\n" : formatSummary(summary, written));
+    if (args.flags.has("json")) {
+      io.stdout(JSON.stringify({ ...summary, ...(plan.search && { search: plan.search }), plan: written }, null, 2) + "\n");
+      return 0;
+    }
+    let text = formatSummary(summary, written);
+    if (plan.search) text += searchBlock(plan.search).join("\n") + "\n";
+    if (args.flags.has("explain")) text += "\n" + explainPlan(plan).join("\n") + "\n";
+    io.stdout(text);
     return 0;
   },
 };
