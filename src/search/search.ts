@@ -8,7 +8,8 @@
 import type { ParallelConfig, TrainConfig } from "../check/settings-types.js";
 import type { Cluster } from "../cost/cluster.js";
 import type { Graph } from "../graph/graph.js";
-import { buildSchedule } from "../schedule/schedule.js";
+import { lower } from "../schedule/lower.js";
+import { buildComputeOrder } from "../schedule/orders/build.js";
 import { simulate } from "../schedule/simulate.js";
 import { candidateText, type Candidate, type Evaluated } from "./candidate.js";
 import { LayerTable } from "./layer-table.js";
@@ -175,7 +176,6 @@ export function searchPlans(x: SearchInput): SearchResult {
 
   const best: Evaluated[] = [];
   const familyBest = new Map<string, number>();
-  const thinnest = new Map<string, Candidate>();
   let evaluated = 0;
   let infeasible = 0;
   let pruned = 0;
@@ -192,9 +192,6 @@ export function searchPlans(x: SearchInput): SearchResult {
     x.audit?.(c, bound, outcome);
     if (outcome === "infeasible") {
       infeasible++;
-      // The family's report names its least memory-hungry candidate: most sharding, checkpointing, chunks.
-      const seen = thinnest.get(family);
-      if (!seen || thinner(c, seen) < 0) thinnest.set(family, c);
       continue;
     }
     if (outcome === "duplicate") {
@@ -210,10 +207,21 @@ export function searchPlans(x: SearchInput): SearchResult {
     .map((e): Evaluated => ({ ...e, simulated: simulateCandidate(e, modelOf(e.candidate), bandwidth) }))
     .sort((a, b) => a.simulated! - b.simulated! || a.estimate - b.estimate || simplicity(a.candidate) - simplicity(b.candidate));
   const familyMemory = new Map<string, { needed: number; text: string }>();
-  for (const [family, c] of thinnest) {
-    if (!familyBest.has(family)) familyMemory.set(family, { needed: leastMemory(modelOf(c), x.parallel.balance), text: candidateText(c) });
+  // A family without a plan that fits: does even its least memory-hungry candidate (most sharding,
+  // checkpointing and micro-batches) not fit, or were its fitting candidates pruned as slower?
+  const thinnest = new Map<string, Candidate>();
+  for (const c of space.candidates) {
+    const family = `pp=${c.stages} dp=${c.dataParallel}`;
+    const seen = thinnest.get(family);
+    if (!familyBest.has(family) && (!seen || thinner(c, seen) < 0)) thinnest.set(family, c);
   }
-  const families = familyOutcomes(space.excluded, bounded.map((b) => b.c), familyBest, familyMemory, x.cluster.profile.memory.capacity, x.cluster.profile.name);
+  for (const [family, c] of thinnest) familyMemory.set(family, { needed: leastMemory(modelOf(c), x.parallel.balance), text: candidateText(c) });
+  const familyBound = new Map<string, number>();
+  for (const b of bounded) {
+    const family = `pp=${b.c.stages} dp=${b.c.dataParallel}`;
+    familyBound.set(family, Math.min(familyBound.get(family) ?? Infinity, b.bound));
+  }
+  const families = familyOutcomes(space.excluded, bounded.map((b) => b.c), familyBest, familyBound, familyMemory, x.cluster.profile.memory.capacity, x.cluster.profile.name);
   if (ranked.length === 0) {
     const reasons = families.filter((f) => f.reason).map((f) => `${f.family}: ${f.reason}`);
     throw new SearchError(
@@ -318,9 +326,11 @@ function leastMemory(model: StageModel, sizes: readonly number[] | undefined): n
 function simulateCandidate(e: Evaluated, model: StageModel, bandwidth: number): number {
   const c = e.candidate;
   const costs = scheduleCostsFor(model, e.balance);
-  const lowered = buildSchedule(
-    { schedule: c.schedule, ranks: c.stages, microBatches: c.microBatches, ...(c.schedule === "interleaved" && { virtualStages: c.virtualStages }), checkpoint: c.checkpoint === "selective" ? "never" : c.checkpoint },
-    costs,
+  // The orders are validated deadlock-free by the schedule tests for every shape, and the plan compile
+  // emits is validated again; the search's finalists skip that check (it is a third of a simulation).
+  const lowered = lower(
+    buildComputeOrder({ schedule: c.schedule, ranks: c.stages, microBatches: c.microBatches, ...(c.schedule === "interleaved" && { virtualStages: c.virtualStages }), checkpoint: c.checkpoint === "selective" ? "never" : c.checkpoint }),
+    { costs },
   );
   const report = simulate(lowered, costs);
   const est = estimateStep(c, model, e.balance, bandwidth);
@@ -331,6 +341,7 @@ function familyOutcomes(
   excluded: readonly { family: string; reason: string }[],
   all: readonly Candidate[],
   best: ReadonlyMap<string, number>,
+  bound: ReadonlyMap<string, number>,
   memory: ReadonlyMap<string, { needed: number; text: string }>,
   capacity: number,
   profile: string,
@@ -340,10 +351,10 @@ function familyOutcomes(
   for (const family of families) {
     const b = best.get(family);
     if (b !== undefined) out.push({ family, best: b });
-    else if (memory.has(family)) {
+    else if (memory.has(family) && memory.get(family)!.needed > capacity) {
       const m = memory.get(family)!;
       out.push({ family, reason: `needs ${gib(m.needed)} on its fullest device at best (${m.text}), each ${profile} device has ${gib(capacity)}` });
-    } else out.push({ family, reason: "its lower bound is no better than the plans kept" });
+    } else out.push({ family, reason: `pruned: its step time is at least ${bound.get(family)!.toPrecision(4)} s (bound), no better than the plans kept` });
   }
   const key = (f: string): number[] => f.match(/\d+/g)!.map(Number);
   return out.sort((a, b) => key(a.family)[0]! - key(b.family)[0]!);
