@@ -12,9 +12,14 @@ function gptParams(vocab: number, ctx: number, d: number, layers: number): numbe
   return vocab * d + ctx * d + layers * (12 * d * d + 13 * d) + 2 * d;
 }
 
-/** Llama: untied embedding and head, L blocks of 4d² attention + 3·d·hidden SwiGLU + 2d norms, final norm. */
-function llamaParams(vocab: number, d: number, layers: number, hidden: number): number {
-  return 2 * vocab * d + layers * (4 * d * d + 3 * d * hidden + 2 * d) + d;
+/**
+ * Llama: untied embedding and head, L blocks of attention + 3·d·hidden SwiGLU + 2d norms, final norm. The
+ * attention is 2d² for the query and output projections plus 2·d·(kvHeads·d/heads) for keys and values:
+ * 4d² without grouped-query attention (kvHeads = heads).
+ */
+function llamaParams(vocab: number, d: number, layers: number, hidden: number, heads = 1, kvHeads = heads): number {
+  const attention = 2 * d * d + 2 * d * ((kvHeads * d) / heads);
+  return 2 * vocab * d + layers * (attention + 3 * d * hidden + 2 * d) + d;
 }
 
 const expected: Record<string, number> = {
@@ -22,6 +27,7 @@ const expected: Record<string, number> = {
   "gpt-tiny.fsm": gptParams(64, 16, 32, 2),
   "gpt2-124m.fsm": 124_439_808,
   "llama-7b.fsm": 6_738_415_616,
+  "llama-70b.fsm": 68_976_648_192,
   "gpt3-175b.fsm": gptParams(50257, 2048, 12288, 96),
 };
 
@@ -29,6 +35,8 @@ describe("samples", () => {
   it("the closed forms agree with the published counts", () => {
     expect(gptParams(50257, 1024, 768, 12)).toBe(124_439_808);
     expect(llamaParams(32000, 4096, 32, 11008)).toBe(6_738_415_616);
+    expect(llamaParams(32000, 4096, 32, 11008, 32, 32)).toBe(6_738_415_616);
+    expect(llamaParams(32000, 8192, 80, 28672, 64, 8)).toBe(68_976_648_192);
   });
 
   it("every sample in samples/ is covered here", () => {
@@ -70,5 +78,16 @@ describe("samples", () => {
     expect(g.param("layers.0.attn.qkv.bias")).toBeUndefined();
     expect(g.param("layers.0.ffn.gate.weight")!.type.shape.map((d) => d.coef)).toEqual([11008, 4096]);
     expect(g.ops().find((o) => o.op === "attention")!.attrs["rope"]).toBe(true);
+  });
+
+  it("llama-70b shares 8 key/value heads among its 64 query heads (grouped-query attention)", () => {
+    const g = checkFile(join(samples, "llama-70b.fsm")).model!.graph;
+    expect(g.layers().filter((l) => l.name.startsWith("layers.")).length).toBe(80);
+    // Packed QKV: 64 query heads and 2 × 8 key/value heads of 128 each.
+    expect(g.param("layers.79.attn.qkv.weight")!.type.shape.map((d) => d.coef)).toEqual([(64 + 2 * 8) * 128, 8192]);
+    expect(g.param("layers.0.ffn.gate.weight")!.type.shape.map((d) => d.coef)).toEqual([28672, 8192]);
+    const attn = g.ops().find((o) => o.op === "attention")!;
+    expect([attn.attrs["heads"], attn.attrs["kv_heads"]]).toEqual([64, 8]);
+    expect(g.param("output.weight")!.name).toBe("output.weight");
   });
 });

@@ -1,0 +1,142 @@
+// What the plan search chooses for every sample on three cluster shapes each, as a text snapshot
+// (test/golden/search-choices.txt), with the invariants every searched plan keeps and a few known answers.
+// A case that does not compile is a line of the snapshot too (`error: ...`), not a failure. Regenerate
+// deliberately with FSM_UPDATE_GOLDEN=1 npx vitest run test/search/choices.test.ts, then review the diff.
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { checkFile, type CheckedModel } from "../../src/check/check.js";
+import { compileModel, type Compiled } from "../../src/compile/compile.js";
+import { CompileError } from "../../src/compile/errors.js";
+import { clusterFor } from "../../src/cost/cluster.js";
+import { buildTrainingGraph } from "../../src/passes/autodiff.js";
+import { searchPlans } from "../../src/search/search.js";
+import { root, SAMPLES } from "../compile/helpers.js";
+
+/** The compile tests' samples and Llama 2 70B (whose plans they do not cover). */
+type SampleName = (typeof SAMPLES)[number] | "llama-70b";
+const samplePath = (name: SampleName): string => join(root, "samples", `${name}.fsm`);
+
+const update = process.env["FSM_UPDATE_GOLDEN"] === "1";
+
+function golden(name: string, actual: string): void {
+  const path = join(root, "test/golden", name);
+  if (update) writeFileSync(path, actual);
+  expect(existsSync(path), `missing golden ${name}: run with FSM_UPDATE_GOLDEN=1 and review it`).toBe(true);
+  expect(actual).toBe(readFileSync(path, "utf8"));
+}
+
+interface Case {
+  readonly name: SampleName;
+  readonly cluster: string;
+  readonly devices: number;
+}
+
+const shapes = (name: SampleName, ...s: [string, number][]): Case[] => s.map(([cluster, devices]) => ({ name, cluster, devices }));
+
+const CASES: readonly Case[] = [
+  ...shapes("mlp", ["cpu", 4], ["h100-sxm", 8], ["h200", 64]),
+  ...shapes("gpt-tiny", ["cpu", 4], ["h100-sxm", 8], ["h200", 64]),
+  ...shapes("gpt2-124m", ["h100-sxm", 8], ["h100-sxm", 64], ["h200", 256]),
+  ...shapes("llama-7b", ["h100-sxm", 8], ["h100-sxm", 64], ["h200", 256]),
+  ...shapes("llama-70b", ["h100-sxm", 64], ["h100-sxm", 512], ["h200", 1024]),
+  ...shapes("gpt3-175b", ["h100-sxm", 512], ["h100-sxm", 1024], ["h200", 1024]),
+];
+
+const label = (c: Case): string => `${c.name} ${c.cluster}×${c.devices}`;
+
+const checked = new Map<SampleName, CheckedModel>();
+function model(name: SampleName): CheckedModel {
+  let m = checked.get(name);
+  if (!m) {
+    const r = checkFile(samplePath(name));
+    expect(r.diagnostics).toEqual([]);
+    m = r.model!;
+    checked.set(name, m);
+  }
+  return m;
+}
+
+type Outcome = { readonly compiled: Compiled } | { readonly error: CompileError };
+
+/** Each case compiles once, whichever test asks first (the per-case checks or the snapshot). */
+const outcomes = new Map<string, Outcome>();
+function outcome(c: Case): Outcome {
+  let o = outcomes.get(label(c));
+  if (!o) {
+    try {
+      o = { compiled: compileModel(model(c.name), { cluster: c.cluster, devices: c.devices, source: samplePath(c.name), fsmVersion: "0.0.0-test" }) };
+    } catch (e) {
+      if (!(e instanceof CompileError)) throw e;
+      o = { error: e };
+    }
+    outcomes.set(label(c), o);
+  }
+  return o;
+}
+
+function line(c: Case): string {
+  const o = outcome(c);
+  if ("error" in o) return `${label(c)}: error: ${o.error.message.slice(0, 120)}`;
+  const plan = o.compiled.plan;
+  const balance = plan.stages.map((s) => s.layers[1] - s.layers[0] + 1);
+  return `${label(c)}: ${plan.search!.chosen} balance=[${balance.join(",")}] recompute=${plan.settings.recomputeLayers?.length ?? 0}`;
+}
+
+/** The chosen plan's settings, for the known answers; fails the test when the case does not compile. */
+function chosen(c: Case): Compiled {
+  const o = outcome(c);
+  if ("error" in o) throw new Error(`${label(c)} does not compile: ${o.error.message}`);
+  return o.compiled;
+}
+
+const find = (name: SampleName, cluster: string, devices: number): Case => CASES.find((c) => c.name === name && c.cluster === cluster && c.devices === devices)!;
+
+describe("the plan search's choices", () => {
+  for (const c of CASES) {
+    it(`${label(c)}: a searched plan fits, counts its candidates and ranks them by simulated step time`, () => {
+      const o = outcome(c);
+      if ("error" in o) return; // recorded in the snapshot
+      const plan = o.compiled.plan;
+      const search = plan.search!;
+      expect(search).toBeDefined();
+      for (const peak of plan.predicted.peakMemoryBytes) expect(peak).toBeLessThanOrEqual(plan.cluster.memoryBytes);
+      expect(search.stats.evaluated + search.stats.pruned).toBe(search.stats.candidates);
+      // Rejected candidates come first (ranked higher, their memory plans did not fit), then the chosen one.
+      const standing = search.candidates.filter((x) => x.status !== "rejected");
+      expect(standing[0]!.status).toBe("chosen");
+      expect(standing[0]!.settings).toBe(search.chosen);
+      expect(standing.slice(1).every((x) => x.status === "alternative")).toBe(true);
+      const simulated = standing.map((x) => x.simulatedStepSeconds!);
+      expect(simulated.every((s) => Number.isFinite(s))).toBe(true);
+      expect(simulated).toEqual([...simulated].sort((a, b) => a - b));
+      expect(plan.settings.stages * plan.settings.dataParallel).toBe(c.devices);
+    });
+  }
+
+  it("snapshot: test/golden/search-choices.txt", () => {
+    golden("search-choices.txt", CASES.map(line).join("\n") + "\n");
+  });
+
+  it("a small model on a few devices prefers data parallelism: gpt-tiny and gpt2-124m on h100-sxm × 8 choose pp=1", () => {
+    for (const name of ["gpt-tiny", "gpt2-124m"] as const) {
+      const s = chosen(find(name, "h100-sxm", 8)).plan.settings;
+      expect(s.stages, name).toBe(1);
+      expect(s.dataParallel, name).toBe(8);
+    }
+  });
+
+  it("a model too large for one device is split: llama-7b on h100-sxm × 8 does not keep whole replicas unsharded", () => {
+    // Adam in bf16 keeps 16 bytes per parameter: 108 GB for 7B, more than one 80 GB device.
+    const s = chosen(find("llama-7b", "h100-sxm", 8)).plan.settings;
+    expect(s.stages === 1 && s.shard === "none").toBe(false);
+  });
+
+  it("a model too large for one device is split: every candidate the search keeps for llama-70b on h100-sxm × 64 pipelines or shards it", () => {
+    const m = model("llama-70b");
+    const training = buildTrainingGraph(m.graph, m.train!);
+    const result = searchPlans({ training, train: m.train!, parallel: m.parallel, cluster: clusterFor("h100-sxm", 64) });
+    expect(result.ranked.length).toBeGreaterThan(0);
+    for (const e of result.ranked) expect(e.candidate.stages > 1 || e.candidate.shard !== "none").toBe(true);
+  });
+});
