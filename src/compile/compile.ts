@@ -105,34 +105,48 @@ export function compileModel(model: CheckedModel, options: CompileOptions): Comp
       throw new CompileError(`the plan search needs the number of devices: give --devices N (or parallel.devices, or both stages and data_parallel)`);
     }
     const cluster = clusterFor(options.cluster, devices, options.calibration);
-    let result: SearchResult;
-    try {
-      result = searchPlans({ training, train, parallel, cluster });
-    } catch (e) {
-      if (e instanceof SearchError) throw new CompileError(e.message);
-      throw e;
-    }
     const base = trainSettings(train, parallel);
     const rejected: { text: string; reason: string }[] = [];
-    for (const [n, e] of result.ranked.entries()) {
-      const settings = candidateSettings({ ...base } as ResolvedSettings, e);
+    // The search's memory model is an estimate; compile's memory plan is exact. When every finalist's memory
+    // plan overflows, search again for the memory the estimates may use, scaled by how far they were off.
+    let memoryScale = 1;
+    for (let attempt = 0; attempt < 4; attempt++) {
+      let result: SearchResult;
       try {
-        const compiled = compileResolved(name, training, settings, options);
-        const search = planSearch(result, n, rejected, compiled);
+        result = searchPlans({ training, train, parallel, cluster, memoryScale });
+      } catch (e) {
+        if (e instanceof SearchError) throw new CompileError(rejected.length === 0 ? e.message : `${e.message} (after finalists whose memory plans did not fit: ${rejected.map((r) => `${r.text} (${r.reason})`).join("; ")})`);
+        throw e;
+      }
+      // The best finalist is planned; if its memory plan overflows, the search runs again with the memory
+      // it may plan for scaled by the overflow (cheaper than planning the other finalists, which share the
+      // misestimate, and it may find a different kind of plan).
+      const e = result.ranked[0]!;
+      try {
+        const compiled = compileResolved(name, training, candidateSettings({ ...base } as ResolvedSettings, e), options);
+        const search = planSearch(result, 0, [], compiled, memoryScale, rejected);
         return { ...compiled, plan: { ...compiled.plan, search }, search: result };
       } catch (err) {
         if (!(err instanceof MemoryError)) throw err;
         rejected.push({ text: candidateText(e.candidate), reason: `its memory plan needs ${(err.shortfall.neededBytes / 2 ** 30).toFixed(2)} GiB on program ${err.shortfall.program}` });
+        memoryScale *= (0.98 * err.shortfall.availableBytes) / err.shortfall.neededBytes;
       }
     }
     throw new CompileError(
-      `the plan search's best ${result.ranked.length} candidates all fail their memory plans: ${rejected.map((r) => `${r.text} (${r.reason})`).join("; ")}; use more devices or a smaller batch`,
+      `the plan search's finalists all fail their memory plans: ${rejected.map((r) => `${r.text} (${r.reason})`).join("; ")}; use more devices or a smaller batch`,
     );
   }
 }
 
 /** What the plan records of the search: the choice, the runners-up, why families lost, and the counts. */
-function planSearch(result: SearchResult, chosen: number, rejected: readonly { text: string; reason: string }[], compiled: Compiled): PlanSearch {
+function planSearch(
+  result: SearchResult,
+  chosen: number,
+  rejected: readonly { text: string; reason: string }[],
+  compiled: Compiled,
+  memoryScale: number,
+  earlier: readonly { text: string; reason: string }[],
+): PlanSearch {
   return {
     chosen: candidateText(result.ranked[chosen]!.candidate),
     candidates: result.ranked.map((e, n) => ({
@@ -150,6 +164,8 @@ function planSearch(result: SearchResult, chosen: number, rejected: readonly { t
     families: result.families.map((f) => ({ family: f.family, ...(f.best !== undefined && { bestStepSeconds: f.best }), ...(f.reason !== undefined && { reason: f.reason }) })),
     stats: { ...result.stats },
     plannedStepSeconds: compiled.prediction.stepTime,
+    memoryScale,
+    ...(earlier.length > 0 && { overflowed: earlier.map((r) => `${r.text}: ${r.reason}`) }),
     neighbors: result.neighbors(result.ranked[chosen]!.candidate),
   };
 }

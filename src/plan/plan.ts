@@ -77,6 +77,10 @@ export interface PlanSearch {
   };
   /** The compiled plan's own predicted step time (its layer-level simulation). */
   readonly plannedStepSeconds: number;
+  /** Fraction of device memory the final search planned for: below 1 when earlier choices' memory plans
+   *  overflowed (`overflowed`) and the search ran again with less. */
+  readonly memoryScale: number;
+  readonly overflowed?: readonly string[];
   /** The chosen settings with one changed at a time: what each other value would give. */
   readonly neighbors: readonly { readonly setting: string; readonly value: string; readonly stepSeconds?: number; readonly memoryBytes?: number; readonly reason?: string }[];
 }

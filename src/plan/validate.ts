@@ -142,6 +142,9 @@ function checkSearch(v: Json): void {
   const stats = object(field(o, "stats", "search"), "search.stats");
   for (const k of ["candidates", "evaluated", "pruned", "infeasible", "simulated", "seconds"]) nonNegative(field(stats, k, "search.stats"), `search.stats.${k}`);
   nonNegative(field(o, "plannedStepSeconds", "search"), "search.plannedStepSeconds");
+  const scale = nonNegative(field(o, "memoryScale", "search"), "search.memoryScale");
+  if (scale <= 0 || scale > 1) fail("search.memoryScale", `expected a fraction in (0, 1], got ${scale}`);
+  if (o.overflowed !== undefined) arrayOf(o.overflowed, "search.overflowed", string);
   arrayOf(field(o, "neighbors", "search"), "search.neighbors", (x, p) => {
     const n = object(x, p);
     string(field(n, "setting", p), key(p, "setting"));

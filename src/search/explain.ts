@@ -38,6 +38,7 @@ export function searchBlock(s: PlanSearch): string[] {
     const note = c.status === "chosen" ? "  <- chosen" : c.status === "rejected" ? `  rejected: ${c.reason}` : `  ${relative(c.simulatedStepSeconds ?? c.estimatedStepSeconds, chosen.simulatedStepSeconds ?? chosen.estimatedStepSeconds)}`;
     lines.push(`  ${c.settings.padEnd(width)}  ${seconds(c.estimatedStepSeconds).padStart(10)}  ${sim.padStart(10)}  ${gib(c.estimatedMemoryBytes).padStart(9)}${note}`);
   }
+  if (s.overflowed) lines.push(`memory plans overflowed first (the search ran again for ${(s.memoryScale * 100).toFixed(0)}% of device memory): ${s.overflowed.join("; ")}`);
   const rejected = s.families.filter((f) => f.reason !== undefined);
   if (rejected.length > 0) {
     lines.push("rejected:");
@@ -59,7 +60,11 @@ export function explainPlan(plan: Plan): string[] {
   }
   const chosen = s.candidates.find((c) => c.status === "chosen")!;
   const base = chosen.estimatedStepSeconds;
-  const lines = [`${plan.model.name} on ${plan.cluster.devices} × ${plan.cluster.profile}: ${s.chosen}`, searchCounts(s), ""];
+  const lines = [`${plan.model.name} on ${plan.cluster.devices} × ${plan.cluster.profile}: ${s.chosen}`, searchCounts(s)];
+  if (s.overflowed) {
+    lines.push(`memory: the search planned for ${(s.memoryScale * 100).toFixed(0)}% of each device after these choices' memory plans overflowed: ${s.overflowed.join("; ")}`);
+  }
+  lines.push("");
   lines.push(`pipeline depth × data parallel (best estimate per family; the chosen family's best is ${seconds(base)}):`);
   for (const f of s.families) lines.push(`  ${f.family}: ${f.bestStepSeconds !== undefined ? `${seconds(f.bestStepSeconds)} (${relative(f.bestStepSeconds, base)})` : f.reason}`);
   const settings = [...new Set(s.neighbors.map((n) => n.setting))];

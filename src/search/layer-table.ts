@@ -38,6 +38,9 @@ export interface MicroBatchProfile {
   readonly reducible: Float64Array;
   /** Bytes a layer saves when it is not checkpointed: the workspace its recompute rebuilds. */
   readonly saved: Float64Array;
+  /** Bytes the layer's weight-gradient ops still read once its input gradients are done (what a deferred W
+   *  keeps under zero-bubble schedules): layer inputs and output gradients of its weighted ops. */
+  readonly weightGrad: Float64Array;
   /** Stash bytes of layers [i, j) beyond the stage input: kept(i, j) = keptTable[i * (L+1) + j]. */
   readonly keptTable: Float64Array;
   /** Model inputs: bytes and the first and last layer that reads each (every stage reading one is fed it). */
@@ -61,6 +64,7 @@ export class LayerTable {
   private readonly kept: readonly KeptTensor[];
   private readonly reducibleTensors: readonly (readonly TensorId[])[];
   private readonly savedTensors: readonly (readonly TensorId[])[];
+  private readonly weightGradTensors: readonly (readonly TensorId[])[];
   private readonly crossing: readonly { readonly tensor: TensorId; readonly from: number; readonly to: number }[];
   private readonly modelInputs: readonly { readonly tensor: TensorId; readonly lo: number; readonly hi: number }[];
   private readonly cache = new Map<number, MicroBatchProfile>();
@@ -146,6 +150,15 @@ export class LayerTable {
     this.kept = kept;
     this.reducibleTensors = reducible;
     this.savedTensors = saved.map((s) => s.saved.filter((t) => training.tensor(t).kind === "activation"));
+    const wReads = layers.map(() => new Set<TensorId>());
+    for (const o of training.ops()) {
+      if (o.phase !== "weight_grad") continue;
+      for (const t of o.inputs) {
+        const k = training.tensor(t).kind;
+        if (k !== "param" && k !== "state" && k !== "input") wReads[o.layer]!.add(t);
+      }
+    }
+    this.weightGradTensors = wReads.map((w) => [...w]);
     const crossing: { tensor: TensorId; from: number; to: number }[] = [];
     const modelInputs: { tensor: TensorId; lo: number; hi: number }[] = [];
     for (const [t, last] of lastRead) {
@@ -223,6 +236,7 @@ export class LayerTable {
     const sum = (ts: readonly TensorId[]): number => ts.reduce((n, t) => n + size(t), 0);
     const reducible = Float64Array.from(this.reducibleTensors, sum);
     const saved = Float64Array.from(this.savedTensors, sum);
+    const weightGrad = Float64Array.from(this.weightGradTensors, sum);
     // keptTable[i][j] = Σ size over kept tensors with q ≥ i and s < j: a 2-D suffix/prefix sum.
     const W = L + 1;
     const keptTable = new Float64Array(W * W);
@@ -241,7 +255,7 @@ export class LayerTable {
       }
     }
     const inputs = this.modelInputs.map((x) => ({ bytes: size(x.tensor), lo: x.lo, hi: x.hi }));
-    return { b, forward, backwardInput, backwardWeight, flops, cut, reducible, saved, keptTable, inputs };
+    return { b, forward, backwardInput, backwardWeight, flops, cut, reducible, saved, weightGrad, keptTable, inputs };
   }
 }
 

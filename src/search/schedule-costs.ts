@@ -29,8 +29,8 @@ export function scheduleCostsFor(model: StageModel, sizes: readonly number[]): S
     recompute: (k) => model.recomputeSeconds(...span(k)) * stretch[k]!,
     boundaryBytes: (k, _mb, direction) => (direction === "forward" ? model.cutBytes(span(k)[1]) : k > 0 ? model.cutBytes(span(k)[0]) : 0),
     transfer: (from, _to, bytes) => collectiveTime("send_recv", bytes, 2, model.p2pLink(from)),
-    activationBytes: (k) => model.activationBytes(k, ...span(k)),
-    inputBytes: (k) => model.cutBytes(span(k)[0]),
-    weightGradBytes: () => 0,
+    activationBytes: (k) => model.keptPerMicroBatch(k, ...span(k)),
+    inputBytes: (k) => model.stageInputBytes(...span(k)),
+    weightGradBytes: (k) => model.weightGradBytes(...span(k)),
   };
 }

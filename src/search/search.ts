@@ -27,6 +27,9 @@ export interface SearchInput {
   readonly cluster: Cluster;
   /** How many of the best estimates are simulated and offered (default 3). */
   readonly keep?: number;
+  /** Fraction of device memory the search may plan for (default 1): compile lowers it when the memory plans
+   *  of every finalist came out larger than the search's model of them. */
+  readonly memoryScale?: number;
   /** false: evaluate every candidate (tests check that pruning loses nothing against this). */
   readonly prune?: boolean;
   /** Called with every evaluated candidate's bound and outcome (tests check the bound never exceeds the
@@ -104,6 +107,9 @@ const gib = (n: number): string => `${(n / 2 ** 30).toFixed(1)} GiB`;
 export function searchPlans(x: SearchInput): SearchResult {
   const started = performance.now();
   const keep = x.keep ?? 3;
+  // Spares in case a finalist's simulated memory does not fit.
+  const pool = keep + 3;
+  const capacity = x.cluster.profile.memory.capacity * (x.memoryScale ?? 1);
   const devices = x.cluster.devices;
   const table = new LayerTable(x.training, x.cluster, x.train.precision, x.train.seq);
   const space = searchSpace({ devices, batch: x.train.batch, layers: table.count, parallel: x.parallel });
@@ -124,7 +130,7 @@ export function searchPlans(x: SearchInput): SearchResult {
     return s;
   };
   const modelOf = (c: Candidate): StageModel =>
-    new StageModel({ table, profile: table.at(microBatch(c)), cluster: x.cluster, candidate: c, precision: x.train.precision, optimizer: x.train.optimizer }, secondsOf(c));
+    new StageModel({ table, profile: table.at(microBatch(c)), cluster: x.cluster, candidate: c, precision: x.train.precision, optimizer: x.train.optimizer, capacity }, secondsOf(c));
   const bounded = space.candidates.map((c) => {
     const profile = table.at(microBatch(c));
     let weightSeconds = 0;
@@ -182,7 +188,7 @@ export function searchPlans(x: SearchInput): SearchResult {
   let duplicates = 0;
   for (let n = 0; n < bounded.length; n++) {
     const { c, bound } = bounded[n]!;
-    if (x.prune !== false && best.length >= keep && bound >= best[keep - 1]!.estimate) {
+    if (x.prune !== false && best.length >= pool && bound >= best[pool - 1]!.estimate) {
       pruned = bounded.length - n;
       break;
     }
@@ -200,12 +206,23 @@ export function searchPlans(x: SearchInput): SearchResult {
     }
     const e = outcome;
     familyBest.set(family, Math.min(familyBest.get(family) ?? Infinity, e.estimate));
-    insertSorted(best, e, keep);
+    insertSorted(best, e, pool);
   }
 
-  const ranked = best
-    .map((e): Evaluated => ({ ...e, simulated: simulateCandidate(e, modelOf(e.candidate), bandwidth) }))
-    .sort((a, b) => a.simulated! - b.simulated! || a.estimate - b.estimate || simplicity(a.candidate) - simplicity(b.candidate));
+  // Finalists: the best estimates through the pipeline simulator, whose memory (the schedule's own count
+  // of micro-batches and deferred W's held on each rank) must also fit; the first `keep` that do.
+  const ranked: Evaluated[] = [];
+  let overMemory = 0;
+  for (const e of best) {
+    if (ranked.length === keep) break;
+    const sim = simulateCandidate(e, modelOf(e.candidate), bandwidth, capacity);
+    if (sim === undefined) {
+      overMemory++;
+      continue;
+    }
+    ranked.push({ ...e, simulated: sim.seconds, memoryBytes: sim.memoryBytes });
+  }
+  ranked.sort(byPrediction);
   const familyMemory = new Map<string, { needed: number; text: string }>();
   // A family without a plan that fits: does even its least memory-hungry candidate (most sharding,
   // checkpointing and micro-batches) not fit, or were its fitting candidates pruned as slower?
@@ -221,7 +238,12 @@ export function searchPlans(x: SearchInput): SearchResult {
     const family = `pp=${b.c.stages} dp=${b.c.dataParallel}`;
     familyBound.set(family, Math.min(familyBound.get(family) ?? Infinity, b.bound));
   }
-  const families = familyOutcomes(space.excluded, bounded.map((b) => b.c), familyBest, familyBound, familyMemory, x.cluster.profile.memory.capacity, x.cluster.profile.name);
+  const families = familyOutcomes(space.excluded, bounded.map((b) => b.c), familyBest, familyBound, familyMemory, capacity, x.cluster.profile.name);
+  if (ranked.length === 0 && best.length > 0) {
+    throw new SearchError(
+      `the ${best.length} candidates with the best estimates for ${devices} ${x.cluster.profile.name} devices fit by the stage model but not by the pipeline simulator's memory (e.g. ${candidateText(best[0]!.candidate)}); use more devices or a smaller batch`,
+    );
+  }
   if (ranked.length === 0) {
     const reasons = families.filter((f) => f.reason).map((f) => `${f.family}: ${f.reason}`);
     throw new SearchError(
@@ -229,7 +251,6 @@ export function searchPlans(x: SearchInput): SearchResult {
     );
   }
   const inSpace = new Set(space.candidates.map(candidateText));
-  const capacity = x.cluster.profile.memory.capacity;
   const neighbors = (chosen: Candidate): Neighbor[] =>
     alternativesOf(chosen, x.train.batch).flatMap(({ setting, value, candidate }): Neighbor[] => {
       if (!inSpace.has(candidateText(candidate))) return [];
@@ -237,13 +258,13 @@ export function searchPlans(x: SearchInput): SearchResult {
       if (e === "duplicate") return [];
       if (e !== "infeasible") return [{ setting, value, stepSeconds: e.estimate, memoryBytes: e.memoryBytes }];
       const needed = leastMemory(modelOf(candidate), x.parallel.balance);
-      return [{ setting, value, reason: `does not fit: needs ${gib(needed)} on its fullest device at best, a device has ${gib(capacity)}` }];
+      return [{ setting, value, reason: `does not fit: needs ${gib(needed)} on its fullest device at best, a device has ${gib(x.cluster.profile.memory.capacity)}` }];
     });
   return {
     ranked,
     families,
     neighbors,
-    stats: { candidates: bounded.length, evaluated, pruned, infeasible, duplicates, simulated: ranked.length, seconds: (performance.now() - started) / 1000 },
+    stats: { candidates: bounded.length, evaluated, pruned, infeasible: infeasible + overMemory, duplicates, simulated: ranked.length + overMemory, seconds: (performance.now() - started) / 1000 },
   };
 }
 
@@ -258,6 +279,15 @@ function thinner(a: Candidate, b: Candidate): number {
     b.microBatches - a.microBatches ||
     Number(a.reshardAfterForward === false) - Number(b.reshardAfterForward === false)
   );
+}
+
+/** Ranks finalists by simulated step time; within 0.1% (below the cost model's resolution) the one that
+ *  needs less memory, then the simpler one, goes first (GPipe and 1F1B often tie on time, not on memory). */
+function byPrediction(a: Evaluated, b: Evaluated): number {
+  const ta = a.simulated!;
+  const tb = b.simulated!;
+  if (Math.abs(ta - tb) > 1e-3 * Math.min(ta, tb)) return ta - tb;
+  return a.memoryBytes - b.memoryBytes || simplicity(a.candidate) - simplicity(b.candidate) || ta - tb;
 }
 
 /** Among equal predictions, the plan with less machinery: fewer stages, less sharding, less recompute. */
@@ -323,7 +353,9 @@ function leastMemory(model: StageModel, sizes: readonly number[] | undefined): n
   return split ? split.bottleneck * model.virtualStages : Infinity;
 }
 
-function simulateCandidate(e: Evaluated, model: StageModel, bandwidth: number): number {
+/** The simulated step time and largest per-device memory of a finalist; undefined when the memory the
+ *  schedule really holds (its own count of micro-batches and deferred W's per rank) does not fit. */
+function simulateCandidate(e: Evaluated, model: StageModel, bandwidth: number, capacity: number): { seconds: number; memoryBytes: number } | undefined {
   const c = e.candidate;
   const costs = scheduleCostsFor(model, e.balance);
   // The orders are validated deadlock-free by the schedule tests for every shape, and the plan compile
@@ -333,8 +365,14 @@ function simulateCandidate(e: Evaluated, model: StageModel, bandwidth: number): 
     { costs },
   );
   const report = simulate(lowered, costs);
+  const fixed = new Array<number>(c.stages).fill(0);
+  boundsOf(e.balance).forEach(([i, j], k) => {
+    fixed[model.pipeRank(k)]! += model.stateBytes(i, j) + model.fixedActivationBytes(k, i, j);
+  });
+  const memoryBytes = Math.max(...report.perRank.map((r, rank) => fixed[rank]! + r.peakBytes));
+  if (memoryBytes > capacity) return undefined;
   const est = estimateStep(c, model, e.balance, bandwidth);
-  return report.stepTime + est.sync + est.optimizer;
+  return { seconds: report.stepTime + est.sync + est.optimizer, memoryBytes };
 }
 
 function familyOutcomes(

@@ -26,6 +26,9 @@ interface Recompute {
   readonly take: ReadonlyMap<number, number>;
   /** The stage's bytes once they are recomputed. */
   readonly bytes: number;
+  /** Bytes one micro-batch no longer keeps, and the recompute workspace held once. */
+  readonly freed: number;
+  readonly workspace: number;
 }
 
 export interface StageModelInput {
@@ -35,6 +38,8 @@ export interface StageModelInput {
   readonly candidate: Candidate;
   readonly precision: Precision;
   readonly optimizer: Optimizer;
+  /** Bytes a device may use (default: the profile's memory; less when compile derates it, see compile.ts). */
+  readonly capacity?: number;
 }
 
 /** Micro-batches whose activations a stage holds at its peak: GPipe all m, 1F1B and ZB-H1 p − k (Narayanan
@@ -118,6 +123,7 @@ export class StageModel {
   private readonly backwardPrefix: Float64Array;
   private readonly weightPrefix: Float64Array;
   private readonly paramPrefix: Float64Array;
+  private readonly weightGradPrefix: Float64Array;
   private readonly capacity: number;
   private readonly word: number;
   private readonly perParam: StateBytesPerParam;
@@ -135,7 +141,7 @@ export class StageModel {
     const L = table.count;
     this.layers = L;
     this.stageCount = c.stages * c.virtualStages;
-    this.capacity = cluster.profile.memory.capacity;
+    this.capacity = x.capacity ?? cluster.profile.memory.capacity;
     this.perParam = stateBytesPerParam(x.precision, x.optimizer);
     this.word = this.perParam.param;
     this.maxLayerParams = Math.max(...table.params);
@@ -151,6 +157,7 @@ export class StageModel {
     this.backwardPrefix = prefix(seconds.backward);
     this.weightPrefix = prefix(pr.backwardWeight);
     this.paramPrefix = prefix(table.params);
+    this.weightGradPrefix = prefix(pr.weightGrad);
     // A tied weight's gradient is all-reduced between its holders' stages every micro-batch under FSDP and
     // ShardedDDP (once per step otherwise: step-model.ts), over the link that spans the pipeline.
     const perMicroBatch = c.shard === "fsdp" || c.shard === "sddp";
@@ -229,16 +236,42 @@ export class StageModel {
     const kept = input + this.keptBytes(i, j);
     const n = inFlight(this.c, this.pipeRank(k));
     const transfers = 2 * (j < this.layers ? this.x.profile.cut[j]! : 0) + this.x.profile.cut[i]!;
+    // ZB-H1 defers W: pipeline rank r holds up to r + 1 micro-batches' weight-gradient inputs after their
+    // I (the schedule simulator's peakAwaitingW).
+    const deferred = this.c.schedule === "zero_bubble" ? Math.min(this.pipeRank(k) + 1, this.c.microBatches) * this.weightGradBytes(i, j) : 0;
     switch (this.c.checkpoint) {
       case "never":
       case "selective":
-        return n * kept + transfers;
+        return n * kept + transfers + deferred;
       case "always":
         // Every micro-batch keeps its input; one at a time is rebuilt by its recompute.
-        return n * input + (kept - input) + transfers;
+        return n * input + (kept - input) + transfers + deferred;
       case "except_last":
-        return Math.max(0, n - 1) * input + 2 * kept - input + transfers;
+        return Math.max(0, n - 1) * input + 2 * kept - input + transfers + deferred;
     }
+  }
+
+  /** What one micro-batch keeps on stage k (its input included), with selective recompute applied. */
+  keptPerMicroBatch(k: number, i: number, j: number): number {
+    const kept = this.inputBytes(i, j) + this.keptBytes(i, j);
+    return kept - (this.c.checkpoint === "selective" ? this.recompute(k, i, j)?.freed ?? 0 : 0);
+  }
+
+  /** The stage input of one micro-batch (all a checkpointed micro-batch keeps until its recompute). */
+  stageInputBytes(i: number, j: number): number {
+    return this.inputBytes(i, j);
+  }
+
+  /** Bytes besides the micro-batches' activations: transfer buffers and the recompute workspace. */
+  fixedActivationBytes(k: number, i: number, j: number): number {
+    const transfers = 2 * (j < this.layers ? this.x.profile.cut[j]! : 0) + this.x.profile.cut[i]!;
+    const workspace = this.c.checkpoint === "selective" ? this.recompute(k, i, j)?.workspace ?? 0 : 0;
+    return transfers + workspace;
+  }
+
+  /** What the weight-gradient ops of layers [i, j) read of one micro-batch. */
+  weightGradBytes(i: number, j: number): number {
+    return this.weightGradPrefix[j]! - this.weightGradPrefix[i]!;
   }
 
   /** Device bytes a stage needs (its 1/v share for interleaved), nothing extra recomputed. */
@@ -289,11 +322,12 @@ export class StageModel {
   private computeRecompute(k: number, i: number, j: number): Recompute | undefined {
     const bytes = this.memoryBytes(k, i, j);
     let deficit = bytes - this.budget;
-    if (deficit <= 0 || this.c.checkpoint !== "selective") return { seconds: 0, take: NOTHING, bytes };
+    if (deficit <= 0 || this.c.checkpoint !== "selective") return { seconds: 0, take: NOTHING, bytes, freed: 0, workspace: 0 };
     const take = new Map<number, number>();
     const n = inFlight(this.c, this.pipeRank(k));
     let seconds = 0;
     let workspace = 0;
+    let freed = 0;
     for (const s of this.selective) {
       const count = s.count[j]! - s.count[i]!;
       if (count === 0) continue;
@@ -305,8 +339,9 @@ export class StageModel {
       deficit += extra - used * n * s.freed;
       workspace = Math.max(workspace, s.workspace);
       seconds += used * s.seconds;
+      freed += used * s.freed;
       take.set(s.cls, used);
-      if (deficit <= 0) return { seconds, take, bytes: this.budget + deficit };
+      if (deficit <= 0) return { seconds, take, bytes: this.budget + deficit, freed, workspace };
     }
     return undefined;
   }

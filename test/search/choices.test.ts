@@ -109,7 +109,8 @@ describe("the plan search's choices", () => {
       expect(standing.slice(1).every((x) => x.status === "alternative")).toBe(true);
       const simulated = standing.map((x) => x.simulatedStepSeconds!);
       expect(simulated.every((s) => Number.isFinite(s))).toBe(true);
-      expect(simulated).toEqual([...simulated].sort((a, b) => a - b));
+      // Ranked by simulated step time; within 0.1% (a tie for the cost model) by memory instead.
+      for (let i = 1; i < simulated.length; i++) expect(simulated[i]!, search.candidates[i]!.settings).toBeGreaterThanOrEqual(simulated[i - 1]! * (1 - 1e-3));
       expect(plan.settings.stages * plan.settings.dataParallel).toBe(c.devices);
     });
   }
