@@ -101,6 +101,61 @@ describe("known answers", () => {
   });
 });
 
+describe("constraints", () => {
+  const pinned = (pin: boolean) => `
+block Dense(d: int) {
+  fc = linear(d, d)
+  forward(x) {
+    return relu(fc(x))
+  }
+}
+
+model pinned {
+  a = Dense(64)
+  ${pin ? "@stage(1)" : ""}
+  b = Dense(64)
+  c = Dense(64)
+  d = Dense(64)
+  e = Dense(64)
+  f = Dense(64)
+  forward(x: f32[B, 64], y: f32[B, 64]) {
+    return mse_loss(f(e(d(c(b(a(x)))))), y)
+  }
+}
+
+train {
+  batch = 16
+  optimizer = sgd(lr: 0.1)
+  precision = fp32
+  seed = 1
+  steps = 1
+  data = synthetic()
+}
+
+parallel {
+  stages = 2, data_parallel = 1, chunks = auto
+  schedule = 1f1b, checkpoint = never, shard = none
+}
+`;
+  it("a stage pin moves the split: the pinned layer starts stage 1 however uneven that is", () => {
+    const dir = mkdtempSync(join(tmpdir(), "fsm-pin-"));
+    const sizes = [false, true].map((pin) => {
+      const path = join(dir, `${pin}.fsm`);
+      writeFileSync(path, pinned(pin));
+      const model = checkFile(path, {}).model!;
+      return layersPerStage(compileModel(model, { cluster: "cpu", source: path, fsmVersion: "test" }).plan);
+    });
+    expect(sizes[0]).toEqual([3, 3]);
+    expect(sizes[1]).toEqual([1, 5]);
+  });
+
+  it("an explicit balance is kept as given", () => {
+    const c = compileModel(uniformModel(["parallel.balance=[3, 9, 6, 6]", "parallel.chunks=auto"]), { cluster: "cpu", source: "uniform", fsmVersion: "test" });
+    expect(c.plan.search).toBeDefined();
+    expect(layersPerStage(c.plan)).toEqual([3, 9, 6, 6]);
+  });
+});
+
 describe("the search is exact about what it prunes", () => {
   const cases: [string, string, number][] = [
     ["gpt-tiny", "cpu", 4],
