@@ -10,14 +10,16 @@ import type { Cluster } from "../cost/cluster.js";
 import type { Graph } from "../graph/graph.js";
 import { lower } from "../schedule/lower.js";
 import { buildComputeOrder } from "../schedule/orders/build.js";
-import { simulate } from "../schedule/simulate.js";
+import { execute } from "../schedule/execute.js";
+import { activationMemory } from "../schedule/memory.js";
+import { actionSeconds } from "../schedule/simulate.js";
 import { candidateText, type Candidate, type Evaluated } from "./candidate.js";
 import { LayerTable } from "./layer-table.js";
 import { optimalPartition } from "./partition.js";
 import { scheduleCostsFor } from "./schedule-costs.js";
 import { searchSpace } from "./space.js";
 import { blockLink, layerSeconds, StageModel, type LayerSeconds } from "./stage-model.js";
-import { stateBytesPerParam } from "../cost/memory.js";
+import { modelStateBytes, stateBytesPerParam } from "../cost/memory.js";
 import { estimateStep, lowerBound } from "./step-model.js";
 
 export interface SearchInput {
@@ -157,6 +159,10 @@ export function searchPlans(x: SearchInput): SearchResult {
   /** A candidate's optimal split and estimate; `infeasible` when no split fits, `duplicate` for selective
    *  checkpointing that recomputes nothing (that plan is checkpoint = never's). */
   const evaluate = (c: Candidate): Evaluated | "infeasible" | "duplicate" => {
+    // Some stage holds at least an even share of the parameters, so at least that share's model state: when
+    // that alone exceeds a stage's memory, no split fits and the partitioner need not look.
+    const stageCount = c.stages * c.virtualStages;
+    if (modelStateBytes(Math.floor(totalParams / stageCount), c.dataParallel, c.shard, x.train.precision, x.train.optimizer) > capacity / c.virtualStages) return "infeasible";
     const model = modelOf(c);
     const split = optimalPartition({
       layers: table.count,
@@ -364,15 +370,18 @@ function simulateCandidate(e: Evaluated, model: StageModel, bandwidth: number, c
     buildComputeOrder({ schedule: c.schedule, ranks: c.stages, microBatches: c.microBatches, ...(c.schedule === "interleaved" && { virtualStages: c.virtualStages }), checkpoint: c.checkpoint === "selective" ? "never" : c.checkpoint }),
     { costs },
   );
-  const report = simulate(lowered, costs);
+  // simulate() without its second run (exposed communication), which the search does not use.
+  const run = execute(lowered, (a) => actionSeconds(costs, a));
+  if (!run.complete) throw new Error(`internal: the ${c.schedule} schedule deadlocks for ${candidateText(c)}`);
+  const memory = activationMemory(lowered, run, costs);
   const fixed = new Array<number>(c.stages).fill(0);
   boundsOf(e.balance).forEach(([i, j], k) => {
     fixed[model.pipeRank(k)]! += model.stateBytes(i, j) + model.fixedActivationBytes(k, i, j);
   });
-  const memoryBytes = Math.max(...report.perRank.map((r, rank) => fixed[rank]! + r.peakBytes));
+  const memoryBytes = Math.max(...memory.perRank.map((r, rank) => fixed[rank]! + r.peakBytes));
   if (memoryBytes > capacity) return undefined;
   const est = estimateStep(c, model, e.balance, bandwidth);
-  return { seconds: report.stepTime + est.sync + est.optimizer, memoryBytes };
+  return { seconds: run.makespan + est.sync + est.optimizer, memoryBytes };
 }
 
 function familyOutcomes(
