@@ -20,6 +20,7 @@ import { scheduleCostsFor } from "./schedule-costs.js";
 import { searchSpace } from "./space.js";
 import { blockLink, layerSeconds, StageModel, type LayerSeconds } from "./stage-model.js";
 import { modelStateBytes, stateBytesPerParam } from "../cost/memory.js";
+import { bucketCapBytes } from "../shard/buckets.js";
 import { estimateStep, lowerBound } from "./step-model.js";
 
 export interface SearchInput {
@@ -119,6 +120,7 @@ export function searchPlans(x: SearchInput): SearchResult {
   const totalParams = x.training.parameterCount();
 
   const word = stateBytesPerParam(x.train.precision, x.train.optimizer).param;
+  const bucketBytes = bucketCapBytes(x.parallel.bucketMB);
   const microBatch = (c: Candidate): number => x.train.batch / (c.dataParallel * c.microBatches);
   // Layer seconds depend on the micro-batch size, the data-parallel degree and the sharding only: shared.
   const secondsCache = new Map<string, LayerSeconds>();
@@ -126,13 +128,13 @@ export function searchPlans(x: SearchInput): SearchResult {
     const key = `${microBatch(c)}|${c.dataParallel}|${c.shard}|${c.reshardAfterForward}`;
     let s = secondsCache.get(key);
     if (!s) {
-      s = layerSeconds(table, table.at(microBatch(c)), x.cluster, c, word);
+      s = layerSeconds(table, table.at(microBatch(c)), x.cluster, c, word, bucketBytes);
       secondsCache.set(key, s);
     }
     return s;
   };
   const modelOf = (c: Candidate): StageModel =>
-    new StageModel({ table, profile: table.at(microBatch(c)), cluster: x.cluster, candidate: c, precision: x.train.precision, optimizer: x.train.optimizer, capacity }, secondsOf(c));
+    new StageModel({ table, profile: table.at(microBatch(c)), cluster: x.cluster, candidate: c, precision: x.train.precision, optimizer: x.train.optimizer, capacity, bucketBytes }, secondsOf(c));
   const bounded = space.candidates.map((c) => {
     const profile = table.at(microBatch(c));
     let weightSeconds = 0;

@@ -10,6 +10,7 @@ import type { Candidate } from "./candidate.js";
 import { LayerTable } from "./layer-table.js";
 import { optimalPartition } from "./partition.js";
 import { StageModel } from "./stage-model.js";
+import { bucketCapBytes } from "../shard/buckets.js";
 
 export function optimalSplit(training: Graph, s: ResolvedSettings, cluster: Cluster, train: Pick<TrainConfig, "precision" | "seq" | "optimizer">): number[] {
   const table = new LayerTable(training, cluster, train.precision, train.seq);
@@ -23,7 +24,7 @@ export function optimalSplit(training: Graph, s: ResolvedSettings, cluster: Clus
     reshardAfterForward: s.reshardAfterForward,
     checkpoint: s.checkpoint,
   };
-  const model = new StageModel({ table, profile: table.at(s.microBatchSize), cluster, candidate, precision: train.precision, optimizer: train.optimizer });
+  const model = new StageModel({ table, profile: table.at(s.microBatchSize), cluster, candidate, precision: train.precision, optimizer: train.optimizer, bucketBytes: bucketCapBytes(s.bucketMB) });
   const problem = { layers: table.count, stages: model.stageCount, stageTime: (k: number, i: number, j: number) => model.stageTime(k, i, j) };
   const pinsHold = (k: number, i: number, j: number): boolean => {
     for (let l = i; l < j; l++) if (table.pins[l] !== undefined && table.pins[l] !== k) return false;

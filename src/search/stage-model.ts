@@ -11,7 +11,7 @@
 // Bytes: model state under the shard strategy (ZeRO formulas), FSDP's gathered units, the activations of
 // the micro-batches the schedule keeps in flight on that stage, and the transfer buffers.
 import type { Optimizer, Precision } from "../check/settings-types.js";
-import { collectiveTime, groupLink, type Link } from "../cost/collectives.js";
+import { collectiveTime, groupLink, type CollectiveKind, type Link } from "../cost/collectives.js";
 import type { Cluster } from "../cost/cluster.js";
 import { stateBytesPerParam, type StateBytesPerParam } from "../cost/memory.js";
 import { meshRank } from "../plan/plan.js";
@@ -40,6 +40,8 @@ export interface StageModelInput {
   readonly optimizer: Optimizer;
   /** Bytes a device may use (default: the profile's memory; less when compile derates it, see compile.ts). */
   readonly capacity?: number;
+  /** Gradient bucket size (parallel.bucket_mb). */
+  readonly bucketBytes: number;
 }
 
 /** Micro-batches whose activations a stage holds at its peak: GPipe all m, 1F1B and ZB-H1 p − k (Narayanan
@@ -70,6 +72,8 @@ export interface LayerSeconds {
   readonly forward: Float64Array;
   readonly backward: Float64Array;
   readonly comm: Float64Array;
+  /** FSDP with resharding: the all-gather of each layer's unit, which a recompute must repeat. */
+  readonly gather: Float64Array;
   readonly computeSum: number;
   readonly commSum: number;
   /** The largest layer's compute and comm. */
@@ -77,13 +81,21 @@ export interface LayerSeconds {
   readonly commMax: number;
 }
 
-export function layerSeconds(table: LayerTable, pr: MicroBatchProfile, cluster: Cluster, c: Candidate, word: number): LayerSeconds {
+/** A collective over `bytes` issued as buckets of at most `bucketBytes` (DDP/ShardedDDP gradient buckets):
+ *  every bucket pays the ring's latency. */
+export function bucketedTime(kind: CollectiveKind, bytes: number, ranks: number, link: Link, bucketBytes: number): number {
+  const buckets = Math.max(1, Math.ceil(bytes / bucketBytes));
+  return buckets * collectiveTime(kind, bytes / buckets, ranks, link);
+}
+
+export function layerSeconds(table: LayerTable, pr: MicroBatchProfile, cluster: Cluster, c: Candidate, word: number, bucketBytes: number): LayerSeconds {
   const L = table.count;
   // Every stage's data-parallel group spans as many nodes as stage 0's under meshRank's layout.
   const link = blockLink(cluster, 0, c.dataParallel);
   const forward = new Float64Array(L);
   const backward = new Float64Array(L);
   const comm = new Float64Array(L);
+  const gathers = new Float64Array(L);
   let computeSum = 0;
   let commSum = 0;
   let computeMax = 0;
@@ -96,9 +108,10 @@ export function layerSeconds(table: LayerTable, pr: MicroBatchProfile, cluster: 
     if (c.shard === "fsdp") {
       const gather = collectiveTime("all_gather", bytes, c.dataParallel, link);
       m = (c.reshardAfterForward ? 2 : 1 / c.microBatches) * gather + collectiveTime("reduce_scatter", bytes, c.dataParallel, link);
+      if (c.reshardAfterForward) gathers[l] = gather;
     } else if (c.shard === "sddp") {
       // ShardedDDP reduces each micro-batch's gradients to their owners as they are ready (src/shard/sddp.ts).
-      m = collectiveTime("reduce", bytes, c.dataParallel, link);
+      m = bucketedTime("reduce", bytes, c.dataParallel, link, bucketBytes);
     }
     forward[l] = f;
     backward[l] = b;
@@ -108,7 +121,7 @@ export function layerSeconds(table: LayerTable, pr: MicroBatchProfile, cluster: 
     computeMax = Math.max(computeMax, f + b);
     commMax = Math.max(commMax, m);
   }
-  return { forward, backward, comm, computeSum, commSum, computeMax, commMax };
+  return { forward, backward, comm, gather: gathers, computeSum, commSum, computeMax, commMax };
 }
 
 export class StageModel {
@@ -118,6 +131,7 @@ export class StageModel {
   /** Per-layer seconds with nothing recomputed beyond @checkpoint, and with the recompute `checkpoint` adds. */
   private readonly computePrefix: Float64Array;
   private readonly commPrefix: Float64Array;
+  private readonly gatherPrefix: Float64Array;
   private readonly tied: readonly { readonly layers: readonly number[]; readonly seconds: number }[];
   private readonly forwardPrefix: Float64Array;
   private readonly backwardPrefix: Float64Array;
@@ -135,7 +149,7 @@ export class StageModel {
 
   constructor(
     private readonly x: StageModelInput,
-    seconds: LayerSeconds = layerSeconds(x.table, x.profile, x.cluster, x.candidate, stateBytesPerParam(x.precision, x.optimizer).param),
+    seconds: LayerSeconds = layerSeconds(x.table, x.profile, x.cluster, x.candidate, stateBytesPerParam(x.precision, x.optimizer).param, x.bucketBytes),
   ) {
     const { table, profile: pr, cluster, candidate: c } = x;
     const L = table.count;
@@ -152,7 +166,9 @@ export class StageModel {
     const compute = new Float64Array(L);
     for (let l = 0; l < L; l++) compute[l] = seconds.forward[l]! + seconds.backward[l]! + recomputeShare * pr.forward[l]!;
     this.computePrefix = prefix(compute);
-    this.commPrefix = prefix(seconds.comm);
+    // A recompute re-runs the forward, so under FSDP with resharding it gathers the units again.
+    this.commPrefix = prefix(seconds.comm.map((m, l) => m + recomputeShare * seconds.gather[l]!));
+    this.gatherPrefix = prefix(seconds.gather);
     this.forwardPrefix = prefix(seconds.forward);
     this.backwardPrefix = prefix(seconds.backward);
     this.weightPrefix = prefix(pr.backwardWeight);
@@ -212,6 +228,11 @@ export class StageModel {
     const shard = Math.ceil(params / c.dataParallel);
     let bytes =
       c.shard === "none" ? (pb + gb + kb) * params : c.shard === "oss" ? (pb + gb) * params + kb * shard : c.shard === "sddp" ? pb * params + (gb + kb) * shard : (pb + gb + kb) * shard;
+    if (c.shard === "sddp") {
+      // ShardedDDP reduces each micro-batch's gradient buckets as they fill: the stage's full gradient is
+      // staged locally until its buckets are reduced (ZeRO-2's g·Ψ/N holds between steps, not within one).
+      bytes += gb * params;
+    }
     if (c.shard === "fsdp") {
       // Kept gathered for the whole step without resharding; else the unit in use and the one prefetched.
       bytes += c.reshardAfterForward ? 2 * Math.min(params, 2 * this.maxLayerParams) * this.word : params * this.word;
@@ -288,11 +309,12 @@ export class StageModel {
     return this.c.virtualStages;
   }
 
-  /** Seconds of the forward's recompute of layers [i, j) (the compute alone, as an R action runs it). */
+  /** Seconds of the forward's recompute of layers [i, j) as an R action runs it: after the units it needs
+   *  are gathered again (FSDP with resharding). */
   recomputeSeconds(i: number, j: number): number {
     let n = 0;
     for (let l = i; l < j; l++) n += this.x.profile.forward[l]!;
-    return n;
+    return n + this.gatherPrefix[j]! - this.gatherPrefix[i]!;
   }
 
   cutBytes(j: number): number {
@@ -387,6 +409,9 @@ export class StageModel {
   }
   get weightBytes(): number {
     return this.word;
+  }
+  get bucketBytes(): number {
+    return this.x.bucketBytes;
   }
 }
 

@@ -12,7 +12,7 @@ import type { Optimizer, Precision } from "../check/settings-types.js";
 import { collectiveTime, type Link } from "../cost/collectives.js";
 import { modelStateBytes } from "../cost/memory.js";
 import type { Candidate } from "./candidate.js";
-import type { LayerSeconds, StageModel } from "./stage-model.js";
+import { bucketedTime, type LayerSeconds, type StageModel } from "./stage-model.js";
 
 export interface StepEstimate {
   readonly seconds: number;
@@ -87,7 +87,7 @@ function tailSync(c: Candidate, model: StageModel, r: number, bounds: readonly [
   });
   const bytes = params * model.weightBytes;
   const link = model.dpLink(r);
-  const reduce = c.shard === "sddp" ? 0 : collectiveTime("all_reduce", bytes, c.dataParallel, link);
+  const reduce = c.shard === "sddp" ? 0 : bucketedTime("all_reduce", bytes, c.dataParallel, link, model.bucketBytes);
   const exposed = Math.max(0, reduce - lastBackward);
   // Each owner broadcasts its parameters: together, the stage's parameters once around the group.
   const broadcast = c.shard === "none" ? 0 : collectiveTime("all_gather", bytes, c.dataParallel, link);
