@@ -133,6 +133,7 @@ export class StageModel {
   private readonly commPrefix: Float64Array;
   private readonly gatherPrefix: Float64Array;
   private readonly tied: readonly { readonly layers: readonly number[]; readonly seconds: number }[];
+  private readonly tiedPerStep: readonly { readonly layers: readonly number[]; readonly seconds: number }[];
   private readonly forwardPrefix: Float64Array;
   private readonly backwardPrefix: Float64Array;
   private readonly weightPrefix: Float64Array;
@@ -178,7 +179,9 @@ export class StageModel {
     // ShardedDDP (once per step otherwise: step-model.ts), over the link that spans the pipeline.
     const perMicroBatch = c.shard === "fsdp" || c.shard === "sddp";
     const pipeLink = groupLink(cluster, [0, cluster.devices - 1]);
-    this.tied = perMicroBatch ? table.shared.map((t) => ({ layers: t.layers, seconds: collectiveTime("all_reduce", t.params * this.word, 2, pipeLink) })) : [];
+    const tied = table.shared.map((t) => ({ layers: t.layers, seconds: collectiveTime("all_reduce", t.params * this.word, 2, pipeLink) }));
+    this.tied = perMicroBatch ? tied : [];
+    this.tiedPerStep = perMicroBatch ? [] : tied;
     this.selective = c.checkpoint !== "selective" ? [] : selectiveKinds(table, pr);
   }
 
@@ -410,6 +413,20 @@ export class StageModel {
   get weightBytes(): number {
     return this.word;
   }
+  /** Seconds of the once-per-step all-reduces of tied weights whose holders include pipeline rank r and
+   *  another rank (DDP and OSS). */
+  tiedStepSeconds(r: number, bounds: readonly (readonly [number, number])[]): number {
+    let t = 0;
+    for (const tie of this.tiedPerStep) {
+      const ranks = new Set<number>();
+      bounds.forEach(([i, j], k) => {
+        if (tie.layers.some((l) => l >= i && l < j)) ranks.add(this.pipeRank(k));
+      });
+      if (ranks.size > 1 && ranks.has(r)) t += tie.seconds;
+    }
+    return t;
+  }
+
   get bucketBytes(): number {
     return this.x.bucketBytes;
   }

@@ -76,22 +76,27 @@ export function estimateStep(c: Candidate, model: StageModel, sizes: readonly nu
   return { seconds: pipeline + sync + optimizer, pipeline, sync, optimizer, stageTimes: device };
 }
 
-/** Gradient synchronisation of pipeline rank r not hidden behind its last backward (DDP and OSS all-reduce
- *  once per step), plus the parameter broadcast OSS and ShardedDDP do after the step. FSDP's and ShardedDDP's
- *  per-micro-batch collectives are inside the stage times. */
+/** The step's tail on pipeline rank r: gradient synchronisation not hidden behind its last backward, tied
+ *  weights' all-reduce, the owners' parameter broadcast. */
 function tailSync(c: Candidate, model: StageModel, r: number, bounds: readonly [number, number][], lastBackward: number): number {
-  if (c.dataParallel === 1 || c.shard === "fsdp") return 0;
+  if (c.shard === "fsdp") return 0;
+  // A tied weight split across pipeline ranks: DDP and OSS all-reduce its gradient between them once per
+  // step (FSDP and ShardedDDP every micro-batch, inside the stage times).
+  const tied = c.shard === "sddp" ? 0 : model.tiedStepSeconds(r, bounds);
+  if (c.dataParallel === 1) return tied;
   let params = 0;
   bounds.forEach(([i, j], k) => {
     if (k % c.stages === r) params += model.paramsIn(i, j);
   });
   const bytes = params * model.weightBytes;
   const link = model.dpLink(r);
+  // DDP and OSS all-reduce the gradients once, overlapping the last backward; ShardedDDP reduced them per
+  // micro-batch already.
   const reduce = c.shard === "sddp" ? 0 : bucketedTime("all_reduce", bytes, c.dataParallel, link, model.bucketBytes);
   const exposed = Math.max(0, reduce - lastBackward);
-  // Each owner broadcasts its parameters: together, the stage's parameters once around the group.
+  // OSS and ShardedDDP owners broadcast their parameters: together, the stage's parameters once around.
   const broadcast = c.shard === "none" ? 0 : collectiveTime("all_gather", bytes, c.dataParallel, link);
-  return exposed + broadcast;
+  return exposed + broadcast + tied;
 }
 
 /**

@@ -187,6 +187,27 @@ describe("the search is exact about what it prunes", () => {
   }
 });
 
+describe("the search's model against the compiled plan's own simulation", () => {
+  // The search ranks by its stage model and the pipeline simulator; the plan compile emits is simulated at
+  // layer granularity with every collective. Large models agree closely; tiny latency-bound ones less so.
+  const cases: [string, string, number, number][] = [
+    ["gpt2-124m", "h100-sxm", 8, 0.05],
+    ["llama-7b", "h100-sxm", 8, 0.05],
+    ["gpt3-175b", "h200", 1024, 0.05],
+    ["mlp", "cpu", 4, 0.5],
+    ["gpt-tiny", "cpu", 4, 0.5],
+  ];
+  for (const [name, cluster, devices, tolerance] of cases) {
+    it(`${name} on ${cluster} × ${devices}: within ${tolerance * 100}%`, () => {
+      const c = compileModel(sample(name), { cluster, devices, source: name, fsmVersion: "test" });
+      const s = c.plan.search!;
+      const chosen = s.candidates.find((x) => x.status === "chosen")!;
+      expect(Math.abs(s.plannedStepSeconds / chosen.simulatedStepSeconds! - 1)).toBeLessThan(tolerance);
+      expect(s.plannedStepSeconds).toBe(c.plan.predicted.stepTimeSeconds);
+    });
+  }
+});
+
 describe("what compile records", () => {
   it("the chosen candidate, its runners-up with estimates and simulations, rejected families and the counts", () => {
     const c = compileModel(sample("gpt2-124m"), { cluster: "h100-sxm", devices: 64, source: "gpt2", fsmVersion: "test" });
