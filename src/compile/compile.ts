@@ -1,6 +1,7 @@
 // The compile pipeline in processing order: a checked model and a cluster → a validated, simulated Plan.
 //   1 resolve settings (resolve.ts); whatever is `auto` (and the stage split) the plan search chooses
-//     (src/search): candidates ranked by predicted step time are planned in turn until one fits
+//     (src/search): the best candidate by predicted step time is planned; if its memory plan overflows, the
+//     search runs again for less memory
 //   2 training graph (src/passes autodiff)
 //   3 layers → stages and ranks (stages.ts), what crosses each cut (boundaries.ts)
 //   4 shard plan per stage (shard.ts → src/shard)

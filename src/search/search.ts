@@ -4,9 +4,11 @@
 // known, a candidate whose bound is no better than the keep-th best estimate cannot enter the kept set, and
 // neither can any after it (the order is by bound): they are pruned without losing any candidate of the
 // kept set. The kept candidates are then run through the pipeline simulator (src/schedule) and ranked by
-// its step time; compile plans them in that order until one fits its memory plan.
+// its step time (and their memory as the schedule really holds it). Compile plans the best; when its memory
+// plan overflows, compile searches again with the memory the search may plan for scaled down by the overflow.
 import type { ParallelConfig, TrainConfig } from "../check/settings-types.js";
 import type { Cluster } from "../cost/cluster.js";
+import type { DeviceProfile } from "../cost/profile.js";
 import type { Graph } from "../graph/graph.js";
 import { lower } from "../schedule/lower.js";
 import { buildComputeOrder } from "../schedule/orders/build.js";
@@ -246,7 +248,7 @@ export function searchPlans(x: SearchInput): SearchResult {
     const family = `pp=${b.c.stages} dp=${b.c.dataParallel}`;
     familyBound.set(family, Math.min(familyBound.get(family) ?? Infinity, b.bound));
   }
-  const families = familyOutcomes(space.excluded, bounded.map((b) => b.c), familyBest, familyBound, familyMemory, capacity, x.cluster.profile.name);
+  const families = familyOutcomes(space.excluded, bounded.map((b) => b.c), familyBest, familyBound, familyMemory, capacity, x.cluster.profile);
   if (ranked.length === 0 && best.length > 0) {
     throw new SearchError(
       `the ${best.length} candidates with the best estimates for ${devices} ${x.cluster.profile.name} devices fit by the stage model but not by the pipeline simulator's memory (e.g. ${candidateText(best[0]!.candidate)}); use more devices or a smaller batch`,
@@ -393,8 +395,10 @@ function familyOutcomes(
   bound: ReadonlyMap<string, number>,
   memory: ReadonlyMap<string, { needed: number; text: string }>,
   capacity: number,
-  profile: string,
+  profile: DeviceProfile,
 ): FamilyOutcome[] {
+  // `capacity` is what the search plans for (derated after an overflow); messages name the device's memory.
+  const derated = capacity < profile.memory.capacity ? ` (the search plans for ${gib(capacity)} of it after a memory plan overflowed)` : "";
   const out: FamilyOutcome[] = excluded.map((x) => ({ family: x.family, reason: x.reason }));
   const families = [...new Set(all.map((c) => `pp=${c.stages} dp=${c.dataParallel}`))];
   for (const family of families) {
@@ -402,7 +406,7 @@ function familyOutcomes(
     if (b !== undefined) out.push({ family, best: b });
     else if (memory.has(family) && memory.get(family)!.needed > capacity) {
       const m = memory.get(family)!;
-      out.push({ family, reason: `needs ${gib(m.needed)} on its fullest device at best (${m.text}), each ${profile} device has ${gib(capacity)}` });
+      out.push({ family, reason: `needs ${gib(m.needed)} on its fullest device at best (${m.text}), each ${profile.name} device has ${gib(profile.memory.capacity)}${derated}` });
     } else out.push({ family, reason: `pruned: its step time is at least ${bound.get(family)!.toPrecision(4)} s (bound), no better than the plans kept` });
   }
   const key = (f: string): number[] => f.match(/\d+/g)!.map(Number);
