@@ -231,9 +231,11 @@ export class StageModel {
     const shard = Math.ceil(params / c.dataParallel);
     let bytes =
       c.shard === "none" ? (pb + gb + kb) * params : c.shard === "oss" ? (pb + gb) * params + kb * shard : c.shard === "sddp" ? pb * params + (gb + kb) * shard : (pb + gb + kb) * shard;
-    if (c.shard === "sddp") {
-      // ShardedDDP reduces each micro-batch's gradient buckets as they fill: the stage's full gradient is
-      // staged locally until its buckets are reduced (ZeRO-2's g·Ψ/N holds between steps, not within one).
+    if (c.shard === "sddp" || c.shard === "fsdp") {
+      // Each micro-batch's gradients are staged unsharded until their reduce (ShardedDDP) or reduce-scatter
+      // (FSDP); compile's memory plan keeps a unit's staging from the start of the backward action that
+      // produces it, so a whole stage's gradient is live at the end of a backward (ZeRO's g·Ψ/N holds
+      // between steps, not within one).
       bytes += gb * params;
     }
     if (c.shard === "fsdp") {
