@@ -36,7 +36,7 @@ const shapes = (name: SampleName, ...s: [string, number][]): Case[] => s.map(([c
 
 const CASES: readonly Case[] = [
   ...shapes("mlp", ["cpu", 4], ["h100-sxm", 8], ["h200", 64]),
-  ...shapes("gpt-tiny", ["cpu", 4], ["h100-sxm", 8], ["h200", 64]),
+  ...shapes("gpt-tiny", ["cpu", 4], ["h100-sxm", 8], ["h200", 2]),
   ...shapes("gpt2-124m", ["h100-sxm", 8], ["h100-sxm", 64], ["h200", 256]),
   ...shapes("llama-7b", ["h100-sxm", 8], ["h100-sxm", 64], ["h200", 256]),
   ...shapes("llama-70b", ["h100-sxm", 64], ["h100-sxm", 512], ["h200", 1024]),
