@@ -10,10 +10,11 @@ import { compileCommand } from "./commands/compile.js";
 import { costCommand } from "./commands/cost.js";
 import { explainCommand } from "./commands/explain.js";
 import { graphCommand } from "./commands/graph.js";
+import { runCommand } from "./commands/run.js";
 import { scheduleCommand } from "./commands/schedule.js";
 import type { CliIO } from "./io.js";
 
-const COMMANDS: readonly Command[] = [checkCommand, graphCommand, costCommand, compileCommand, explainCommand, scheduleCommand];
+const COMMANDS: readonly Command[] = [checkCommand, graphCommand, costCommand, compileCommand, explainCommand, scheduleCommand, runCommand];
 
 /** The version from package.json, found by walking up from this file (src/ in tests, dist/src/ when built). */
 export function version(): string {

@@ -73,6 +73,13 @@ export interface Compiled {
 }
 
 export function compileModel(model: CheckedModel, options: CompileOptions): Compiled {
+  const compiled = compilePlan(model, options);
+  // What `fsm run` needs from the train section travels with the plan.
+  const train = model.train!;
+  return { ...compiled, plan: { ...compiled.plan, run: { steps: train.steps, seed: train.seed, data: train.data } } };
+}
+
+function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {
   const train = model.train;
   if (!train) throw new CompileError(`model ${model.name} has no train section: a plan needs its batch, optimizer and precision`);
   const parallel = model.parallel;

@@ -42,6 +42,18 @@ export interface Plan {
   readonly predicted: PlanPrediction;
   /** How the plan search chose the settings, when any were auto (absent for fully explicit settings). */
   readonly search?: PlanSearch;
+  /** What `fsm run` needs besides the step: the train section's steps, seed and data (absent in plans
+   *  written before `fsm run` existed). */
+  readonly run?: PlanRun;
+}
+
+export interface PlanRun {
+  readonly steps: number;
+  readonly seed: number;
+  readonly data:
+    | { readonly kind: "synthetic" }
+    | { readonly kind: "tokens"; readonly path: string; readonly dtype: "u16" | "u32" }
+    | { readonly kind: "npy"; readonly files: Readonly<Record<string, string>> };
 }
 
 /** One candidate the search kept, in the search's ranking (pipeline simulator step time). */

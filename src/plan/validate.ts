@@ -58,6 +58,7 @@ export function validatePlan(v: Json): Plan {
     });
   }
   if (root.search !== undefined) checkSearch(root.search);
+  if (root.run !== undefined) checkRun(root.run);
   const stageCount = s.pipe * s.virtual;
   const rank = (x: Json, p: string) => integer(x, p, 0, devices, "a rank");
 
@@ -117,6 +118,19 @@ function checkSettings(v: Json): { pipe: number; data: number; virtual: number }
   string(field(o, "optimizer", p), key(p, "optimizer"));
   if (field(o, "clipGradNorm", p) !== null) nonNegative(o.clipGradNorm, key(p, "clipGradNorm"));
   return { pipe, data, virtual };
+}
+
+function checkRun(v: Json): void {
+  const o = object(v, "run");
+  positive(field(o, "steps", "run"), "run.steps");
+  integer(field(o, "seed", "run"), "run.seed", 0, Number.MAX_SAFE_INTEGER, "a seed");
+  const d = object(field(o, "data", "run"), "run.data");
+  const kind = oneOf(field(d, "kind", "run.data"), "run.data.kind", ["synthetic", "tokens", "npy"]);
+  if (kind === "tokens") {
+    string(field(d, "path", "run.data"), "run.data.path");
+    oneOf(field(d, "dtype", "run.data"), "run.data.dtype", ["u16", "u32"]);
+  }
+  if (kind === "npy") for (const [k, x] of Object.entries(object(field(d, "files", "run.data"), "run.data.files"))) string(x, `run.data.files.${k}`);
 }
 
 function checkSearch(v: Json): void {

@@ -1,0 +1,91 @@
+// `fsm run PLAN [--steps N] [--json]` and `fsm run FILE.fsm [--devices N] [--set ...]`: trains as planned and
+// reports each step. A .fsm file is compiled for the local CPU first (the one-command start).
+import { checkFile } from "../../check/check.js";
+import { CompileError } from "../../compile/errors.js";
+import { compileModel } from "../../compile/compile.js";
+import { loadPlan } from "../../plan/load.js";
+import { PlanError } from "../../plan/plan-error.js";
+import type { Plan } from "../../plan/plan.js";
+import { RunError, runPlan, type StepReport } from "../../runtime/run-loop.js";
+import { flag, parseArgs, UsageError } from "../args.js";
+import type { CliIO } from "../io.js";
+import { version } from "../main.js";
+import { reportDiagnostics } from "../report.js";
+import type { Command } from "./command.js";
+import { formatSeconds } from "./cost.js";
+
+export const runCommand: Command = {
+  name: "run",
+  summary: "train a model as planned and report each step",
+  usage: `fsm run PLAN|FILE.fsm [--steps N] [--json] [--devices N] [--set KEY=VALUE]...
+
+Runs the plan's training steps on CPU virtual devices: every stage, micro-batch and
+data-parallel replica as planned, parameters from the train section's seed, its
+synthetic data. Given a .fsm file, compiles it for the local CPU first (--devices,
+default 1, and --set as for 'fsm compile'). Prints one line per step (loss, time,
+tokens/s, ETA) and a summary; --json prints one JSON object per step and a summary.
+The engine is the reference executor (TypeScript kernels, exact, slow); the native
+runtime replaces it as it lands.
+  --steps N      steps to run (default: the train section's steps)
+  --json         JSON lines instead of text
+  --devices N    devices for a .fsm file (default 1)
+  --set KEY=VAL  override a train/parallel setting of a .fsm file (repeatable)`,
+  run(argv: readonly string[], io: CliIO): number {
+    const args = parseArgs(argv, [
+      { name: "steps", value: true },
+      { name: "json" },
+      { name: "devices", value: true },
+      { name: "set", value: true, repeat: true },
+    ]);
+    if (args.positionals.length !== 1) return -1;
+    const stepsText = flag(args, "steps");
+    if (stepsText !== undefined && !/^[1-9]\d*$/.test(stepsText)) throw new UsageError(`--steps must be a positive integer, got '${stepsText}'`);
+    const devicesText = flag(args, "devices");
+    if (devicesText !== undefined && !/^[1-9]\d*$/.test(devicesText)) throw new UsageError(`--devices must be a positive integer, got '${devicesText}'`);
+    const file = args.positionals[0]!;
+    const json = args.flags.has("json");
+    let plan: Plan;
+    try {
+      if (file.endsWith(".fsm")) {
+        const result = checkFile(file, { overrides: args.flags.get("set") ?? [] });
+        reportDiagnostics(io, result.diagnostics, result.sources);
+        if (!result.model) return 1;
+        plan = compileModel(result.model, { cluster: "cpu", devices: Number(devicesText ?? 1), source: file, fsmVersion: version() }).plan;
+      } else {
+        if (args.flags.has("set") || devicesText !== undefined) throw new UsageError("--set and --devices apply to a .fsm file; a plan is run as compiled");
+        plan = loadPlan(file);
+      }
+      const s = plan.settings;
+      if (!json) {
+        io.stdout(`run ${plan.model.name}: ${plan.cluster.devices} cpu virtual device${plan.cluster.devices === 1 ? "" : "s"} = ${s.stages} stage${s.stages === 1 ? "" : "s"} × ${s.dataParallel} data-parallel, ${s.microBatches} micro-batch${s.microBatches === 1 ? "" : "es"}, ${s.schedule}, shard ${s.shard}\n`);
+        io.stdout("engine: reference (TypeScript kernels, in-process, exact; the native runtime is not built yet)\n");
+      }
+      const total = stepsText === undefined ? plan.run?.steps ?? 1 : Number(stepsText);
+      let elapsed = 0;
+      const summary = runPlan(plan, {
+        steps: total,
+        onStep: (r: StepReport) => {
+          elapsed += r.seconds;
+          if (json) io.stdout(JSON.stringify({ step: r.step, loss: r.loss, seconds: r.seconds, tokensPerSecond: r.tokensPerSecond }) + "\n");
+          else {
+            const eta = (elapsed / r.step) * (total - r.step);
+            io.stdout(`step ${String(r.step).padStart(String(total).length)}/${total}  loss ${r.loss.toFixed(5)}  ${formatSeconds(r.seconds)}  ${Math.round(r.tokensPerSecond).toLocaleString("en-US")} tokens/s  ETA ${formatSeconds(eta)}\n`);
+          }
+        },
+      });
+      if (json) io.stdout(JSON.stringify({ summary }) + "\n");
+      else io.stdout(`done: ${summary.steps} steps in ${formatSeconds(summary.seconds)}, loss ${summary.firstLoss.toFixed(5)} → ${summary.finalLoss.toFixed(5)}\n`);
+      return 0;
+    } catch (e) {
+      if (e instanceof PlanError) {
+        io.stderr(`${file}: error: invalid plan: ${e.message}\n`);
+        return 1;
+      }
+      if (e instanceof RunError || e instanceof CompileError) {
+        io.stderr(`${file}: error: ${e.message}\n`);
+        return 1;
+      }
+      throw e;
+    }
+  },
+};

@@ -1,0 +1,121 @@
+// The one typed binding to the native addon (native/ → fsm_native.node): loads it once and types its exports.
+import { existsSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** How the addon was built, and the host's hardware thread count (0 when the platform cannot tell). */
+export interface NativeBuildInfo {
+  blas: "openblas" | "fallback";
+  napiVersion: number;
+  compiler: string;
+  threads: number;
+}
+
+/** A log line's destination; the addon calls it on the main thread, in the order native threads logged. */
+export type NativeLogger = (level: string, message: string) => void;
+
+interface Addon {
+  buildInfo(): NativeBuildInfo;
+  sgemm(...args: SgemmArgs): void;
+  sgemmAsync(...args: [...SgemmArgs, repeats: number]): Promise<number>;
+  setLogger(fn: NativeLogger | null): void;
+  logTest(n: number): Promise<void>;
+}
+
+type SgemmArgs = [
+  transA: boolean,
+  transB: boolean,
+  m: number,
+  n: number,
+  k: number,
+  alpha: number,
+  a: Float32Array,
+  b: Float32Array,
+  beta: number,
+  c: Float32Array,
+];
+
+/**
+ * Where the addon is loaded from: `$FSM_NATIVE_PATH` when set (another build of it, e.g. one configured with
+ * `--CDFSM_BLAS=fallback`), else `native/build/Release/fsm_native.node` under the package root.
+ */
+export function nativeAddonPath(): string {
+  const override = process.env.FSM_NATIVE_PATH;
+  if (override) return resolve(override);
+  return join(packageRoot(), "native", "build", "Release", "fsm_native.node");
+}
+
+// The directory of fsm's package.json, found by walking up from this file (src/ in tests, dist/src/ when built).
+function packageRoot(): string {
+  for (let dir = dirname(fileURLToPath(import.meta.url)); dir !== dirname(dir); dir = dirname(dir)) {
+    try {
+      const pkg = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { name?: string };
+      if (pkg.name === "fsm") return dir;
+    } catch {
+      // not here: keep walking up
+    }
+  }
+  throw new Error(`cannot find fsm's package.json above ${fileURLToPath(import.meta.url)}`);
+}
+
+let loaded: Addon | undefined;
+
+function addon(): Addon {
+  if (loaded) return loaded;
+  const path = nativeAddonPath();
+  if (!existsSync(path)) {
+    throw new Error(
+      `fsm's native addon is not built: ${path} does not exist. Build it with 'npm run build:native' ` +
+        `(needs cmake and a C++17 compiler; OpenBLAS is used when installed: apt-get install -y libopenblas-dev)`,
+    );
+  }
+  try {
+    loaded = createRequire(import.meta.url)(path) as Addon;
+  } catch (e) {
+    throw new Error(`fsm's native addon at ${path} failed to load (rebuild it with 'npm run build:native')`, {
+      cause: e,
+    });
+  }
+  return loaded;
+}
+
+/** How the loaded addon was built. */
+export function nativeBuildInfo(): NativeBuildInfo {
+  return addon().buildInfo();
+}
+
+/**
+ * C = alpha · op(A) · op(B) + beta · C in fp32, row-major, on the calling thread (OpenBLAS when the addon was
+ * built with it). op(A) is m × k (A holds k × m when transA), op(B) is k × n (B holds n × k when transB), C is
+ * m × n; each array must hold exactly that many elements, and C must not share memory with A or B. beta = 0
+ * ignores C's old contents. Throws TypeError for a wrong type, RangeError for a wrong size.
+ */
+export function sgemm(...args: SgemmArgs): void {
+  addon().sgemm(...args);
+}
+
+/**
+ * sgemm on a worker thread (the event loop keeps running): applies the update to C `repeats` times and
+ * resolves with the seconds those multiplies took. Arguments are checked as sgemm's (a bad one rejects with
+ * the same error); the inputs are copied when it starts, and C is written when it resolves.
+ */
+export async function sgemmAsync(...args: [...SgemmArgs, repeats: number]): Promise<number> {
+  return addon().sgemmAsync(...args);
+}
+
+/**
+ * Routes log lines from native threads to `fn` (null: drop them). An idle logger does not keep the process
+ * alive; an exception thrown by `fn` is reported as an uncaught exception.
+ */
+export function setNativeLogger(fn: NativeLogger | null): void {
+  addon().setLogger(fn);
+}
+
+/**
+ * Starts a native thread that logs `n` lines ("logTest i of n", level "info") through the logger set by
+ * setNativeLogger; resolves once the logger has received all of them. Rejects when no logger is set.
+ */
+export async function nativeLogTest(n: number): Promise<void> {
+  return addon().logTest(n);
+}
