@@ -1,6 +1,7 @@
 // The native addon through its typed binding: build info, sgemm against a naive multiply, argument checks,
 // the async worker not blocking the event loop, and log lines from a native thread reaching JS in order.
 import { existsSync } from "node:fs";
+import { Worker } from "node:worker_threads";
 import { afterEach, describe, expect, it } from "vitest";
 import {
   nativeAddonPath,
@@ -169,5 +170,24 @@ describe("native addon", () => {
     expect(lines.every((l, i) => l === `info: logTest ${i + 1} of 1000`)).toBe(true);
     setNativeLogger(null);
     await expect(nativeLogTest(1)).rejects.toThrow(/no logger is set/);
+  });
+
+  it("a worker terminated while its native thread is logging goes away cleanly", async () => {
+    // Node frees a thread-safe function with its environment; the addon must stop and join its logging thread
+    // first. Run a few times: a use-after-free here aborts the whole process, not just this test.
+    const source = `
+      const { parentPort, workerData } = require("node:worker_threads");
+      const addon = require(workerData);
+      let lines = 0;
+      addon.setLogger(() => { if (++lines === 100) parentPort.postMessage("logging"); });
+      addon.logTest(1000000);`;
+    for (let i = 0; i < 5; i++) {
+      const worker = new Worker(source, { eval: true, workerData: nativeAddonPath() });
+      await new Promise<void>((resolve, reject) => {
+        worker.once("error", reject);
+        worker.once("message", () => resolve());
+      });
+      expect(await worker.terminate()).toBe(1);
+    }
   });
 });

@@ -1,0 +1,26 @@
+// Module init of fsm_native.node: creates the per-environment state and registers the exported functions.
+#include <napi.h>
+
+#include "addon_state.h"
+#include "async_sgemm.h"
+#include "build_info.h"
+#include "gemm_binding.h"
+#include "logger.h"
+
+namespace {
+
+// At global scope: NODE_API_MODULE pastes this name into an identifier.
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  using namespace fsm;
+  env.SetInstanceData(new AddonState());  // deleted by Node when the environment goes away
+  exports.Set("buildInfo", Napi::Function::New(env, buildInfo, "buildInfo"));
+  exports.Set("sgemm", Napi::Function::New(env, sgemmSync, "sgemm"));
+  exports.Set("sgemmAsync", Napi::Function::New(env, sgemmAsync, "sgemmAsync"));
+  exports.Set("setLogger", Napi::Function::New(env, setLogger, "setLogger"));
+  exports.Set("logTest", Napi::Function::New(env, logTest, "logTest"));
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(fsm_native, Init)
