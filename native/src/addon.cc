@@ -5,6 +5,7 @@
 #include "async_sgemm.h"
 #include "build_info.h"
 #include "gemm_binding.h"
+#include "kernel_binding.h"
 #include "logger.h"
 
 namespace {
@@ -18,6 +19,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("sgemmAsync", Napi::Function::New(env, sgemmAsync, "sgemmAsync"));
   exports.Set("setLogger", Napi::Function::New(env, setLogger, "setLogger"));
   exports.Set("logTest", Napi::Function::New(env, logTest, "logTest"));
+  exports.Set("runKernel", Napi::Function::New(env, runKernel, "runKernel"));
+  exports.Set("kernelNames", Napi::Function::New(env, kernelNames, "kernelNames"));
   return exports;
 }
 

@@ -5,12 +5,15 @@ import type { Graph, OpNode, TensorId } from "../graph/graph.js";
 import type { DimBindings } from "../graph/op-cost.js";
 import { isFloatDType } from "../graph/types.js";
 import { kernelFor } from "./kernels/index.js";
+import type { Kernel } from "./kernels/kernel.js";
 import { sizeOf, type FloatKind, type Tensor } from "./tensor.js";
 
 export interface RunOptions {
   /** Values of B and S for this run. */
   readonly bindings: DimBindings;
   readonly float: FloatKind;
+  /** Where each op's kernel comes from (default: the interpreter's). */
+  readonly kernels?: (op: string) => Kernel;
 }
 
 export function concreteShape(shape: Shape, bindings: DimBindings): number[] {
@@ -45,7 +48,8 @@ export function runOps(g: Graph, ops: Iterable<OpNode>, values: Map<TensorId, Te
   for (const o of ops) {
     const inputs = o.inputs.map((t) => values.get(t) ?? missing(g, t, o));
     const outShapes = o.outputs.map((t) => concreteShape(g.tensor(t).type.shape, opts.bindings));
-    const outs = kernelFor(o.op)(inputs, o.attrs, { outShapes, float: opts.float });
+    const outInt = o.outputs.map((t) => !isFloatDType(g.tensor(t).type.dtype));
+    const outs = (opts.kernels ?? kernelFor)(o.op)(inputs, o.attrs, { outShapes, outInt, float: opts.float });
     if (outs.length !== o.outputs.length) throw new Error(`internal: kernel ${o.op} returned ${outs.length} outputs, expected ${o.outputs.length}`);
     outs.forEach((v, i) => {
       const t = o.outputs[i]!;

@@ -21,7 +21,23 @@ interface Addon {
   sgemmAsync(...args: [...SgemmArgs, repeats: number]): Promise<number>;
   setLogger(fn: NativeLogger | null): void;
   logTest(n: number): Promise<void>;
+  runKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[]): (Float32Array | Int32Array)[];
+  kernelNames(): string[];
 }
+
+/** An operand of a native kernel: fp32 or int32 data in row-major order. */
+export interface NativeOperand {
+  readonly data: Float32Array | Int32Array;
+  readonly shape: readonly number[];
+}
+
+export interface NativeOutput {
+  readonly shape: readonly number[];
+  readonly dtype: "f32" | "i32";
+}
+
+/** Concrete attributes: numbers, booleans, strings and shapes. */
+export type NativeAttrs = Readonly<Record<string, number | boolean | string | readonly number[]>>;
 
 type SgemmArgs = [
   transA: boolean,
@@ -118,4 +134,17 @@ export function setNativeLogger(fn: NativeLogger | null): void {
  */
 export async function nativeLogTest(n: number): Promise<void> {
   return addon().logTest(n);
+}
+
+/**
+ * Runs one op's native kernel on the calling thread: fresh zero-filled outputs of the given shapes and
+ * types, written by the kernel. Throws "not implemented: native kernel for op ..." for an op without one.
+ */
+export function runNativeKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[]): (Float32Array | Int32Array)[] {
+  return addon().runKernel(op, inputs, attrs, outputs);
+}
+
+/** The ops the addon has kernels for. */
+export function nativeKernelNames(): string[] {
+  return addon().kernelNames();
 }

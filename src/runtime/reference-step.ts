@@ -11,6 +11,7 @@ import type { Plan } from "../plan/plan.js";
 import { runOps } from "../interp/run.js";
 import { floatArray, floats, type FloatKind, type FloatTensor, type Tensor } from "../interp/tensor.js";
 import type { Batch } from "../interp/session.js";
+import type { Kernel } from "../interp/kernels/kernel.js";
 import { checkStageOps, stageOps, type StageOps } from "./stage-ops.js";
 
 export interface ReferenceState {
@@ -44,6 +45,8 @@ export class ReferenceExecutor {
     private readonly plan: Plan,
     private readonly graph: Graph,
     private readonly float: FloatKind = "f32",
+    /** The kernels ops run with (default: the interpreter's). */
+    private readonly kernels?: (op: string) => Kernel,
   ) {
     this.ops = stageOps(graph, plan.stages);
     checkStageOps(graph, plan.stages, this.ops);
@@ -81,7 +84,7 @@ export class ReferenceExecutor {
       // R recomputes what F made: the reference keeps every value, so there is nothing to redo.
       if (list === undefined) continue;
       for (let r = 0; r < dp; r++) {
-        runOps(g, list, values[r]![a.mb]!, { bindings, float: this.float });
+        runOps(g, list, values[r]![a.mb]!, { bindings, float: this.float, ...(this.kernels && { kernels: this.kernels }) });
         computeActions++;
       }
     }
@@ -111,7 +114,7 @@ export class ReferenceExecutor {
     const opt = new Map<TensorId, Tensor>(grads);
     for (const p of g.params()) opt.set(p.tensor, s.params.get(p.name)!);
     for (const st of g.states()) opt.set(st.tensor, s.state.get(st.name)!);
-    runOps(g, g.ops().filter((o) => o.phase === "optimizer"), opt, { bindings, float: this.float });
+    runOps(g, g.ops().filter((o) => o.phase === "optimizer"), opt, { bindings, float: this.float, ...(this.kernels && { kernels: this.kernels }) });
     for (const [target, value] of g.updates()) {
       const info = g.tensor(target);
       (info.kind === "param" ? s.params : s.state).set(info.name, opt.get(value)! as FloatTensor);

@@ -21,9 +21,19 @@ function losses(stdout: string): number[] {
 const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 describe("fsm run", () => {
+  it("the native kernels train like the reference kernels (gpt-tiny on 2 devices, f32)", async () => {
+    const plan = join(dir, "tiny-engines.json");
+    expect((await run("compile", samplePath("gpt-tiny"), "--devices", "2", "-o", plan)).code).toBe(0);
+    const ref = losses((await run("run", plan, "--steps", "4", "--json", "--engine", "reference")).stdout);
+    const nat = await run("run", plan, "--steps", "4", "--json", "--engine", "native-kernels");
+    expect(nat.code, nat.stderr).toBe(0);
+    const got = losses(nat.stdout);
+    ref.forEach((l, i) => expect(Math.abs(got[i]! - l) / l).toBeLessThan(1e-4));
+  });
+
   it("trains mlp from its .fsm on 4 virtual devices: the loss falls", async () => {
     // The mlp's regression plateaus for ~120 steps before it falls (as in the reference interpreter's test).
-    const r = await run("run", samplePath("mlp"), "--devices", "4", "--steps", "240", "--json");
+    const r = await run("run", samplePath("mlp"), "--devices", "4", "--steps", "240", "--json", "--engine", "reference");
     expect(r.code).toBe(0);
     const l = losses(r.stdout);
     expect(l).toHaveLength(240);
@@ -41,7 +51,7 @@ describe("fsm run", () => {
     expect(a.code).toBe(0);
     expect(losses(a.stdout)).toEqual(losses(b.stdout));
     const text = await run("run", plan, "--steps", "2");
-    expect(text.stdout).toContain("engine: reference (TypeScript kernels");
+    expect(text.stdout).toMatch(/engine: (reference|native-kernels) \(/);
     expect(text.stdout).toMatch(/step 2\/2 {2}loss \d+\.\d{5} {2}\S+ \S+ {2}[\d,]+ tokens\/s {2}ETA/);
     expect(text.stdout).toMatch(/done: 2 steps in .*, loss \d+\.\d+ → \d+\.\d+/);
   });
@@ -53,6 +63,7 @@ describe("fsm run", () => {
     expect(tokens.code).toBe(1);
     expect(tokens.stderr).toContain("data = tokens(...) is not implemented yet");
     expect((await run("run", plan, "--steps", "0")).code).toBe(2);
+    expect((await run("run", plan, "--engine", "gpu")).code).toBe(2);
     expect((await run("run", plan, "--set", "parallel.stages=2")).code).toBe(2);
     const missing = await run("run", join(dir, "nope.json"));
     expect(missing.code).toBe(1);

@@ -6,13 +6,18 @@ import { compileModel } from "../../compile/compile.js";
 import { loadPlan } from "../../plan/load.js";
 import { PlanError } from "../../plan/plan-error.js";
 import type { Plan } from "../../plan/plan.js";
-import { RunError, runPlan, type StepReport } from "../../runtime/run-loop.js";
+import { RunError, runPlan, type Engine, type StepReport } from "../../runtime/run-loop.js";
 import { flag, parseArgs, UsageError } from "../args.js";
 import type { CliIO } from "../io.js";
 import { version } from "../main.js";
 import { reportDiagnostics } from "../report.js";
 import type { Command } from "./command.js";
 import { formatSeconds } from "./cost.js";
+
+const ENGINE_TEXT: Readonly<Record<Engine, string>> = {
+  "native-kernels": "native-kernels (C++ kernels, OpenBLAS when built with it, driven action by action on one thread; the multi-threaded runtime is in progress)",
+  reference: "reference (TypeScript kernels, in-process, exact; slow)",
+};
 
 export const runCommand: Command = {
   name: "run",
@@ -24,15 +29,19 @@ data-parallel replica as planned, parameters from the train section's seed, its
 synthetic data. Given a .fsm file, compiles it for the local CPU first (--devices,
 default 1, and --set as for 'fsm compile'). Prints one line per step (loss, time,
 tokens/s, ETA) and a summary; --json prints one JSON object per step and a summary.
-The engine is the reference executor (TypeScript kernels, exact, slow); the native
-runtime replaces it as it lands.
+Engines: the reference executor runs the plan's actions one by one on one thread with
+the native addon's C++ kernels (native-kernels, the default when the addon has them all)
+or the interpreter's TypeScript kernels (reference); the multi-threaded native runtime
+(a thread per device, arenas, overlapped communication) replaces them as it lands.
   --steps N      steps to run (default: the train section's steps)
+  --engine E     native-kernels or reference (default: native-kernels when available)
   --json         JSON lines instead of text
   --devices N    devices for a .fsm file (default 1)
   --set KEY=VAL  override a train/parallel setting of a .fsm file (repeatable)`,
   run(argv: readonly string[], io: CliIO): number {
     const args = parseArgs(argv, [
       { name: "steps", value: true },
+      { name: "engine", value: true },
       { name: "json" },
       { name: "devices", value: true },
       { name: "set", value: true, repeat: true },
@@ -42,6 +51,10 @@ runtime replaces it as it lands.
     if (stepsText !== undefined && !/^[1-9]\d*$/.test(stepsText)) throw new UsageError(`--steps must be a positive integer, got '${stepsText}'`);
     const devicesText = flag(args, "devices");
     if (devicesText !== undefined && !/^[1-9]\d*$/.test(devicesText)) throw new UsageError(`--devices must be a positive integer, got '${devicesText}'`);
+    const engineText = flag(args, "engine");
+    if (engineText !== undefined && engineText !== "reference" && engineText !== "native-kernels") {
+      throw new UsageError(`--engine must be native-kernels or reference, got '${engineText}'`);
+    }
     const file = args.positionals[0]!;
     const json = args.flags.has("json");
     let plan: Plan;
@@ -58,12 +71,15 @@ runtime replaces it as it lands.
       const s = plan.settings;
       if (!json) {
         io.stdout(`run ${plan.model.name}: ${plan.cluster.devices} cpu virtual device${plan.cluster.devices === 1 ? "" : "s"} = ${s.stages} stage${s.stages === 1 ? "" : "s"} × ${s.dataParallel} data-parallel, ${s.microBatches} micro-batch${s.microBatches === 1 ? "" : "es"}, ${s.schedule}, shard ${s.shard}\n`);
-        io.stdout("engine: reference (TypeScript kernels, in-process, exact; the native runtime is not built yet)\n");
       }
       const total = stepsText === undefined ? plan.run?.steps ?? 1 : Number(stepsText);
       let elapsed = 0;
       const summary = runPlan(plan, {
         steps: total,
+        ...(engineText !== undefined && { engine: engineText as Engine }),
+        onEngine: (engine: Engine) => {
+          if (!json) io.stdout(`engine: ${ENGINE_TEXT[engine]}\n`);
+        },
         onStep: (r: StepReport) => {
           elapsed += r.seconds;
           if (json) io.stdout(JSON.stringify({ step: r.step, loss: r.loss, seconds: r.seconds, tokensPerSecond: r.tokensPerSecond }) + "\n");

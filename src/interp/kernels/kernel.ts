@@ -6,6 +6,8 @@ import { floatArray, sizeOf } from "../tensor.js";
 export interface KernelContext {
   /** Output shapes, from the graph's output types at the run's values of B and S. */
   readonly outShapes: readonly (readonly number[])[];
+  /** Per output: whether it holds integers (i32) rather than floats. */
+  readonly outInt?: readonly boolean[];
   readonly float: FloatKind;
 }
 

@@ -1,0 +1,120 @@
+// runKernel(op, inputs, attrs, outputs): inputs [{data: Float32Array|Int32Array, shape}], attrs {name:
+// number|boolean|string|number[]}, outputs [{shape, dtype: "f32"|"i32"}] → fresh zero-filled typed arrays the
+// kernel wrote. Argument mistakes are TypeErrors/RangeErrors naming what is wrong; kernel failures are Errors.
+#include "kernel_binding.h"
+
+#include <string>
+#include <vector>
+
+#include "kernels/kernel.h"
+
+namespace fsm {
+namespace {
+
+std::vector<int64_t> shapeOf(const Napi::Env& env, const Napi::Value& v, const std::string& what) {
+  if (!v.IsArray()) throw Napi::TypeError::New(env, what + ": shape must be an array of non-negative integers");
+  Napi::Array a = v.As<Napi::Array>();
+  std::vector<int64_t> shape;
+  for (uint32_t i = 0; i < a.Length(); i++) {
+    Napi::Value d = a.Get(i);
+    if (!d.IsNumber() || d.As<Napi::Number>().DoubleValue() < 0) throw Napi::TypeError::New(env, what + ": shape must be an array of non-negative integers");
+    shape.push_back(static_cast<int64_t>(d.As<Napi::Number>().DoubleValue()));
+  }
+  return shape;
+}
+
+Attrs attrsOf(const Napi::Env& env, const Napi::Value& v) {
+  Attrs attrs;
+  if (v.IsUndefined() || v.IsNull()) return attrs;
+  if (!v.IsObject()) throw Napi::TypeError::New(env, "runKernel: attrs must be an object");
+  Napi::Object o = v.As<Napi::Object>();
+  Napi::Array keys = o.GetPropertyNames();
+  for (uint32_t i = 0; i < keys.Length(); i++) {
+    std::string k = keys.Get(i).As<Napi::String>().Utf8Value();
+    Napi::Value x = o.Get(k);
+    if (x.IsNumber()) attrs.numbers[k] = x.As<Napi::Number>().DoubleValue();
+    else if (x.IsBoolean()) attrs.bools[k] = x.As<Napi::Boolean>().Value();
+    else if (x.IsString()) attrs.strings[k] = x.As<Napi::String>().Utf8Value();
+    else if (x.IsArray()) attrs.shapes[k] = shapeOf(env, x, "runKernel: attribute " + k);
+    else throw Napi::TypeError::New(env, "runKernel: attribute " + k + " must be a number, boolean, string or shape");
+  }
+  return attrs;
+}
+
+}  // namespace
+
+Napi::Value runKernel(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (info.Length() != 4 || !info[0].IsString() || !info[1].IsArray() || !info[3].IsArray()) {
+    throw Napi::TypeError::New(env, "runKernel(op: string, inputs: {data, shape}[], attrs: object, outputs: {shape, dtype}[])");
+  }
+  const std::string op = info[0].As<Napi::String>().Utf8Value();
+  auto it = kernelRegistry().find(op);
+  if (it == kernelRegistry().end()) throw Napi::Error::New(env, "not implemented: native kernel for op '" + op + "'");
+
+  Napi::Array ins = info[1].As<Napi::Array>();
+  std::vector<Tensor> inputs;
+  for (uint32_t i = 0; i < ins.Length(); i++) {
+    const std::string what = "runKernel " + op + ": input " + std::to_string(i);
+    Napi::Value x = ins.Get(i);
+    if (!x.IsObject()) throw Napi::TypeError::New(env, what + " must be {data, shape}");
+    Napi::Object o = x.As<Napi::Object>();
+    Tensor t;
+    t.shape = shapeOf(env, o.Get("shape"), what);
+    Napi::Value data = o.Get("data");
+    if (data.IsTypedArray() && data.As<Napi::TypedArray>().TypedArrayType() == napi_float32_array) {
+      t.dtype = DType::F32;
+      t.data = data.As<Napi::Float32Array>().Data();
+      if (static_cast<int64_t>(data.As<Napi::Float32Array>().ElementLength()) != t.numel()) throw Napi::RangeError::New(env, what + ": data length does not match its shape");
+    } else if (data.IsTypedArray() && data.As<Napi::TypedArray>().TypedArrayType() == napi_int32_array) {
+      t.dtype = DType::I32;
+      t.data = data.As<Napi::Int32Array>().Data();
+      if (static_cast<int64_t>(data.As<Napi::Int32Array>().ElementLength()) != t.numel()) throw Napi::RangeError::New(env, what + ": data length does not match its shape");
+    } else {
+      throw Napi::TypeError::New(env, what + ": data must be a Float32Array or an Int32Array");
+    }
+    inputs.push_back(t);
+  }
+  const Attrs attrs = attrsOf(env, info[2]);
+
+  Napi::Array outs = info[3].As<Napi::Array>();
+  Napi::Array result = Napi::Array::New(env, outs.Length());
+  std::vector<Tensor> outputs;
+  for (uint32_t i = 0; i < outs.Length(); i++) {
+    const std::string what = "runKernel " + op + ": output " + std::to_string(i);
+    Napi::Object o = outs.Get(i).As<Napi::Object>();
+    Tensor t;
+    t.shape = shapeOf(env, o.Get("shape"), what);
+    const std::string dtype = o.Get("dtype").IsString() ? o.Get("dtype").As<Napi::String>().Utf8Value() : "f32";
+    if (dtype == "i32") {
+      Napi::Int32Array a = Napi::Int32Array::New(env, static_cast<size_t>(t.numel()));
+      t.dtype = DType::I32;
+      t.data = a.Data();
+      result.Set(i, a);
+    } else if (dtype == "f32") {
+      Napi::Float32Array a = Napi::Float32Array::New(env, static_cast<size_t>(t.numel()));
+      t.dtype = DType::F32;
+      t.data = a.Data();
+      result.Set(i, a);
+    } else {
+      throw Napi::TypeError::New(env, what + ": dtype must be f32 or i32");
+    }
+    outputs.push_back(t);
+  }
+  try {
+    it->second(inputs, outputs, attrs);
+  } catch (const std::exception& e) {
+    throw Napi::Error::New(env, "native kernel " + op + ": " + e.what());
+  }
+  return result;
+}
+
+Napi::Value kernelNames(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Array names = Napi::Array::New(env);
+  uint32_t i = 0;
+  for (const auto& [name, fn] : kernelRegistry()) names.Set(i++, name);
+  return names;
+}
+
+}  // namespace fsm

@@ -1,0 +1,9 @@
+// JS entry points to the kernels: runKernel (one op on given operands, synchronous; the reference executor's
+// native kernels and the kernel parity tests use it) and kernelNames.
+#pragma once
+#include <napi.h>
+
+namespace fsm {
+Napi::Value runKernel(const Napi::CallbackInfo& info);
+Napi::Value kernelNames(const Napi::CallbackInfo& info);
+}  // namespace fsm

@@ -1,0 +1,35 @@
+// NumPy broadcasting for the native kernels, mirroring src/interp/kernels/broadcast.ts without its per-element
+// index maps: a row-major walk over an output shape that carries each operand's flat offset along, so the
+// binary ops, sum_to, matmul's batch dims and transpose share one loop and allocate nothing per element.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace fsm {
+
+/** Strides of a `from`-shaped row-major tensor as read from each index of `out`: right-aligned, 0 along
+ *  size-1 and missing dims (they repeat). Throws when `from` does not broadcast to `out`. */
+std::vector<int64_t> broadcastStrides(const std::vector<int64_t>& from, const std::vector<int64_t>& out);
+
+/** Row-major strides of a shape. */
+std::vector<int64_t> stridesOf(const std::vector<int64_t>& shape);
+
+/** Visits every index of `shape` in row-major order; offset(i) is operand i's flat offset there, given its
+ *  per-dim strides (from broadcastStrides, or permuted strides for transpose). */
+class StridedWalk {
+ public:
+  StridedWalk(const std::vector<int64_t>& shape, std::vector<std::vector<int64_t>> strides);
+  int64_t offset(std::size_t operand) const { return offsets_[operand]; }
+  /** Moves to the next index (an odometer over the dims, last dim fastest). */
+  void next();
+
+ private:
+  std::vector<int64_t> shape_;
+  std::vector<std::vector<int64_t>> strides_;
+  std::vector<int64_t> counter_;
+  std::vector<int64_t> offsets_;
+};
+
+}  // namespace fsm
