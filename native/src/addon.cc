@@ -7,6 +7,7 @@
 #include "gemm_binding.h"
 #include "kernel_binding.h"
 #include "logger.h"
+#include "program.h"
 
 namespace {
 
@@ -21,6 +22,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("logTest", Napi::Function::New(env, logTest, "logTest"));
   exports.Set("runKernel", Napi::Function::New(env, runKernel, "runKernel"));
   exports.Set("kernelNames", Napi::Function::New(env, kernelNames, "kernelNames"));
+  exports.Set("NativeProgram", NativeProgram::Define(env));
   return exports;
 }
 

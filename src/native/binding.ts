@@ -23,6 +23,25 @@ interface Addon {
   logTest(n: number): Promise<void>;
   runKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[]): (Float32Array | Int32Array)[];
   kernelNames(): string[];
+  NativeProgram: new (description: NativeProgramDescription) => NativeProgramHandle;
+}
+
+/** A lowered step (src/runtime/step-program.ts) as the addon takes it. */
+export interface NativeProgramDescription {
+  readonly arenaBytes: number;
+  readonly slots: readonly { readonly shape: readonly number[]; readonly dtype: "f32" | "i32"; readonly offset: number }[];
+  readonly instructions: readonly { readonly op: string; readonly inputs: readonly number[]; readonly outputs: readonly number[]; readonly attrs: NativeAttrs }[];
+}
+
+/** A step program living in the addon: one arena, instructions resolved once. */
+export interface NativeProgramHandle {
+  /** Copies data into a slot (element type and length must match). Throws while a step runs. */
+  set(slot: number, data: Float32Array | Int32Array): void;
+  /** A copy of a slot's contents. Throws while a step runs. */
+  get(slot: number): Float32Array | Int32Array;
+  /** Runs every instruction on a worker thread; rejects naming the instruction that failed. */
+  run(): Promise<void>;
+  arenaBytes(): number;
 }
 
 /** An operand of a native kernel: fp32 or int32 data in row-major order. */
@@ -147,4 +166,9 @@ export function runNativeKernel(op: string, inputs: readonly NativeOperand[], at
 /** The ops the addon has kernels for. */
 export function nativeKernelNames(): string[] {
   return addon().kernelNames();
+}
+
+/** Builds a step program in the addon (throws for an op without a native kernel or a slot outside the arena). */
+export function createNativeProgram(description: NativeProgramDescription): NativeProgramHandle {
+  return new (addon().NativeProgram)(description);
 }

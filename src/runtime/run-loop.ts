@@ -1,17 +1,11 @@
 // `fsm run`'s training loop over a plan: parameters initialized from the seed, the synthetic data the plan's
-// train section names, one step per iteration on the engine, and a report per step. Both engines today are
-// the reference executor (reference-step.ts) — with the interpreter's kernels or the addon's; the native
-// runtime (threads per device, arenas, overlapped communication) plugs in behind the same loop.
+// train section names, one step per iteration on an engine (engines.ts), and a report per step.
 import { syntheticData } from "../data/synthetic.js";
-import { initParams } from "../interp/init.js";
-import { floatArray, type FloatTensor } from "../interp/tensor.js";
-import { numel } from "../graph/dim.js";
 import { graphFromJson } from "../plan/graph-from-json.js";
 import type { Plan } from "../plan/plan.js";
-import { ReferenceExecutor } from "./reference-step.js";
-import type { Graph } from "../graph/graph.js";
-import type { Kernel } from "../interp/kernels/kernel.js";
-import { hasNativeKernel, nativeKernel } from "../native/kernels.js";
+import { createEngine, defaultEngine, EngineError, type Engine, type StepEngine } from "./engines.js";
+
+export type { Engine } from "./engines.js";
 
 export class RunError extends Error {}
 
@@ -21,10 +15,6 @@ export interface StepReport {
   readonly seconds: number;
   readonly tokensPerSecond: number;
 }
-
-/** `reference`: the interpreter's TypeScript kernels; `native-kernels`: the addon's C++ kernels (OpenBLAS),
- *  both driven action by action by the reference executor on one thread. */
-export type Engine = "reference" | "native-kernels";
 
 export interface RunSummary {
   readonly engine: Engine;
@@ -42,25 +32,11 @@ export interface RunOptions {
   /** Told which engine runs, before the first step. */
   readonly onEngine?: (engine: Engine) => void;
   readonly onStep?: (r: StepReport) => void;
+  /** Given the engine after the last step (its parameters), for tests. */
+  readonly onDone?: (engine: StepEngine) => void;
 }
 
-/** The addon's kernels, after checking it has one for every op of the graph (a clear error otherwise). */
-function nativeKernelsFor(graph: Graph): (op: string) => Kernel {
-  const missing = [...new Set(graph.ops().map((o) => o.op))].filter((op) => !hasNativeKernel(op));
-  if (missing.length > 0) throw new RunError(`engine native-kernels: not implemented yet for ops ${missing.join(", ")} (use --engine reference)`);
-  return nativeKernel;
-}
-
-/** native-kernels when the addon is built and has a kernel for every op of the graph, else reference. */
-export function defaultEngine(graph: Graph): Engine {
-  try {
-    return graph.ops().every((o) => hasNativeKernel(o.op)) ? "native-kernels" : "reference";
-  } catch {
-    return "reference"; // the addon is not built or does not load: the TypeScript kernels still run
-  }
-}
-
-export function runPlan(plan: Plan, options: RunOptions = {}): RunSummary {
+export async function runPlan(plan: Plan, options: RunOptions = {}): Promise<RunSummary> {
   const run = plan.run;
   if (!run) throw new RunError("the plan has no run section (it was written before `fsm run` existed): compile it again");
   if (run.data.kind !== "synthetic") {
@@ -70,12 +46,14 @@ export function runPlan(plan: Plan, options: RunOptions = {}): RunSummary {
   if (!(Number.isInteger(steps) && steps >= 1)) throw new RunError(`steps must be a positive integer, got ${steps}`);
   const graph = graphFromJson(plan.model.name, plan.graph);
   const engine = options.engine ?? defaultEngine(graph);
-  const exec = new ReferenceExecutor(plan, graph, "f32", engine === "native-kernels" ? nativeKernelsFor(graph) : undefined);
+  let stepper: StepEngine;
+  try {
+    stepper = createEngine(engine, plan, graph, run.seed);
+  } catch (e) {
+    if (e instanceof EngineError) throw new RunError(e.message);
+    throw e;
+  }
   options.onEngine?.(engine);
-  const state = {
-    params: initParams(graph, run.seed, "f32"),
-    state: new Map(graph.states().map((s): [string, FloatTensor] => [s.name, { shape: s.type.shape.map((d) => numel([d])), data: floatArray("f32", numel(s.type.shape)) }])),
-  };
   const seq = plan.settings.seq;
   const data = syntheticData(graph, { batch: plan.settings.batch, ...(seq !== null && { seq }), seed: run.seed });
   const tokens = plan.settings.batch * (seq ?? 1);
@@ -84,7 +62,7 @@ export function runPlan(plan: Plan, options: RunOptions = {}): RunSummary {
   let finalLoss = NaN;
   for (let step = 1; step <= steps; step++) {
     const t0 = performance.now();
-    const { loss } = exec.step(state, data.batch(step - 1));
+    const loss = await stepper.step(data.batch(step - 1));
     const seconds = (performance.now() - t0) / 1000;
     if (!Number.isFinite(loss)) throw new RunError(`step ${step}: the loss is ${loss}`);
     if (step === 1) firstLoss = loss;
@@ -92,5 +70,6 @@ export function runPlan(plan: Plan, options: RunOptions = {}): RunSummary {
     options.onStep?.({ step, loss, seconds, tokensPerSecond: tokens / seconds });
   }
   const seconds = (performance.now() - started) / 1000;
+  options.onDone?.(stepper);
   return { engine, steps, firstLoss, finalLoss, seconds, predictedStepSeconds: plan.predicted.stepTimeSeconds, measuredStepSeconds: seconds / steps };
 }

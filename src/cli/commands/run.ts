@@ -6,6 +6,7 @@ import { compileModel } from "../../compile/compile.js";
 import { loadPlan } from "../../plan/load.js";
 import { PlanError } from "../../plan/plan-error.js";
 import type { Plan } from "../../plan/plan.js";
+import { ENGINES } from "../../runtime/engines.js";
 import { RunError, runPlan, type Engine, type StepReport } from "../../runtime/run-loop.js";
 import { flag, parseArgs, UsageError } from "../args.js";
 import type { CliIO } from "../io.js";
@@ -15,6 +16,7 @@ import type { Command } from "./command.js";
 import { formatSeconds } from "./cost.js";
 
 const ENGINE_TEXT: Readonly<Record<Engine, string>> = {
+  native: "native (the plan's step lowered to one program in the addon: one arena, C++ kernels, OpenBLAS when built with it, run on a worker thread; devices still run one after another, not yet on a thread each with overlapped communication)",
   "native-kernels": "native-kernels (C++ kernels, OpenBLAS when built with it, driven action by action on one thread; the multi-threaded runtime is in progress)",
   reference: "reference (TypeScript kernels, in-process, exact; slow)",
 };
@@ -29,16 +31,16 @@ data-parallel replica as planned, parameters from the train section's seed, its
 synthetic data. Given a .fsm file, compiles it for the local CPU first (--devices,
 default 1, and --set as for 'fsm compile'). Prints one line per step (loss, time,
 tokens/s, ETA) and a summary; --json prints one JSON object per step and a summary.
-Engines: the reference executor runs the plan's actions one by one on one thread with
-the native addon's C++ kernels (native-kernels, the default when the addon has them all)
-or the interpreter's TypeScript kernels (reference); the multi-threaded native runtime
-(a thread per device, arenas, overlapped communication) replaces them as it lands.
+Engines: native (default when the addon has every kernel) lowers the step to one program
+in the addon — one arena, C++ kernels, a worker thread; native-kernels and reference run
+the plan's actions from TypeScript with the addon's or the interpreter's kernels. All
+three compute the same step; a thread per device with overlapped communication is next.
   --steps N      steps to run (default: the train section's steps)
-  --engine E     native-kernels or reference (default: native-kernels when available)
+  --engine E     native, native-kernels or reference (default: native when available)
   --json         JSON lines instead of text
   --devices N    devices for a .fsm file (default 1)
   --set KEY=VAL  override a train/parallel setting of a .fsm file (repeatable)`,
-  run(argv: readonly string[], io: CliIO): number {
+  async run(argv: readonly string[], io: CliIO): Promise<number> {
     const args = parseArgs(argv, [
       { name: "steps", value: true },
       { name: "engine", value: true },
@@ -52,8 +54,8 @@ or the interpreter's TypeScript kernels (reference); the multi-threaded native r
     const devicesText = flag(args, "devices");
     if (devicesText !== undefined && !/^[1-9]\d*$/.test(devicesText)) throw new UsageError(`--devices must be a positive integer, got '${devicesText}'`);
     const engineText = flag(args, "engine");
-    if (engineText !== undefined && engineText !== "reference" && engineText !== "native-kernels") {
-      throw new UsageError(`--engine must be native-kernels or reference, got '${engineText}'`);
+    if (engineText !== undefined && !(ENGINES as readonly string[]).includes(engineText)) {
+      throw new UsageError(`--engine must be one of ${ENGINES.join(", ")}, got '${engineText}'`);
     }
     const file = args.positionals[0]!;
     const json = args.flags.has("json");
@@ -74,7 +76,7 @@ or the interpreter's TypeScript kernels (reference); the multi-threaded native r
       }
       const total = stepsText === undefined ? plan.run?.steps ?? 1 : Number(stepsText);
       let elapsed = 0;
-      const summary = runPlan(plan, {
+      const summary = await runPlan(plan, {
         steps: total,
         ...(engineText !== undefined && { engine: engineText as Engine }),
         onEngine: (engine: Engine) => {

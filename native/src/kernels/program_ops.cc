@@ -1,0 +1,35 @@
+// The two ops a lowered step program adds to the graph's (src/runtime/step-program.ts): the average of
+// gradients over micro-batches and replicas, and copying an update into its parameter's or state's slot.
+#include <cstring>
+
+#include "kernel.h"
+
+namespace fsm {
+namespace {
+
+// out = scale · Σ inputs, summed in input order with each partial sum rounded to f32 and the product
+// computed in double then rounded: the reference executor's arithmetic (a Float32Array accumulated in JS),
+// so both engines give the same bits.
+void accumulate(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
+  const double scale = attrs.number("scale");
+  float* y = out[0].f32();
+  const int64_t n = out[0].numel();
+  for (const Tensor& t : in) {
+    if (t.numel() != n) throw std::invalid_argument("fsm_accumulate: operands differ in size");
+    const float* x = t.f32();
+    for (int64_t i = 0; i < n; i++) y[i] = static_cast<float>(static_cast<double>(y[i]) + static_cast<double>(x[i]));
+  }
+  for (int64_t i = 0; i < n; i++) y[i] = static_cast<float>(static_cast<double>(y[i]) * scale);
+}
+
+void copy(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
+  if (in[0].numel() != out[0].numel() || in[0].dtype != out[0].dtype) throw std::invalid_argument("fsm_copy: operands differ in size or type");
+  std::memcpy(out[0].data, in[0].data, static_cast<size_t>(in[0].numel()) * 4);
+}
+
+}  // namespace
+
+REGISTER_KERNEL("fsm_accumulate", accumulate);
+REGISTER_KERNEL("fsm_copy", copy);
+
+}  // namespace fsm

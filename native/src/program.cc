@@ -1,0 +1,175 @@
+// NativeProgram (program.h): construction from the lowered description, slot access, and run() as an async
+// worker: outputs are zeroed (the kernel contract) and kernels called in order; a failing kernel rejects the
+// promise naming the instruction, and nothing ever exits the process.
+#include "program.h"
+
+#include <cstring>
+#include <string>
+
+namespace fsm {
+namespace {
+
+std::vector<int64_t> shapeOf(const Napi::Env& env, const Napi::Value& v, const std::string& what) {
+  if (!v.IsArray()) throw Napi::TypeError::New(env, what + ": shape must be an array");
+  Napi::Array a = v.As<Napi::Array>();
+  std::vector<int64_t> shape;
+  for (uint32_t i = 0; i < a.Length(); i++) shape.push_back(static_cast<int64_t>(a.Get(i).As<Napi::Number>().DoubleValue()));
+  return shape;
+}
+
+Attrs attrsOf(const Napi::Value& v) {
+  Attrs attrs;
+  if (!v.IsObject()) return attrs;
+  Napi::Object o = v.As<Napi::Object>();
+  Napi::Array keys = o.GetPropertyNames();
+  for (uint32_t i = 0; i < keys.Length(); i++) {
+    std::string k = keys.Get(i).As<Napi::String>().Utf8Value();
+    Napi::Value x = o.Get(k);
+    if (x.IsNumber()) attrs.numbers[k] = x.As<Napi::Number>().DoubleValue();
+    else if (x.IsBoolean()) attrs.bools[k] = x.As<Napi::Boolean>().Value();
+    else if (x.IsString()) attrs.strings[k] = x.As<Napi::String>().Utf8Value();
+  }
+  return attrs;
+}
+
+}  // namespace
+
+class ProgramWorker : public Napi::AsyncWorker {
+ public:
+  ProgramWorker(Napi::Env env, NativeProgram* program, Napi::Object keepAlive)
+      : Napi::AsyncWorker(env), program_(program), deferred_(Napi::Promise::Deferred::New(env)) {
+    keepAlive_ = Napi::Persistent(keepAlive);  // the program lives until the step is done
+  }
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override {
+    auto& list = program_->instructions_;
+    for (size_t i = 0; i < list.size(); i++) {
+      ProgramInstruction& ins = list[i];
+      for (Tensor& t : ins.outputs) std::memset(t.data, 0, static_cast<size_t>(t.numel()) * 4);
+      try {
+        ins.kernel(ins.inputs, ins.outputs, ins.attrs);
+      } catch (const std::exception& e) {
+        SetError("instruction " + std::to_string(i) + " (" + ins.op + "): " + e.what());
+        return;
+      }
+    }
+  }
+  void OnOK() override {
+    program_->running_ = false;
+    deferred_.Resolve(Env().Undefined());
+  }
+  void OnError(const Napi::Error& e) override {
+    program_->running_ = false;
+    deferred_.Reject(e.Value());
+  }
+
+ private:
+  NativeProgram* program_;
+  Napi::Promise::Deferred deferred_;
+  Napi::ObjectReference keepAlive_;
+};
+
+Napi::Function NativeProgram::Define(Napi::Env env) {
+  return DefineClass(env, "NativeProgram",
+                     {InstanceMethod("set", &NativeProgram::Set), InstanceMethod("get", &NativeProgram::Get),
+                      InstanceMethod("run", &NativeProgram::Run), InstanceMethod("arenaBytes", &NativeProgram::ArenaBytes)});
+}
+
+NativeProgram::NativeProgram(const Napi::CallbackInfo& info) : Napi::ObjectWrap<NativeProgram>(info) {
+  Napi::Env env = info.Env();
+  if (info.Length() != 1 || !info[0].IsObject()) throw Napi::TypeError::New(env, "NativeProgram({arenaBytes, slots, instructions})");
+  Napi::Object desc = info[0].As<Napi::Object>();
+  arenaBytes_ = static_cast<size_t>(desc.Get("arenaBytes").As<Napi::Number>().DoubleValue());
+  // One allocation for the whole step, 64-byte aligned; touched once here so the hot path never faults.
+  storage_.assign(arenaBytes_ + 64, 0);
+  const auto base = reinterpret_cast<uintptr_t>(storage_.data());
+  arena_ = storage_.data() + ((64 - base % 64) % 64);
+  Napi::Array slots = desc.Get("slots").As<Napi::Array>();
+  for (uint32_t i = 0; i < slots.Length(); i++) {
+    Napi::Object s = slots.Get(i).As<Napi::Object>();
+    Tensor t;
+    t.shape = shapeOf(env, s.Get("shape"), "slot " + std::to_string(i));
+    t.dtype = s.Get("dtype").As<Napi::String>().Utf8Value() == "i32" ? DType::I32 : DType::F32;
+    const size_t offset = static_cast<size_t>(s.Get("offset").As<Napi::Number>().DoubleValue());
+    if (offset + static_cast<size_t>(t.numel()) * 4 > arenaBytes_) throw Napi::RangeError::New(env, "slot " + std::to_string(i) + " lies outside the arena");
+    t.data = arena_ + offset;
+    slots_.push_back(t);
+  }
+  Napi::Array list = desc.Get("instructions").As<Napi::Array>();
+  for (uint32_t i = 0; i < list.Length(); i++) {
+    Napi::Object o = list.Get(i).As<Napi::Object>();
+    ProgramInstruction ins;
+    ins.op = o.Get("op").As<Napi::String>().Utf8Value();
+    auto it = kernelRegistry().find(ins.op);
+    if (it == kernelRegistry().end()) throw Napi::Error::New(env, "not implemented: native kernel for op '" + ins.op + "'");
+    ins.kernel = it->second;
+    for (const char* key : {"inputs", "outputs"}) {
+      Napi::Array ids = o.Get(key).As<Napi::Array>();
+      for (uint32_t k = 0; k < ids.Length(); k++) {
+        const uint32_t id = ids.Get(k).As<Napi::Number>().Uint32Value();
+        if (id >= slots_.size()) throw Napi::RangeError::New(env, "instruction " + std::to_string(i) + " uses unknown slot " + std::to_string(id));
+        (std::strcmp(key, "inputs") == 0 ? ins.inputs : ins.outputs).push_back(slots_[id]);
+      }
+    }
+    ins.attrs = attrsOf(o.Get("attrs"));
+    instructions_.push_back(std::move(ins));
+  }
+}
+
+void NativeProgram::checkIdle(const Napi::Env& env) const {
+  if (running_) throw Napi::Error::New(env, "the program is running a step: wait for run() to settle");
+}
+
+const Tensor& NativeProgram::slot(const Napi::Env& env, const Napi::Value& v) const {
+  if (!v.IsNumber()) throw Napi::TypeError::New(env, "slot must be a number");
+  const uint32_t id = v.As<Napi::Number>().Uint32Value();
+  if (id >= slots_.size()) throw Napi::RangeError::New(env, "unknown slot " + std::to_string(id));
+  return slots_[id];
+}
+
+Napi::Value NativeProgram::Set(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  checkIdle(env);
+  const Tensor& t = slot(env, info[0]);
+  if (!info[1].IsTypedArray()) throw Napi::TypeError::New(env, "set(slot, data): data must be a Float32Array or an Int32Array");
+  Napi::TypedArray a = info[1].As<Napi::TypedArray>();
+  const bool f32 = a.TypedArrayType() == napi_float32_array;
+  const bool i32 = a.TypedArrayType() == napi_int32_array;
+  if (!(f32 && t.dtype == DType::F32) && !(i32 && t.dtype == DType::I32)) throw Napi::TypeError::New(env, "set(slot, data): the data's element type does not match the slot's");
+  if (static_cast<int64_t>(a.ElementLength()) != t.numel()) throw Napi::RangeError::New(env, "set(slot, data): the data's length does not match the slot's");
+  std::memcpy(t.data, static_cast<uint8_t*>(a.ArrayBuffer().Data()) + a.ByteOffset(), a.ByteLength());
+  return env.Undefined();
+}
+
+Napi::Value NativeProgram::Get(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  checkIdle(env);
+  const Tensor& t = slot(env, info[0]);
+  const size_t n = static_cast<size_t>(t.numel());
+  if (t.dtype == DType::I32) {
+    Napi::Int32Array a = Napi::Int32Array::New(env, n);
+    std::memcpy(a.Data(), t.data, n * 4);
+    return a;
+  }
+  Napi::Float32Array a = Napi::Float32Array::New(env, n);
+  std::memcpy(a.Data(), t.data, n * 4);
+  return a;
+}
+
+Napi::Value NativeProgram::Run(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  checkIdle(env);
+  running_ = true;
+  auto* worker = new ProgramWorker(env, this, info.This().As<Napi::Object>());
+  Napi::Promise p = worker->Promise();
+  worker->Queue();
+  return p;
+}
+
+Napi::Value NativeProgram::ArenaBytes(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<double>(arenaBytes_));
+}
+
+}  // namespace fsm

@@ -1,0 +1,83 @@
+// The engines `fsm run` can step a plan with, behind one interface: `native` (the plan lowered to one step
+// program held by the addon: one arena, run on a worker thread), `native-kernels` and `reference` (the
+// reference executor driving the addon's or the interpreter's kernels action by action on this thread).
+import type { Graph } from "../graph/graph.js";
+import { numel } from "../graph/dim.js";
+import { initParams } from "../interp/init.js";
+import type { Kernel } from "../interp/kernels/kernel.js";
+import type { Batch } from "../interp/session.js";
+import { floatArray, type FloatTensor } from "../interp/tensor.js";
+import { createNativeProgram } from "../native/binding.js";
+import { hasNativeKernel, nativeKernel } from "../native/kernels.js";
+import type { Plan } from "../plan/plan.js";
+import { ReferenceExecutor, sliceBatch } from "./reference-step.js";
+import { lowerStep } from "./step-program.js";
+
+export const ENGINES = ["native", "native-kernels", "reference"] as const;
+export type Engine = (typeof ENGINES)[number];
+
+export class EngineError extends Error {}
+
+export interface StepEngine {
+  /** One training step on the batch; resolves with the mean loss of its micro-batches. */
+  step(batch: Batch): Promise<number>;
+  /** The current value of a parameter (for tests and checkpoints). */
+  param(name: string): Float32Array;
+}
+
+function requireNativeKernels(graph: Graph, engine: Engine): void {
+  const missing = [...new Set(graph.ops().map((o) => o.op))].filter((op) => !hasNativeKernel(op));
+  if (missing.length > 0) throw new EngineError(`engine ${engine}: not implemented yet for ops ${missing.join(", ")} (use --engine reference)`);
+}
+
+/** native when the addon is built and has a kernel for every op of the graph, else reference. */
+export function defaultEngine(graph: Graph): Engine {
+  try {
+    return graph.ops().every((o) => hasNativeKernel(o.op)) ? "native" : "reference";
+  } catch {
+    return "reference"; // the addon is not built or does not load: the TypeScript kernels still run
+  }
+}
+
+export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: number): StepEngine {
+  const params = initParams(graph, seed, "f32");
+  if (engine === "native") return nativeEngine(plan, graph, params);
+  let kernels: ((op: string) => Kernel) | undefined;
+  if (engine === "native-kernels") {
+    requireNativeKernels(graph, engine);
+    kernels = nativeKernel;
+  }
+  const exec = new ReferenceExecutor(plan, graph, "f32", kernels);
+  const state = {
+    params,
+    state: new Map(graph.states().map((s): [string, FloatTensor] => [s.name, { shape: s.type.shape.map((d) => numel([d])), data: floatArray("f32", numel(s.type.shape)) }])),
+  };
+  return {
+    step: async (batch) => exec.step(state, batch).loss,
+    param: (name) => state.params.get(name)!.data as Float32Array,
+  };
+}
+
+function nativeEngine(plan: Plan, graph: Graph, params: Map<string, FloatTensor>): StepEngine {
+  requireNativeKernels(graph, "native");
+  const program = lowerStep(plan, graph);
+  const handle = createNativeProgram(program);
+  for (const [name, slot] of program.paramSlots) handle.set(slot, params.get(name)!.data as Float32Array);
+  const { dataParallel: dp, microBatches: m, microBatchSize: mbs } = plan.settings;
+  return {
+    step: async (batch) => {
+      for (let r = 0; r < dp; r++) {
+        for (let j = 0; j < m; j++) {
+          const rows = sliceBatch(batch, (r * m + j) * mbs, mbs);
+          for (const [name, slot] of Object.entries(program.inputSlots[r]![j]!)) handle.set(slot, rows[name]!.data as Float32Array | Int32Array);
+        }
+      }
+      await handle.run();
+      // The mean in double, summed in the reference executor's order.
+      let loss = 0;
+      for (const slot of program.lossSlots) loss += handle.get(slot)[0]!;
+      return loss / (dp * m);
+    },
+    param: (name) => handle.get(program.paramSlots.get(name)!) as Float32Array,
+  };
+}

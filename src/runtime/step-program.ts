@@ -1,0 +1,128 @@
+// A plan's training step lowered to a flat program for the native engine: every value the reference
+// executor (reference-step.ts) would hold gets a slot at a fixed offset of one arena, and every op it would
+// run becomes an instruction on slots, in the same order; gradients are averaged over micro-batches and
+// replicas (fsm_accumulate) and updates copied into the parameters' and state's own slots (fsm_copy). The
+// native side then runs a whole step with no allocation and no graph logic.
+import type { Graph, TensorId } from "../graph/graph.js";
+import { isFloatDType } from "../graph/types.js";
+import type { Attrs } from "../graph/types.js";
+import { concreteShape } from "../interp/run.js";
+import type { NativeAttrs } from "../native/binding.js";
+import type { Plan } from "../plan/plan.js";
+import { actionFromText } from "../schedule/action.js";
+import { stageOps, checkStageOps } from "./stage-ops.js";
+
+export interface Slot {
+  readonly shape: readonly number[];
+  readonly dtype: "f32" | "i32";
+  /** Bytes from the start of the arena (16-byte aligned). */
+  readonly offset: number;
+}
+
+export interface Instruction {
+  readonly op: string;
+  readonly inputs: readonly number[];
+  readonly outputs: readonly number[];
+  readonly attrs: NativeAttrs;
+}
+
+export interface StepProgram {
+  readonly slots: readonly Slot[];
+  readonly instructions: readonly Instruction[];
+  readonly arenaBytes: number;
+  /** Per replica, per micro-batch: the slot of each model input, by name. */
+  readonly inputSlots: readonly (readonly Readonly<Record<string, number>>[])[];
+  readonly paramSlots: ReadonlyMap<string, number>;
+  readonly stateSlots: ReadonlyMap<string, number>;
+  /** The loss of every (replica, micro-batch), replica-major. */
+  readonly lossSlots: readonly number[];
+}
+
+function concreteAttrs(attrs: Attrs): NativeAttrs {
+  const out: Record<string, number | boolean | string> = {};
+  for (const [k, v] of Object.entries(attrs)) if (typeof v === "number" || typeof v === "boolean" || typeof v === "string") out[k] = v;
+  return out;
+}
+
+export function lowerStep(plan: Plan, g: Graph): StepProgram {
+  const { dataParallel: dp, microBatches: m, microBatchSize: mbs } = plan.settings;
+  const bindings = plan.settings.seq === null ? { B: mbs } : { B: mbs, S: plan.settings.seq };
+  const slots: Slot[] = [];
+  let arena = 0;
+  const slotFor = (t: TensorId): number => {
+    const info = g.tensor(t);
+    const shape = concreteShape(info.type.shape, bindings);
+    const bytes = 4 * shape.reduce((a, b) => a * b, 1);
+    slots.push({ shape, dtype: isFloatDType(info.type.dtype) ? "f32" : "i32", offset: arena });
+    arena += Math.ceil(bytes / 16) * 16;
+    return slots.length - 1;
+  };
+  const paramSlots = new Map(g.params().map((p) => [p.name, slotFor(p.tensor)] as const));
+  const stateSlots = new Map(g.states().map((s) => [s.name, slotFor(s.tensor)] as const));
+  const shared = new Map<TensorId, number>();
+  for (const p of g.params()) shared.set(p.tensor, paramSlots.get(p.name)!);
+  for (const s of g.states()) shared.set(s.tensor, stateSlots.get(s.name)!);
+
+  // One slot table per (replica, micro-batch), as the reference executor's value maps.
+  const values: Map<TensorId, number>[][] = [];
+  const inputSlots: Record<string, number>[][] = [];
+  for (let r = 0; r < dp; r++) {
+    values.push([]);
+    inputSlots.push([]);
+    for (let j = 0; j < m; j++) {
+      const v = new Map(shared);
+      const named: Record<string, number> = {};
+      for (const t of g.inputs()) {
+        const s = slotFor(t);
+        v.set(t, s);
+        named[g.tensor(t).name] = s;
+      }
+      values[r]!.push(v);
+      inputSlots[r]!.push(named);
+    }
+  }
+  const instructions: Instruction[] = [];
+  const emit = (ops: readonly { inputs: readonly TensorId[]; outputs: readonly TensorId[]; op: string; attrs: Attrs; id: number }[], v: Map<TensorId, number>): void => {
+    for (const o of ops) {
+      const inputs = o.inputs.map((t) => {
+        const s = v.get(t);
+        if (s === undefined) throw new Error(`internal: op ${o.id} (${o.op}) reads %${t} before it is computed`);
+        return s;
+      });
+      const outputs = o.outputs.map((t) => {
+        const s = slotFor(t);
+        v.set(t, s);
+        return s;
+      });
+      instructions.push({ op: o.op, inputs, outputs, attrs: concreteAttrs(o.attrs) });
+    }
+  };
+
+  const ops = stageOps(g, plan.stages);
+  checkStageOps(g, plan.stages, ops);
+  const order = plan.programs.flatMap((p) => p.actions.map((a, i) => ({ program: p.id, index: i, text: a.text, start: a.start, end: a.end })));
+  order.sort((a, b) => a.start - b.start || a.end - b.end || a.program - b.program || a.index - b.index);
+  for (const { text } of order) {
+    const a = actionFromText(text);
+    if (a.mb === undefined) continue;
+    const st = ops[a.stage]!;
+    const list = a.kind === "F" ? st.forward : a.kind === "I" ? st.backwardInput : a.kind === "W" ? st.backwardWeight : a.kind === "B" ? [...st.backwardInput, ...st.backwardWeight] : undefined;
+    if (list === undefined) continue;
+    for (let r = 0; r < dp; r++) emit(list, values[r]![a.mb]!);
+  }
+
+  // Gradients: Σ over (replica, micro-batch) in the reference's order, × 1/(dp·m).
+  const scale = 1 / (dp * m);
+  const opt = new Map(shared);
+  for (const [, t] of g.paramGrads()) {
+    if (opt.has(t)) continue;
+    const inputs = values.flatMap((row) => row.map((v) => v.get(t)!));
+    const out = slotFor(t);
+    instructions.push({ op: "fsm_accumulate", inputs, outputs: [out], attrs: { scale } });
+    opt.set(t, out);
+  }
+  emit(g.ops().filter((o) => o.phase === "optimizer"), opt);
+  for (const [target, value] of g.updates()) instructions.push({ op: "fsm_copy", inputs: [opt.get(value)!], outputs: [shared.get(target)!], attrs: {} });
+  const lossSlots = values.flatMap((row) => row.map((v) => v.get(g.loss!)!));
+  return { slots, instructions, arenaBytes: arena, inputSlots, paramSlots, stateSlots, lossSlots };
+}
