@@ -51,7 +51,7 @@ describe("fsm run", () => {
     expect(a.code).toBe(0);
     expect(losses(a.stdout)).toEqual(losses(b.stdout));
     const text = await run("run", plan, "--steps", "2");
-    expect(text.stdout).toMatch(/engine: (reference|native-kernels) \(/);
+    expect(text.stdout).toMatch(/engine: (native|native-kernels|reference) \(/);
     expect(text.stdout).toMatch(/step 2\/2 {2}loss \d+\.\d{5} {2}\S+ \S+ {2}[\d,]+ tokens\/s {2}ETA/);
     expect(text.stdout).toMatch(/done: 2 steps in .*, loss \d+\.\d+ → \d+\.\d+/);
   });
