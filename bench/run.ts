@@ -2,6 +2,8 @@
 // native-kernels, native: see src/runtime/engines.ts), achieved GFLOP/s, and
 // that as a fraction of this machine's sgemm peak measured in the same run. Prints one JSON object; run with
 // `npm run bench:run`.
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import { checkFile } from "../src/check/check.js";
 import { compileModel } from "../src/compile/compile.js";
 import { sgemm } from "../src/native/binding.js";
@@ -47,4 +49,29 @@ for (const { name, steps } of CASES) {
   }
   cases.push({ model: name, flopsPerStep: flops, engines, nativeSpeedupOverReference: Number((engines[0]!.stepMs / engines[2]!.stepMs).toFixed(2)) });
 }
-console.log(JSON.stringify({ bench: "run", node: process.version, sgemmPeakGflops: Number(peak.toFixed(1)), cases }));
+// PyTorch (Debian's, CPU) on the same GPT, batch and thread count, where installed.
+function pytorchStepMs(p: ReturnType<typeof compileModel>["plan"]): { torch: string; threads: number; stepMs: number } | { skipped: string } {
+  const python = "/usr/bin/python3";
+  if (!existsSync(python) || spawnSync(python, ["-c", "import torch"]).status !== 0) return { skipped: "PyTorch is not installed (apt-get install -y python3-torch)" };
+  const attention = p.graph.ops.find((o) => o.op === "attention")!;
+  const wte = p.graph.params.find((x) => x.name === "wte.weight")!;
+  const meta = {
+    config: { d: Number(p.graph.tensors[wte.tensor]!.shape[1]), heads: attention.attrs.heads, n_layer: p.graph.layers.filter((l) => /^layers\.\d+$/.test(l.name)).length },
+    batch: [p.settings.batch, p.settings.seq],
+    params: p.graph.params.map((x) => ({ name: x.name, shape: p.graph.tensors[x.tensor]!.shape.map(Number) })),
+    steps: 30,
+    // OpenBLAS in the addon uses every core; PyTorch gets as many.
+    threads: 2,
+    lr: 3e-3,
+  };
+  const r = spawnSync(python, ["bench/pytorch_step.py", JSON.stringify(meta)], { encoding: "utf8", timeout: 300_000 });
+  if (r.status !== 0) return { skipped: `bench/pytorch_step.py failed: ${r.stderr.trim().split("\n").pop()}` };
+  return JSON.parse(r.stdout) as { torch: string; threads: number; stepMs: number };
+}
+
+const tinyModel = checkFile("samples/gpt-tiny.fsm", { overrides: ["parallel.stages=1", "parallel.chunks=1", "parallel.checkpoint=never"] }).model!;
+const tinyPlan = compileModel(tinyModel, { cluster: "cpu", devices: 1, source: "gpt-tiny", fsmVersion: "bench" }).plan;
+const torch = pytorchStepMs(tinyPlan);
+const nativeTiny = cases.find((c) => c.model === "gpt-tiny")!.engines.find((e) => e.engine === "native")!.stepMs;
+const pytorch = "stepMs" in torch ? { ...torch, model: "gpt-tiny", nativeStepMs: nativeTiny, pytorchOverNative: Number((torch.stepMs / nativeTiny).toFixed(2)) } : torch;
+console.log(JSON.stringify({ bench: "run", node: process.version, sgemmPeakGflops: Number(peak.toFixed(1)), cases, pytorch }));
