@@ -8,6 +8,8 @@ import { checkFile } from "../src/check/check.js";
 import { compileModel } from "../src/compile/compile.js";
 import { sgemm } from "../src/native/binding.js";
 import { runPlan, type Engine } from "../src/runtime/run-loop.js";
+import { calibratePlan } from "../src/runtime/calibrate.js";
+import { parseCalibration } from "../src/cost/calibration.js";
 
 const CASES = [
   { name: "mlp", steps: 60 },
@@ -47,7 +49,17 @@ for (const { name, steps } of CASES) {
     const gflops = flops / seconds / 1e9;
     engines.push({ engine, stepMs: Number((seconds * 1e3).toFixed(3)), gflops: Number(gflops.toFixed(3)), fractionOfSgemmPeak: Number((gflops / peak).toFixed(4)) });
   }
-  cases.push({ model: name, flopsPerStep: flops, engines, nativeSpeedupOverReference: Number((engines[0]!.stepMs / engines[2]!.stepMs).toFixed(2)) });
+  // The cpu profile after `fsm calibrate`: predicted step time against the native engine's measured one.
+  const calibration = parseCalibration(JSON.parse(JSON.stringify(calibratePlan(plan, 5))), "bench");
+  const calibrated = compileModel(model, { cluster: "cpu", devices: 1, source: name, fsmVersion: "bench", calibration }).plan;
+  const measured = await stepSeconds(calibrated, "native", steps);
+  const prediction = {
+    uncalibratedMs: Number((plan.predicted.stepTimeSeconds * 1e3).toFixed(3)),
+    calibratedMs: Number((calibrated.predicted.stepTimeSeconds * 1e3).toFixed(3)),
+    measuredNativeMs: Number((measured * 1e3).toFixed(3)),
+    measuredOverCalibrated: Number((measured / calibrated.predicted.stepTimeSeconds).toFixed(3)),
+  };
+  cases.push({ model: name, flopsPerStep: flops, engines, nativeSpeedupOverReference: Number((engines[0]!.stepMs / engines[2]!.stepMs).toFixed(2)), prediction });
 }
 // PyTorch (Debian's, CPU) on the same GPT, batch and thread count, where installed.
 function pytorchStepMs(p: ReturnType<typeof compileModel>["plan"]): { torch: string; threads: number; stepMs: number } | { skipped: string } {

@@ -22,6 +22,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("logTest", Napi::Function::New(env, logTest, "logTest"));
   exports.Set("runKernel", Napi::Function::New(env, runKernel, "runKernel"));
   exports.Set("kernelNames", Napi::Function::New(env, kernelNames, "kernelNames"));
+  exports.Set("timeKernel", Napi::Function::New(env, timeKernel, "timeKernel"));
   exports.Set("NativeProgram", NativeProgram::Define(env));
   return exports;
 }

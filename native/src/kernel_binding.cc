@@ -3,6 +3,9 @@
 // kernel wrote. Argument mistakes are TypeErrors/RangeErrors naming what is wrong; kernel failures are Errors.
 #include "kernel_binding.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -43,17 +46,29 @@ Attrs attrsOf(const Napi::Env& env, const Napi::Value& v) {
 
 }  // namespace
 
-Napi::Value runKernel(const Napi::CallbackInfo& info) {
+namespace {
+
+/** A kernel call with its operands parsed and its outputs allocated (as JS typed arrays in `result`). */
+struct Call {
+  std::string op;
+  KernelFn fn;
+  std::vector<Tensor> inputs;
+  std::vector<Tensor> outputs;
+  Attrs attrs;
+  Napi::Array result;
+};
+
+Call prepare(const Napi::CallbackInfo& info, const char* usage) {
   Napi::Env env = info.Env();
-  if (info.Length() != 4 || !info[0].IsString() || !info[1].IsArray() || !info[3].IsArray()) {
-    throw Napi::TypeError::New(env, "runKernel(op: string, inputs: {data, shape}[], attrs: object, outputs: {shape, dtype}[])");
-  }
-  const std::string op = info[0].As<Napi::String>().Utf8Value();
+  if (info.Length() < 4 || !info[0].IsString() || !info[1].IsArray() || !info[3].IsArray()) throw Napi::TypeError::New(env, usage);
+  Call call;
+  call.op = info[0].As<Napi::String>().Utf8Value();
+  const std::string& op = call.op;
   auto it = kernelRegistry().find(op);
   if (it == kernelRegistry().end()) throw Napi::Error::New(env, "not implemented: native kernel for op '" + op + "'");
+  call.fn = it->second;
 
   Napi::Array ins = info[1].As<Napi::Array>();
-  std::vector<Tensor> inputs;
   for (uint32_t i = 0; i < ins.Length(); i++) {
     const std::string what = "runKernel " + op + ": input " + std::to_string(i);
     Napi::Value x = ins.Get(i);
@@ -73,13 +88,12 @@ Napi::Value runKernel(const Napi::CallbackInfo& info) {
     } else {
       throw Napi::TypeError::New(env, what + ": data must be a Float32Array or an Int32Array");
     }
-    inputs.push_back(t);
+    call.inputs.push_back(t);
   }
-  const Attrs attrs = attrsOf(env, info[2]);
+  call.attrs = attrsOf(env, info[2]);
 
   Napi::Array outs = info[3].As<Napi::Array>();
-  Napi::Array result = Napi::Array::New(env, outs.Length());
-  std::vector<Tensor> outputs;
+  call.result = Napi::Array::New(env, outs.Length());
   for (uint32_t i = 0; i < outs.Length(); i++) {
     const std::string what = "runKernel " + op + ": output " + std::to_string(i);
     Napi::Object o = outs.Get(i).As<Napi::Object>();
@@ -90,23 +104,54 @@ Napi::Value runKernel(const Napi::CallbackInfo& info) {
       Napi::Int32Array a = Napi::Int32Array::New(env, static_cast<size_t>(t.numel()));
       t.dtype = DType::I32;
       t.data = a.Data();
-      result.Set(i, a);
+      call.result.Set(i, a);
     } else if (dtype == "f32") {
       Napi::Float32Array a = Napi::Float32Array::New(env, static_cast<size_t>(t.numel()));
       t.dtype = DType::F32;
       t.data = a.Data();
-      result.Set(i, a);
+      call.result.Set(i, a);
     } else {
       throw Napi::TypeError::New(env, what + ": dtype must be f32 or i32");
     }
-    outputs.push_back(t);
+    call.outputs.push_back(t);
   }
+  return call;
+}
+
+void invoke(const Napi::Env& env, Call& call) {
   try {
-    it->second(inputs, outputs, attrs);
+    call.fn(call.inputs, call.outputs, call.attrs);
   } catch (const std::exception& e) {
-    throw Napi::Error::New(env, "native kernel " + op + ": " + e.what());
+    throw Napi::Error::New(env, "native kernel " + call.op + ": " + e.what());
   }
-  return result;
+}
+
+}  // namespace
+
+Napi::Value runKernel(const Napi::CallbackInfo& info) {
+  Call call = prepare(info, "runKernel(op: string, inputs: {data, shape}[], attrs: object, outputs: {shape, dtype}[])");
+  invoke(info.Env(), call);
+  return call.result;
+}
+
+// timeKernel(op, inputs, attrs, outputs, repeats) → median seconds of `repeats` runs after a warm-up, each as a
+// step program runs an instruction (outputs zeroed, then the kernel), timed natively: no JS call overhead is
+// counted (what `fsm calibrate` measures).
+Napi::Value timeKernel(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Call call = prepare(info, "timeKernel(op, inputs, attrs, outputs, repeats)");
+  if (info.Length() != 5 || !info[4].IsNumber() || info[4].As<Napi::Number>().Int32Value() < 1) throw Napi::RangeError::New(env, "timeKernel: repeats must be a positive integer");
+  const int repeats = info[4].As<Napi::Number>().Int32Value();
+  std::vector<double> times;
+  for (int r = 0; r <= repeats; r++) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (Tensor& t : call.outputs) std::memset(t.data, 0, static_cast<size_t>(t.numel()) * 4);
+    invoke(env, call);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r > 0) times.push_back(s);  // the first run warms caches up
+  }
+  std::sort(times.begin(), times.end());
+  return Napi::Number::New(env, times[times.size() / 2]);
 }
 
 Napi::Value kernelNames(const Napi::CallbackInfo& info) {

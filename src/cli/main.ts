@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { UsageError } from "./args.js";
+import { calibrateCommand } from "./commands/calibrate.js";
 import { checkCommand } from "./commands/check.js";
 import type { Command } from "./commands/command.js";
 import { compileCommand } from "./commands/compile.js";
@@ -14,7 +15,7 @@ import { runCommand } from "./commands/run.js";
 import { scheduleCommand } from "./commands/schedule.js";
 import type { CliIO } from "./io.js";
 
-const COMMANDS: readonly Command[] = [checkCommand, graphCommand, costCommand, compileCommand, explainCommand, scheduleCommand, runCommand];
+const COMMANDS: readonly Command[] = [checkCommand, graphCommand, costCommand, compileCommand, explainCommand, scheduleCommand, runCommand, calibrateCommand];
 
 /** The version from package.json, found by walking up from this file (src/ in tests, dist/src/ when built). */
 export function version(): string {

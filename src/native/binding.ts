@@ -23,6 +23,7 @@ interface Addon {
   logTest(n: number): Promise<void>;
   runKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[]): (Float32Array | Int32Array)[];
   kernelNames(): string[];
+  timeKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[], repeats: number): number;
   NativeProgram: new (description: NativeProgramDescription) => NativeProgramHandle;
 }
 
@@ -161,6 +162,12 @@ export async function nativeLogTest(n: number): Promise<void> {
  */
 export function runNativeKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[]): (Float32Array | Int32Array)[] {
   return addon().runKernel(op, inputs, attrs, outputs);
+}
+
+/** Median seconds of `repeats` runs of one kernel (outputs zeroed first, as a step program does), timed in
+ *  native code after a warm-up run. */
+export function timeNativeKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[], repeats: number): number {
+  return addon().timeKernel(op, inputs, attrs, outputs, repeats);
 }
 
 /** The ops the addon has kernels for. */

@@ -7,7 +7,7 @@ import { nativeKernelNames, runNativeKernel, type NativeAttrs } from "./binding.
 
 /** Attributes a native kernel can read: numbers, booleans and strings (dims and parameter references are
  *  the graph's business, not a kernel's). */
-function concreteAttrs(attrs: Attrs): NativeAttrs {
+export function concreteAttrs(attrs: Attrs): NativeAttrs {
   const out: Record<string, number | boolean | string> = {};
   for (const [k, v] of Object.entries(attrs)) if (typeof v === "number" || typeof v === "boolean" || typeof v === "string") out[k] = v;
   return out;

@@ -10,7 +10,11 @@ export function planToJson(plan: Plan): string {
 
 /** Writes the plan to `path`; returns the bytes written. */
 export function writePlan(path: string, plan: Plan): number {
-  const text = planToJson(plan);
+  return writeAtomically(path, planToJson(plan));
+}
+
+/** Writes `text` to `path` through a temp file renamed over it; returns the bytes written. */
+export function writeAtomically(path: string, text: string): number {
   // Same directory as the target: rename is atomic only within one file system.
   const temp = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
   try {

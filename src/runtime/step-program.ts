@@ -8,6 +8,7 @@ import { isFloatDType } from "../graph/types.js";
 import type { Attrs } from "../graph/types.js";
 import { concreteShape } from "../interp/run.js";
 import type { NativeAttrs } from "../native/binding.js";
+import { concreteAttrs } from "../native/kernels.js";
 import type { Plan } from "../plan/plan.js";
 import { actionFromText } from "../schedule/action.js";
 import { stageOps, checkStageOps } from "./stage-ops.js";
@@ -36,12 +37,6 @@ export interface StepProgram {
   readonly stateSlots: ReadonlyMap<string, number>;
   /** The loss of every (replica, micro-batch), replica-major. */
   readonly lossSlots: readonly number[];
-}
-
-function concreteAttrs(attrs: Attrs): NativeAttrs {
-  const out: Record<string, number | boolean | string> = {};
-  for (const [k, v] of Object.entries(attrs)) if (typeof v === "number" || typeof v === "boolean" || typeof v === "string") out[k] = v;
-  return out;
 }
 
 export function lowerStep(plan: Plan, g: Graph): StepProgram {
