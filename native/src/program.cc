@@ -3,6 +3,7 @@
 // promise naming the instruction, and nothing ever exits the process.
 #include "program.h"
 
+#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -45,8 +46,13 @@ class ProgramWorker : public Napi::AsyncWorker {
  protected:
   void Execute() override {
     auto& list = program_->instructions_;
+    const bool tracing = program_->tracing_;
+    std::vector<double>& timings = program_->timings_;
+    if (tracing) timings.assign(list.size() * 2, 0.0);
+    const auto origin = std::chrono::steady_clock::now();
     for (size_t i = 0; i < list.size(); i++) {
       ProgramInstruction& ins = list[i];
+      if (tracing) timings[2 * i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - origin).count();
       for (Tensor& t : ins.outputs) std::memset(t.data, 0, static_cast<size_t>(t.numel()) * 4);
       try {
         ins.kernel(ins.inputs, ins.outputs, ins.attrs);
@@ -54,6 +60,7 @@ class ProgramWorker : public Napi::AsyncWorker {
         SetError("instruction " + std::to_string(i) + " (" + ins.op + "): " + e.what());
         return;
       }
+      if (tracing) timings[2 * i + 1] = std::chrono::duration<double>(std::chrono::steady_clock::now() - origin).count();
     }
   }
   void OnOK() override {
@@ -74,7 +81,8 @@ class ProgramWorker : public Napi::AsyncWorker {
 Napi::Function NativeProgram::Define(Napi::Env env) {
   return DefineClass(env, "NativeProgram",
                      {InstanceMethod("set", &NativeProgram::Set), InstanceMethod("get", &NativeProgram::Get),
-                      InstanceMethod("run", &NativeProgram::Run), InstanceMethod("arenaBytes", &NativeProgram::ArenaBytes)});
+                      InstanceMethod("run", &NativeProgram::Run), InstanceMethod("arenaBytes", &NativeProgram::ArenaBytes),
+                      InstanceMethod("timings", &NativeProgram::Timings)});
 }
 
 NativeProgram::NativeProgram(const Napi::CallbackInfo& info) : Napi::ObjectWrap<NativeProgram>(info) {
@@ -161,11 +169,21 @@ Napi::Value NativeProgram::Get(const Napi::CallbackInfo& info) {
 Napi::Value NativeProgram::Run(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   checkIdle(env);
+  // run(trace?): with trace, every instruction's start and end are recorded (timings()).
+  tracing_ = info.Length() > 0 && info[0].ToBoolean().Value();
   running_ = true;
   auto* worker = new ProgramWorker(env, this, info.This().As<Napi::Object>());
   Napi::Promise p = worker->Promise();
   worker->Queue();
   return p;
+}
+
+Napi::Value NativeProgram::Timings(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  checkIdle(env);
+  Napi::Float64Array a = Napi::Float64Array::New(env, timings_.size());
+  std::memcpy(a.Data(), timings_.data(), timings_.size() * sizeof(double));
+  return a;
 }
 
 Napi::Value NativeProgram::ArenaBytes(const Napi::CallbackInfo& info) {

@@ -31,6 +31,7 @@ class NativeProgram : public Napi::ObjectWrap<NativeProgram> {
   Napi::Value Get(const Napi::CallbackInfo& info);
   Napi::Value Run(const Napi::CallbackInfo& info);
   Napi::Value ArenaBytes(const Napi::CallbackInfo& info);
+  Napi::Value Timings(const Napi::CallbackInfo& info);
   const Tensor& slot(const Napi::Env& env, const Napi::Value& v) const;
   void checkIdle(const Napi::Env& env) const;
 
@@ -40,6 +41,9 @@ class NativeProgram : public Napi::ObjectWrap<NativeProgram> {
   std::vector<Tensor> slots_;
   std::vector<ProgramInstruction> instructions_;
   std::atomic<bool> running_{false};
+  bool tracing_ = false;
+  /** Per instruction of the last traced run: start and end, seconds from the run's start. */
+  std::vector<double> timings_;
 };
 
 }  // namespace fsm

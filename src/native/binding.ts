@@ -40,8 +40,11 @@ export interface NativeProgramHandle {
   set(slot: number, data: Float32Array | Int32Array): void;
   /** A copy of a slot's contents. Throws while a step runs. */
   get(slot: number): Float32Array | Int32Array;
-  /** Runs every instruction on a worker thread; rejects naming the instruction that failed. */
-  run(): Promise<void>;
+  /** Runs every instruction on a worker thread; rejects naming the instruction that failed. With `trace`,
+   *  records each instruction's start and end (timings()). */
+  run(trace?: boolean): Promise<void>;
+  /** The last traced run: [start0, end0, start1, end1, ...] in seconds from its start (empty if none). */
+  timings(): Float64Array;
   arenaBytes(): number;
 }
 

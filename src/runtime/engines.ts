@@ -12,6 +12,7 @@ import { hasNativeKernel, nativeKernel } from "../native/kernels.js";
 import type { Plan } from "../plan/plan.js";
 import { ReferenceExecutor, sliceBatch } from "./reference-step.js";
 import { lowerStep } from "./step-program.js";
+import { stepEvents, traceMetadata, type TraceEvent } from "./trace.js";
 
 export const ENGINES = ["native", "native-kernels", "reference"] as const;
 export type Engine = (typeof ENGINES)[number];
@@ -21,6 +22,8 @@ export class EngineError extends Error {}
 export interface StepEngine {
   /** One training step on the batch; resolves with the mean loss of its micro-batches. */
   step(batch: Batch): Promise<number>;
+  /** Trace events of the steps run so far, when the engine records them (the native engine, asked to). */
+  trace?(): TraceEvent[];
   /** The current value of a parameter (for tests and checkpoints). */
   param(name: string): Float32Array;
 }
@@ -39,9 +42,10 @@ export function defaultEngine(graph: Graph): Engine {
   }
 }
 
-export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: number): StepEngine {
+export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: number, trace = false): StepEngine {
+  if (trace && engine !== "native") throw new EngineError(`a trace is recorded by the native engine only (not ${engine})`);
   const params = initParams(graph, seed, "f32");
-  if (engine === "native") return nativeEngine(plan, graph, params);
+  if (engine === "native") return nativeEngine(plan, graph, params, trace);
   let kernels: ((op: string) => Kernel) | undefined;
   if (engine === "native-kernels") {
     requireNativeKernels(graph, engine);
@@ -58,13 +62,17 @@ export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: num
   };
 }
 
-function nativeEngine(plan: Plan, graph: Graph, params: Map<string, FloatTensor>): StepEngine {
+function nativeEngine(plan: Plan, graph: Graph, params: Map<string, FloatTensor>, trace: boolean): StepEngine {
   requireNativeKernels(graph, "native");
   const program = lowerStep(plan, graph);
   const handle = createNativeProgram(program);
   for (const [name, slot] of program.paramSlots) handle.set(slot, params.get(name)!.data as Float32Array);
   const { dataParallel: dp, microBatches: m, microBatchSize: mbs } = plan.settings;
+  const events: TraceEvent[] = trace ? traceMetadata(plan.cluster.devices) : [];
+  const origin = performance.now();
+  let steps = 0;
   return {
+    trace: () => events,
     step: async (batch) => {
       for (let r = 0; r < dp; r++) {
         for (let j = 0; j < m; j++) {
@@ -72,7 +80,9 @@ function nativeEngine(plan: Plan, graph: Graph, params: Map<string, FloatTensor>
           for (const [name, slot] of Object.entries(program.inputSlots[r]![j]!)) handle.set(slot, rows[name]!.data as Float32Array | Int32Array);
         }
       }
-      await handle.run();
+      const startUs = (performance.now() - origin) * 1e3;
+      await handle.run(trace);
+      if (trace) events.push(...stepEvents(program, handle.timings(), startUs, ++steps));
       // The mean in double, summed in the reference executor's order.
       let loss = 0;
       for (const slot of program.lossSlots) loss += handle.get(slot)[0]!;

@@ -29,6 +29,8 @@ export interface RunSummary {
 export interface RunOptions {
   readonly steps?: number;
   readonly engine?: Engine;
+  /** Record a Chrome trace of every step (native engine only); passed to onDone's engine. */
+  readonly trace?: boolean;
   /** Told which engine runs, before the first step. */
   readonly onEngine?: (engine: Engine) => void;
   readonly onStep?: (r: StepReport) => void;
@@ -48,7 +50,7 @@ export async function runPlan(plan: Plan, options: RunOptions = {}): Promise<Run
   const engine = options.engine ?? defaultEngine(graph);
   let stepper: StepEngine;
   try {
-    stepper = createEngine(engine, plan, graph, run.seed);
+    stepper = createEngine(engine, plan, graph, run.seed, options.trace ?? false);
   } catch (e) {
     if (e instanceof EngineError) throw new RunError(e.message);
     throw e;

@@ -25,6 +25,9 @@ export interface Instruction {
   readonly inputs: readonly number[];
   readonly outputs: readonly number[];
   readonly attrs: NativeAttrs;
+  /** For traces: the device (global rank) and plan action it belongs to; rank null for the step's tail
+   *  (gradient averaging, optimizer, updates), which this program runs once for every device. */
+  readonly tag: { readonly rank: number | null; readonly action: string };
 }
 
 export interface StepProgram {
@@ -38,6 +41,8 @@ export interface StepProgram {
   /** The loss of every (replica, micro-batch), replica-major. */
   readonly lossSlots: readonly number[];
 }
+
+const TAIL = { rank: null, action: "OPTIMIZER" } as const;
 
 export function lowerStep(plan: Plan, g: Graph): StepProgram {
   const { dataParallel: dp, microBatches: m, microBatchSize: mbs } = plan.settings;
@@ -77,7 +82,7 @@ export function lowerStep(plan: Plan, g: Graph): StepProgram {
     }
   }
   const instructions: Instruction[] = [];
-  const emit = (ops: readonly { inputs: readonly TensorId[]; outputs: readonly TensorId[]; op: string; attrs: Attrs; id: number }[], v: Map<TensorId, number>): void => {
+  const emit = (ops: readonly { inputs: readonly TensorId[]; outputs: readonly TensorId[]; op: string; attrs: Attrs; id: number }[], v: Map<TensorId, number>, tag: Instruction["tag"]): void => {
     for (const o of ops) {
       const inputs = o.inputs.map((t) => {
         const s = v.get(t);
@@ -89,7 +94,7 @@ export function lowerStep(plan: Plan, g: Graph): StepProgram {
         v.set(t, s);
         return s;
       });
-      instructions.push({ op: o.op, inputs, outputs, attrs: concreteAttrs(o.attrs) });
+      instructions.push({ op: o.op, inputs, outputs, attrs: concreteAttrs(o.attrs), tag });
     }
   };
 
@@ -103,7 +108,7 @@ export function lowerStep(plan: Plan, g: Graph): StepProgram {
     const st = ops[a.stage]!;
     const list = a.kind === "F" ? st.forward : a.kind === "I" ? st.backwardInput : a.kind === "W" ? st.backwardWeight : a.kind === "B" ? [...st.backwardInput, ...st.backwardWeight] : undefined;
     if (list === undefined) continue;
-    for (let r = 0; r < dp; r++) emit(list, values[r]![a.mb]!);
+    for (let r = 0; r < dp; r++) emit(list, values[r]![a.mb]!, { rank: plan.stages[a.stage]!.ranks[r]!, action: text });
   }
 
   // Gradients: Σ over (replica, micro-batch) in the reference's order, × 1/(dp·m).
@@ -113,11 +118,11 @@ export function lowerStep(plan: Plan, g: Graph): StepProgram {
     if (opt.has(t)) continue;
     const inputs = values.flatMap((row) => row.map((v) => v.get(t)!));
     const out = slotFor(t);
-    instructions.push({ op: "fsm_accumulate", inputs, outputs: [out], attrs: { scale } });
+    instructions.push({ op: "fsm_accumulate", inputs, outputs: [out], attrs: { scale }, tag: TAIL });
     opt.set(t, out);
   }
-  emit(g.ops().filter((o) => o.phase === "optimizer"), opt);
-  for (const [target, value] of g.updates()) instructions.push({ op: "fsm_copy", inputs: [opt.get(value)!], outputs: [shared.get(target)!], attrs: {} });
+  emit(g.ops().filter((o) => o.phase === "optimizer"), opt, TAIL);
+  for (const [target, value] of g.updates()) instructions.push({ op: "fsm_copy", inputs: [opt.get(value)!], outputs: [shared.get(target)!], attrs: {}, tag: TAIL });
   const lossSlots = values.flatMap((row) => row.map((v) => v.get(g.loss!)!));
   return { slots, instructions, arenaBytes: arena, inputSlots, paramSlots, stateSlots, lossSlots };
 }

@@ -1,6 +1,6 @@
 // `fsm run` as a user runs it: from a .fsm file or a compiled plan, JSON lines per step, the loss falls, runs
 // are deterministic, and what cannot run yet says so.
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -54,6 +54,27 @@ describe("fsm run", () => {
     expect(text.stdout).toMatch(/engine: (native|native-kernels|reference) \(/);
     expect(text.stdout).toMatch(/step 2\/2 {2}loss \d+\.\d{5} {2}\S+ \S+ {2}[\d,]+ tokens\/s {2}ETA/);
     expect(text.stdout).toMatch(/done: 2 steps in .*, loss \d+\.\d+ → \d+\.\d+/);
+  });
+
+  it("--trace writes a Chrome trace: a track per device, every action of every step, the step's tail", async () => {
+    const trace = join(dir, "trace.json");
+    const r = await run("run", samplePath("gpt-tiny"), "--devices", "4", "--steps", "2", "--engine", "native", "--trace", trace);
+    expect(r.code, r.stderr).toBe(0);
+    const events = (JSON.parse(readFileSync(trace, "utf8")) as { traceEvents: { name: string; ph: string; pid: number; ts?: number; dur?: number; args?: { step?: number } }[] }).traceEvents;
+    const spans = events.filter((e) => e.ph === "X");
+    expect(new Set(spans.map((e) => e.pid))).toEqual(new Set([0, 1, 2, 3, 1_000_000]));
+    for (const step of [1, 2]) {
+      const mine = spans.filter((e) => e.args?.step === step);
+      // 2 stages × 2 replicas, one micro-batch: F and B of each stage on each replica, then the tail.
+      expect(mine.filter((e) => /^\dF0$/.test(e.name))).toHaveLength(4);
+      expect(mine.filter((e) => /^\dB0$/.test(e.name))).toHaveLength(4);
+      expect(mine.some((e) => e.name === "OPTIMIZER")).toBe(true);
+      for (const e of mine) expect(e.dur!).toBeGreaterThanOrEqual(0);
+    }
+    expect(events.some((e) => e.ph === "M" && e.pid === 3)).toBe(true);
+    const other = await run("run", samplePath("gpt-tiny"), "--devices", "2", "--steps", "1", "--engine", "reference", "--trace", join(dir, "t2.json"));
+    expect(other.code).toBe(1);
+    expect(other.stderr).toContain("a trace is recorded by the native engine only");
   });
 
   it("says what it cannot run yet, and refuses bad arguments", async () => {

@@ -6,6 +6,7 @@ import { compileModel } from "../../compile/compile.js";
 import { loadPlan } from "../../plan/load.js";
 import { PlanError } from "../../plan/plan-error.js";
 import type { Plan } from "../../plan/plan.js";
+import { writeAtomically } from "../../plan/serialize.js";
 import { ENGINES } from "../../runtime/engines.js";
 import { RunError, runPlan, type Engine, type StepReport } from "../../runtime/run-loop.js";
 import { flag, parseArgs, UsageError } from "../args.js";
@@ -37,6 +38,8 @@ the plan's actions from TypeScript with the addon's or the interpreter's kernels
 three compute the same step; a thread per device with overlapped communication is next.
   --steps N      steps to run (default: the train section's steps)
   --engine E     native, native-kernels or reference (default: native when available)
+  --trace FILE   write a Chrome trace (Perfetto) of every step: one track per device
+                 (native engine; devices still run one after another)
   --json         JSON lines instead of text
   --devices N    devices for a .fsm file (default 1)
   --set KEY=VAL  override a train/parallel setting of a .fsm file (repeatable)`,
@@ -44,6 +47,7 @@ three compute the same step; a thread per device with overlapped communication i
     const args = parseArgs(argv, [
       { name: "steps", value: true },
       { name: "engine", value: true },
+      { name: "trace", value: true },
       { name: "json" },
       { name: "devices", value: true },
       { name: "set", value: true, repeat: true },
@@ -59,6 +63,7 @@ three compute the same step; a thread per device with overlapped communication i
     }
     const file = args.positionals[0]!;
     const json = args.flags.has("json");
+    const tracePath = flag(args, "trace");
     let plan: Plan;
     try {
       if (file.endsWith(".fsm")) {
@@ -79,6 +84,10 @@ three compute the same step; a thread per device with overlapped communication i
       const summary = await runPlan(plan, {
         steps: total,
         ...(engineText !== undefined && { engine: engineText as Engine }),
+        ...(tracePath !== undefined && { trace: true }),
+        onDone: (engine) => {
+          if (tracePath !== undefined) writeAtomically(tracePath, JSON.stringify({ traceEvents: engine.trace?.() ?? [], displayTimeUnit: "ms" }) + "\n");
+        },
         onEngine: (engine: Engine) => {
           if (!json) io.stdout(`engine: ${ENGINE_TEXT[engine]}\n`);
         },
@@ -92,7 +101,7 @@ three compute the same step; a thread per device with overlapped communication i
         },
       });
       if (json) io.stdout(JSON.stringify({ summary }) + "\n");
-      else io.stdout(`done: ${summary.steps} steps in ${formatSeconds(summary.seconds)}, loss ${summary.firstLoss.toFixed(5)} → ${summary.finalLoss.toFixed(5)}\n`);
+      else io.stdout(`done: ${summary.steps} steps in ${formatSeconds(summary.seconds)}, loss ${summary.firstLoss.toFixed(5)} → ${summary.finalLoss.toFixed(5)}${tracePath === undefined ? "" : `; trace in ${tracePath}`}\n`);
       return 0;
     } catch (e) {
       if (e instanceof PlanError) {
