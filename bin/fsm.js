@@ -5,4 +5,5 @@ import { main } from "../dist/src/cli/main.js";
 process.exitCode = await main(process.argv.slice(2), {
   stdout: (s) => process.stdout.write(s),
   stderr: (s) => process.stderr.write(s),
+  isTTY: process.stdout.isTTY === true,
 });

@@ -3,4 +3,6 @@
 export interface CliIO {
   stdout(text: string): void;
   stderr(text: string): void;
+  /** stdout is a terminal: progress may redraw one line instead of printing one per update. */
+  readonly isTTY?: boolean;
 }

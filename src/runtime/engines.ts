@@ -62,6 +62,16 @@ export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: num
   };
 }
 
+/** A native failure ("instruction 17 (linear): ...") as an error naming the device and plan action. */
+function failedInstruction(e: unknown, program: ReturnType<typeof lowerStep>): Error {
+  const message = e instanceof Error ? e.message : String(e);
+  const m = /^instruction (\d+) \(([^)]+)\): (.*)$/s.exec(message);
+  if (!m) return e instanceof Error ? e : new Error(message);
+  const tag = program.instructions[Number(m[1])]!.tag;
+  const where = tag.rank === null ? "the optimizer step" : `device ${tag.rank}, action ${tag.action}`;
+  return new EngineError(`${where}: kernel ${m[2]} failed: ${m[3]}`);
+}
+
 function nativeEngine(plan: Plan, graph: Graph, params: Map<string, FloatTensor>, trace: boolean): StepEngine {
   requireNativeKernels(graph, "native");
   const program = lowerStep(plan, graph);
@@ -81,7 +91,11 @@ function nativeEngine(plan: Plan, graph: Graph, params: Map<string, FloatTensor>
         }
       }
       const startUs = (performance.now() - origin) * 1e3;
-      await handle.run(trace);
+      try {
+        await handle.run(trace);
+      } catch (e) {
+        throw failedInstruction(e, program);
+      }
       if (trace) events.push(...stepEvents(program, handle.timings(), startUs, ++steps));
       // The mean in double, summed in the reference executor's order.
       let loss = 0;

@@ -64,7 +64,13 @@ export async function runPlan(plan: Plan, options: RunOptions = {}): Promise<Run
   let finalLoss = NaN;
   for (let step = 1; step <= steps; step++) {
     const t0 = performance.now();
-    const loss = await stepper.step(data.batch(step - 1));
+    let loss: number;
+    try {
+      loss = await stepper.step(data.batch(step - 1));
+    } catch (e) {
+      if (e instanceof EngineError) throw new RunError(`step ${step}: ${e.message}`);
+      throw e;
+    }
     const seconds = (performance.now() - t0) / 1000;
     if (!Number.isFinite(loss)) throw new RunError(`step ${step}: the loss is ${loss}`);
     if (step === 1) firstLoss = loss;

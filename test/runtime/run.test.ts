@@ -1,6 +1,6 @@
 // `fsm run` as a user runs it: from a .fsm file or a compiled plan, JSON lines per step, the loss falls, runs
 // are deterministic, and what cannot run yet says so.
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -75,6 +75,20 @@ describe("fsm run", () => {
     const other = await run("run", samplePath("gpt-tiny"), "--devices", "2", "--steps", "1", "--engine", "reference", "--trace", join(dir, "t2.json"));
     expect(other.code).toBe(1);
     expect(other.stderr).toContain("a trace is recorded by the native engine only");
+  });
+
+  it("a kernel failing on a device stops the run with an error naming the device, the action and the kernel", async () => {
+    const good = join(dir, "fault.json");
+    expect((await run("compile", samplePath("gpt-tiny"), "--devices", "2", "-o", good)).code).toBe(0);
+    // A plan whose embedding table lost rows the data still indexes: the embedding kernel refuses.
+    const plan = JSON.parse(readFileSync(good, "utf8")) as { graph: { params: { name: string; tensor: number }[]; tensors: { shape: string[] }[] } };
+    const wte = plan.graph.params.find((p) => p.name === "wte.weight")!;
+    plan.graph.tensors[wte.tensor]!.shape[0] = "8";
+    const bad = join(dir, "fault-bad.json");
+    writeFileSync(bad, JSON.stringify(plan));
+    const r = await run("run", bad, "--steps", "2", "--engine", "native");
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/step 1: device 0, action 0F0: kernel embedding failed: embedding index \d+ is out of range \[0, 8\)/);
   });
 
   it("says what it cannot run yet, and refuses bad arguments", async () => {

@@ -22,6 +22,11 @@ const ENGINE_TEXT: Readonly<Record<Engine, string>> = {
   reference: "reference (TypeScript kernels, in-process, exact; slow)",
 };
 
+function bar(fraction: number, width = 24): string {
+  const full = Math.round(fraction * width);
+  return `[${"#".repeat(full)}${".".repeat(width - full)}]`;
+}
+
 export const runCommand: Command = {
   name: "run",
   summary: "train a model as planned and report each step",
@@ -96,7 +101,10 @@ three compute the same step; a thread per device with overlapped communication i
           if (json) io.stdout(JSON.stringify({ step: r.step, loss: r.loss, seconds: r.seconds, tokensPerSecond: r.tokensPerSecond }) + "\n");
           else {
             const eta = (elapsed / r.step) * (total - r.step);
-            io.stdout(`step ${String(r.step).padStart(String(total).length)}/${total}  loss ${r.loss.toFixed(5)}  ${formatSeconds(r.seconds)}  ${Math.round(r.tokensPerSecond).toLocaleString("en-US")} tokens/s  ETA ${formatSeconds(eta)}\n`);
+            const line = `step ${String(r.step).padStart(String(total).length)}/${total}  loss ${r.loss.toFixed(5)}  ${formatSeconds(r.seconds)}  ${Math.round(r.tokensPerSecond).toLocaleString("en-US")} tokens/s  ETA ${formatSeconds(eta)}`;
+            // On a terminal: a progress bar redrawn in place; elsewhere one plain line per step.
+            if (io.isTTY) io.stdout(`\r${bar(r.step / total)} ${line}\x1b[K${r.step === total ? "\n" : ""}`);
+            else io.stdout(line + "\n");
           }
         },
       });
