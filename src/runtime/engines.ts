@@ -1,6 +1,7 @@
 // The engines `fsm run` can step a plan with, behind one interface: `native` (the plan lowered to one step
 // program held by the addon: one arena, run on a worker thread), `native-kernels` and `reference` (the
 // reference executor driving the addon's or the interpreter's kernels action by action on this thread).
+import { totalmem } from "node:os";
 import type { Graph } from "../graph/graph.js";
 import { numel } from "../graph/dim.js";
 import { initParams } from "../interp/init.js";
@@ -75,6 +76,14 @@ function failedInstruction(e: unknown, program: ReturnType<typeof lowerStep>): E
 function nativeEngine(plan: Plan, graph: Graph, params: Map<string, FloatTensor>, trace: boolean): StepEngine {
   requireNativeKernels(graph, "native");
   const program = lowerStep(plan, graph);
+  // The program reuses bytes between values never live together, but keeps every micro-batch's gradients
+  // until they are averaged: refuse what this machine cannot hold rather than fail inside the allocator.
+  const limit = 0.8 * totalmem();
+  if (program.arenaBytes > limit) {
+    throw new EngineError(
+      `engine native: the step needs ${(program.arenaBytes / 2 ** 30).toFixed(2)} GiB in one arena (it keeps every micro-batch's gradients until they are averaged, and does not follow the plan's memory plan yet) but this machine has ${(totalmem() / 2 ** 30).toFixed(1)} GiB; use fewer micro-batches or a smaller batch`,
+    );
+  }
   const handle = createNativeProgram(program);
   for (const [name, slot] of program.paramSlots) handle.set(slot, params.get(name)!.data as Float32Array);
   const { dataParallel: dp, microBatches: m, microBatchSize: mbs } = plan.settings;

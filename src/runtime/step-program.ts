@@ -1,5 +1,6 @@
 // A plan's training step lowered to a flat program for the native engine: every value the reference
-// executor (reference-step.ts) would hold gets a slot at a fixed offset of one arena, and every op it would
+// executor (reference-step.ts) would hold gets a slot in one arena (slot-layout.ts reuses bytes between
+// values that are never live together), and every op it would
 // run becomes an instruction on slots, in the same order; gradients are averaged over micro-batches and
 // replicas (fsm_accumulate) and updates copied into the parameters' and state's own slots (fsm_copy). The
 // native side then runs a whole step with no allocation and no graph logic.
@@ -12,11 +13,12 @@ import { concreteAttrs } from "../native/kernels.js";
 import type { Plan } from "../plan/plan.js";
 import { actionFromText } from "../schedule/action.js";
 import { stageOps, checkStageOps } from "./stage-ops.js";
+import { layoutSlots } from "./slot-layout.js";
 
 export interface Slot {
   readonly shape: readonly number[];
   readonly dtype: "f32" | "i32";
-  /** Bytes from the start of the arena (16-byte aligned). */
+  /** Bytes from the start of the arena (64-byte aligned; slots whose lifetimes do not overlap share bytes). */
   readonly offset: number;
 }
 
@@ -47,15 +49,11 @@ const TAIL = { rank: null, action: "OPTIMIZER" } as const;
 export function lowerStep(plan: Plan, g: Graph): StepProgram {
   const { dataParallel: dp, microBatches: m, microBatchSize: mbs } = plan.settings;
   const bindings = plan.settings.seq === null ? { B: mbs } : { B: mbs, S: plan.settings.seq };
-  const slots: Slot[] = [];
-  let arena = 0;
+  const made: { shape: number[]; dtype: "f32" | "i32" }[] = [];
   const slotFor = (t: TensorId): number => {
     const info = g.tensor(t);
-    const shape = concreteShape(info.type.shape, bindings);
-    const bytes = 4 * shape.reduce((a, b) => a * b, 1);
-    slots.push({ shape, dtype: isFloatDType(info.type.dtype) ? "f32" : "i32", offset: arena });
-    arena += Math.ceil(bytes / 16) * 16;
-    return slots.length - 1;
+    made.push({ shape: concreteShape(info.type.shape, bindings), dtype: isFloatDType(info.type.dtype) ? "f32" : "i32" });
+    return made.length - 1;
   };
   const paramSlots = new Map(g.params().map((p) => [p.name, slotFor(p.tensor)] as const));
   const stateSlots = new Map(g.states().map((s) => [s.name, slotFor(s.tensor)] as const));
@@ -124,5 +122,26 @@ export function lowerStep(plan: Plan, g: Graph): StepProgram {
   emit(g.ops().filter((o) => o.phase === "optimizer"), opt, TAIL);
   for (const [target, value] of g.updates()) instructions.push({ op: "fsm_copy", inputs: [opt.get(value)!], outputs: [shared.get(target)!], attrs: {}, tag: TAIL });
   const lossSlots = values.flatMap((row) => row.map((v) => v.get(g.loss!)!));
-  return { slots, instructions, arenaBytes: arena, inputSlots, paramSlots, stateSlots, lossSlots };
+
+  // Lifetimes for the layout: pinned slots are touched from outside a run; the rest live from their write
+  // to their last read.
+  const pinned = new Set<number>([...paramSlots.values(), ...stateSlots.values(), ...lossSlots, ...inputSlots.flatMap((row) => row.flatMap((x) => Object.values(x)))]);
+  const from = made.map(() => Infinity);
+  const to = made.map(() => -1);
+  instructions.forEach((ins, i) => {
+    for (const s of ins.outputs) {
+      from[s] = Math.min(from[s]!, i);
+      to[s] = Math.max(to[s]!, i);
+    }
+    for (const s of ins.inputs) to[s] = Math.max(to[s]!, i);
+  });
+  const layout = layoutSlots(
+    made.map((m, s) => ({
+      bytes: 4 * m.shape.reduce((a, b) => a * b, 1),
+      from: pinned.has(s) ? -1 : from[s]!,
+      to: pinned.has(s) ? Infinity : Math.max(to[s]!, from[s]!),
+    })),
+  );
+  const slots: Slot[] = made.map((m, s) => ({ ...m, offset: layout.offsets[s]! }));
+  return { slots, instructions, arenaBytes: layout.arenaBytes, inputSlots, paramSlots, stateSlots, lossSlots };
 }

@@ -56,13 +56,33 @@ describe("engines agree", () => {
     expect(a.losses).toEqual(b.losses);
   });
 
-  it("the step program: one slot per value, every instruction's operands in the arena", () => {
-    const p = plan("mlp", { stages: 2, data_parallel: 2, chunks: 2 }, 4);
+  it("the step program: one slot per value, every operand in the arena, live values never share bytes", () => {
+    const p = plan("gpt-tiny", { stages: 2, data_parallel: 2, chunks: 2, shard: "none", checkpoint: "never" }, 4);
     const prog = lowerStep(p, graphFromJson(p.model.name, p.graph));
+    const bytes = (s: (typeof prog.slots)[number]) => 4 * s.shape.reduce((a, b) => a * b, 1);
     for (const s of prog.slots) {
-      expect(s.offset % 16).toBe(0);
-      expect(s.offset + 4 * s.shape.reduce((a, b) => a * b, 1)).toBeLessThanOrEqual(prog.arenaBytes);
+      expect(s.offset % 64).toBe(0);
+      expect(s.offset + bytes(s)).toBeLessThanOrEqual(prog.arenaBytes);
     }
+    // Reuse pays: the arena is well below the sum of the slots.
+    const total = prog.slots.reduce((n, s) => n + bytes(s), 0);
+    expect(prog.arenaBytes).toBeLessThan(0.7 * total);
+    // Within each instruction, no output overlaps an input or another output; and a slot read by an
+    // instruction was not overwritten by any instruction since it was written.
+    const overlaps = (a: number, b: number) => {
+      const [x, y] = [prog.slots[a]!, prog.slots[b]!];
+      return a !== b && x.offset < y.offset + bytes(y) && y.offset < x.offset + bytes(x);
+    };
+    const lastWrite = new Map<number, number>();
+    prog.instructions.forEach((ins, i) => {
+      for (const s of ins.inputs) {
+        const w = lastWrite.get(s);
+        if (w === undefined) continue;
+        for (let k = w + 1; k < i; k++) for (const o of prog.instructions[k]!.outputs) expect(overlaps(o, s), `slot ${s} clobbered by instruction ${k}`).toBe(false);
+      }
+      for (const o of ins.outputs) for (const s of [...ins.inputs, ...ins.outputs]) expect(overlaps(o, s)).toBe(false);
+      for (const o of ins.outputs) lastWrite.set(o, i);
+    });
     const written = new Set<number>();
     for (const ins of prog.instructions) for (const o of ins.outputs) {
       // Only the update copies write a slot twice (the parameter's or state's own slot).

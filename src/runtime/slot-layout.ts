@@ -1,0 +1,62 @@
+// Offsets for a step program's slots in one arena, reusing memory between values whose lifetimes do not
+// overlap: a value lives from the instruction that writes it to the last one that reads it (an instruction's
+// outputs never share memory with its inputs, as the intervals meet at that instruction); slots read or
+// written from outside a run (parameters, state, inputs, losses) live throughout. First fit over a free list
+// kept sorted by offset, in slot order: deterministic, no fragmentation bookkeeping beyond coalescing.
+
+export interface SlotNeed {
+  readonly bytes: number;
+  /** First and last instruction index using it; pinned slots use [-1, Infinity]. */
+  readonly from: number;
+  readonly to: number;
+}
+
+const ALIGN = 64;
+const aligned = (n: number): number => Math.ceil(n / ALIGN) * ALIGN;
+
+/** Offsets by slot, and the arena's size. */
+export function layoutSlots(needs: readonly SlotNeed[]): { offsets: number[]; arenaBytes: number } {
+  const order = needs.map((_, i) => i).sort((a, b) => needs[a]!.from - needs[b]!.from || a - b);
+  const offsets = new Array<number>(needs.length).fill(0);
+  const free: { offset: number; size: number }[] = [];
+  let top = 0;
+  // Live slots by the index after which they die, to release them as the sweep passes.
+  const live: number[] = [];
+  const release = (id: number): void => {
+    const block = { offset: offsets[id]!, size: aligned(needs[id]!.bytes) };
+    let at = free.findIndex((f) => f.offset > block.offset);
+    if (at < 0) at = free.length;
+    free.splice(at, 0, block);
+    // Coalesce with the neighbours.
+    if (at + 1 < free.length && free[at]!.offset + free[at]!.size === free[at + 1]!.offset) {
+      free[at]!.size += free[at + 1]!.size;
+      free.splice(at + 1, 1);
+    }
+    if (at > 0 && free[at - 1]!.offset + free[at - 1]!.size === free[at]!.offset) {
+      free[at - 1]!.size += free[at]!.size;
+      free.splice(at, 1);
+    }
+  };
+  for (const id of order) {
+    const need = needs[id]!;
+    for (let k = live.length - 1; k >= 0; k--) {
+      if (needs[live[k]!]!.to < need.from) {
+        release(live[k]!);
+        live.splice(k, 1);
+      }
+    }
+    const size = aligned(need.bytes);
+    const fit = free.findIndex((f) => f.size >= size);
+    if (fit >= 0) {
+      offsets[id] = free[fit]!.offset;
+      free[fit]!.offset += size;
+      free[fit]!.size -= size;
+      if (free[fit]!.size === 0) free.splice(fit, 1);
+    } else {
+      offsets[id] = top;
+      top += size;
+    }
+    live.push(id);
+  }
+  return { offsets, arenaBytes: top };
+}
