@@ -182,3 +182,46 @@ export function nativeKernelNames(): string[] {
 export function createNativeProgram(description: NativeProgramDescription): NativeProgramHandle {
   return new (addon().NativeProgram)(description);
 }
+
+// --- The in-process communicator (native/src/comm), driven by a per-rank script for tests ----------------
+
+/** One operation of a rank's script for nativeCommRun. Collectives take a strictly ascending `group` of global
+ *  ranks containing the calling rank; `root` is a global rank. */
+export type CommScriptOp =
+  | { readonly op: "allReduce"; readonly group: readonly number[]; readonly data: Float32Array; readonly avg?: boolean }
+  /** data holds group.length chunks; the output is this member's chunk of the ordered sum. */
+  | { readonly op: "reduceScatter"; readonly group: readonly number[]; readonly data: Float32Array; readonly avg?: boolean }
+  /** The output is every member's data concatenated in group order. */
+  | { readonly op: "allGather"; readonly group: readonly number[]; readonly data: Float32Array }
+  | { readonly op: "broadcast"; readonly group: readonly number[]; readonly root: number; readonly data: Float32Array }
+  /** The root's output is the ordered sum; the others' output is their data unchanged. */
+  | { readonly op: "reduce"; readonly group: readonly number[]; readonly root: number; readonly data: Float32Array }
+  /** Buffered: returns at once. Messages with the same (from, to, tag) arrive in send order. */
+  | { readonly op: "send"; readonly peer: number; readonly tag: number; readonly data: Float32Array }
+  | { readonly op: "recv"; readonly peer: number; readonly tag: number; readonly count: number }
+  /** Aborts the communicator with `message` (every rank stops) and ends this rank's script. */
+  | { readonly op: "abort"; readonly message: string }
+  | { readonly op: "sleep"; readonly micros: number };
+
+export interface CommRunOptions {
+  /** How long a rank waits at a meeting point before aborting, naming the ranks that never came (default 60 000). */
+  readonly timeoutMs?: number;
+  /** Each rank sleeps a random 0..jitterMicros µs before every operation, to shuffle arrival order. */
+  readonly jitterMicros?: number;
+  /** Seeds the jitter. */
+  readonly seed?: number;
+}
+
+interface Addon {
+  commRun(worldSize: number, script: readonly (readonly CommScriptOp[])[], options?: CommRunOptions): Promise<(Float32Array | null)[][]>;
+}
+
+/**
+ * Runs `script[r]` on rank r's own thread against one fp32 communicator of `worldSize` ranks (off the main
+ * thread). Resolves with each rank's per-operation outputs (null for send, sleep and abort); rejects with the
+ * abort message when any rank aborted, counts or roots disagreed, or a rank timed out waiting. Reductions sum in
+ * ascending group-rank order, so results are bit-identical across runs. A malformed script throws a TypeError.
+ */
+export async function nativeCommRun(worldSize: number, script: readonly (readonly CommScriptOp[])[], options: CommRunOptions = {}): Promise<(Float32Array | null)[][]> {
+  return addon().commRun(worldSize, script, options);
+}

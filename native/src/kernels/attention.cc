@@ -1,13 +1,14 @@
 // Fused self-attention and its input gradient, as src/interp/kernels/attention.ts (see its header for the
 // conventions: packed QKV [query heads, key heads, value heads], GQA by ⌊h / (heads / kv_heads)⌋, HF Llama
-// rotate_half rotary embeddings, scores/√hd, causal mask j > i). Everything between the f32 operands and the
-// f32 outputs runs in double, as the interpreter's does. Unlike the interpreter, the S×S probabilities are
+// rotate_half rotary embeddings, scores/√hd, causal mask j > i). The projections run on sgemm in f32; the
+// per-head scores, softmax and context run in double, as the interpreter's do. Unlike the interpreter, the S×S probabilities are
 // never stored: each row is recomputed where it is needed (forward context, backward), FlashAttention-style,
 // so memory stays O(B·S·d).
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "../gemm.h"
 #include "kernel.h"
 
 namespace fsm {
@@ -36,27 +37,19 @@ Dims dimsOf(const Tensor& x, const Attrs& attrs) {
   return D;
 }
 
-/** a [rows, inner] · b [inner, cols] → [rows, cols], summing over inner in order, in double. */
-template <class A>
-std::vector<double> matmul(const A* a, const double* b, int64_t rows, int64_t inner, int64_t cols) {
-  std::vector<double> out(static_cast<size_t>(rows * cols), 0.0);
-  for (int64_t r = 0; r < rows; r++) {
-    double* o = out.data() + r * cols;
-    for (int64_t k = 0; k < inner; k++) {
-      const double ark = a[r * inner + k];
-      const double* bk = b + k * cols;
-      for (int64_t c = 0; c < cols; c++) o[c] += ark * bk[c];
-    }
-  }
-  return out;
+/** a [rows, inner] · op(w) → [rows, cols] in double, where op(w) = wᵀ (w is [cols, inner]) when `transposed`,
+ *  else w ([inner, cols]). The four projections are the attention's matrix products worth a BLAS call: sgemm
+ *  in f32 (OpenBLAS when built with it), then widened for the double-precision middle of the kernel. */
+std::vector<double> project(const float* a, const float* w, int64_t rows, int64_t inner, int64_t cols, bool transposed) {
+  std::vector<float> out(static_cast<size_t>(rows * cols));
+  sgemm(false, transposed, static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(inner), 1.0f, a, static_cast<int>(inner), w,
+        static_cast<int>(transposed ? inner : cols), 0.0f, out.data(), static_cast<int>(cols));
+  return std::vector<double>(out.begin(), out.end());
 }
 
-/** An f32 matrix [rows, cols] in double, transposed ([cols, rows]) when asked: x·Wᵀ becomes matmul(x, Wᵀ). */
-std::vector<double> widen(const float* w, int64_t rows, int64_t cols, bool transpose) {
-  std::vector<double> out(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; r++)
-    for (int64_t c = 0; c < cols; c++) out[transpose ? c * rows + r : r * cols + c] = w[r * cols + c];
-  return out;
+std::vector<double> project(const double* a, const float* w, int64_t rows, int64_t inner, int64_t cols, bool transposed) {
+  const std::vector<float> narrow(a, a + rows * inner);
+  return project(narrow.data(), w, rows, inner, cols, transposed);
 }
 
 /** cos/sin of the rotary angles s·base^(−2e/hd), [S, hd/2]. */
@@ -119,7 +112,7 @@ int64_t probRow(const Forward& f, const Dims& D, int64_t b, int64_t h, int64_t i
 /** qkv = x·W_qkvᵀ + b_qkv split into heads (and rotated), then the context p·v per head. */
 Forward forward(const float* x, const float* wqkv, const float* bqkv, const Dims& D) {
   const int64_t rows = D.B * D.S;
-  std::vector<double> qkv = matmul(x, widen(wqkv, D.W, D.d, true).data(), rows, D.d, D.W);
+  std::vector<double> qkv = project(x, wqkv, rows, D.d, D.W, true);
   if (bqkv)
     for (int64_t r = 0; r < rows; r++)
       for (int64_t c = 0; c < D.W; c++) qkv[r * D.W + c] += bqkv[c];
@@ -172,7 +165,7 @@ void attention(const std::vector<Tensor>& in, std::vector<Tensor>& out, const At
   const float* bproj = bias ? in[4].f32() : nullptr;
   const Forward f = forward(in[0].f32(), in[1].f32(), bias ? in[2].f32() : nullptr, D);
   const int64_t rows = D.B * D.S;
-  const std::vector<double> y = matmul(f.ctx.data(), widen(in[bias ? 3 : 2].f32(), D.d, D.d, true).data(), rows, D.d, D.d);
+  const std::vector<double> y = project(f.ctx.data(), in[bias ? 3 : 2].f32(), rows, D.d, D.d, true);
   float* o = out[0].f32();
   for (int64_t r = 0; r < rows; r++)
     for (int64_t c = 0; c < D.d; c++) o[r * D.d + c] = static_cast<float>(y[r * D.d + c] + (bproj ? bproj[c] : 0.0));
@@ -186,7 +179,7 @@ void attentionGradInput(const std::vector<Tensor>& in, std::vector<Tensor>& out,
   const float* wqkv = in[2].f32();
   const Forward f = forward(in[1].f32(), wqkv, bias ? in[3].f32() : nullptr, D);
   const int64_t rows = D.B * D.S;
-  const std::vector<double> dctx = matmul(in[0].f32(), widen(in[bias ? 4 : 3].f32(), D.d, D.d, false).data(), rows, D.d, D.d);
+  const std::vector<double> dctx = project(in[0].f32(), in[bias ? 4 : 3].f32(), rows, D.d, D.d, false);
 
   std::vector<double> dq(f.q.size(), 0.0), dk(f.k.size(), 0.0), dv(f.v.size(), 0.0);
   const double scale = 1 / std::sqrt(static_cast<double>(D.hd));
@@ -248,7 +241,7 @@ void attentionGradInput(const std::vector<Tensor>& in, std::vector<Tensor>& out,
     }
   }
   // dx = dqkv·W_qkv from the f32 dqkv just written, as the interpreter computes it from its f32 output.
-  const std::vector<double> dx = matmul(dqkv, widen(wqkv, D.W, D.d, false).data(), rows, D.W, D.d);
+  const std::vector<double> dx = project(dqkv, wqkv, rows, D.W, D.d, false);
   float* dxo = out[0].f32();
   float* ctx = out[2].f32();
   for (int64_t k = 0; k < rows * D.d; k++) {

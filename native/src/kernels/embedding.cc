@@ -36,18 +36,32 @@ void embedding(const std::vector<Tensor>& in, std::vector<Tensor>& out, const At
 }
 
 // embedding_grad_weight(dy[..., dim], ids[...]){num}: each row of dy adds into the table row its id
-// selected; the output is the [num, dim] table. Sums run in double, as in the interpreter.
+// selected; the output is the [num, dim] table. Each touched row sums in double in row order, as the
+// interpreter does; untouched rows stay as the caller zeroed them, so a 50k-row vocabulary costs only the
+// rows the batch uses (a double copy of the whole table faulted in hundreds of MB per call).
 void embeddingGradWeight(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
   const float* dy = in[0].f32();
   const int32_t* ids = in[1].i32();
   const int64_t num = out[0].shape[0], dim = out[0].shape[1];
   const int64_t rows = in[1].numel();
-  std::vector<double> acc(static_cast<size_t>(num * dim), 0.0);
+  std::vector<int64_t> order(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; r++) {
     checkId(ids[r], num);
-    for (int64_t c = 0; c < dim; c++) acc[ids[r] * dim + c] += dy[r * dim + c];
+    order[static_cast<size_t>(r)] = r;
   }
-  std::copy(acc.begin(), acc.end(), out[0].f32());
+  // Rows grouped by id, in their original order within a group.
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ids[a] < ids[b]; });
+  std::vector<double> acc(static_cast<size_t>(dim));
+  float* table = out[0].f32();
+  for (size_t k = 0; k < order.size();) {
+    const int32_t id = ids[order[k]];
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (; k < order.size() && ids[order[k]] == id; k++) {
+      const float* g = dy + order[k] * dim;
+      for (int64_t c = 0; c < dim; c++) acc[static_cast<size_t>(c)] += g[c];
+    }
+    for (int64_t c = 0; c < dim; c++) table[id * dim + c] = static_cast<float>(acc[static_cast<size_t>(c)]);
+  }
 }
 
 }  // namespace
