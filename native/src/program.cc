@@ -53,7 +53,8 @@ class ProgramWorker : public Napi::AsyncWorker {
     for (size_t i = 0; i < list.size(); i++) {
       ProgramInstruction& ins = list[i];
       if (tracing) timings[2 * i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - origin).count();
-      for (Tensor& t : ins.outputs) std::memset(t.data, 0, static_cast<size_t>(t.numel()) * 4);
+      if (!ins.inPlace)
+        for (Tensor& t : ins.outputs) std::memset(t.data, 0, static_cast<size_t>(t.numel()) * 4);
       try {
         ins.kernel(ins.inputs, ins.outputs, ins.attrs);
       } catch (const std::exception& e) {
@@ -122,6 +123,7 @@ NativeProgram::NativeProgram(const Napi::CallbackInfo& info) : Napi::ObjectWrap<
       }
     }
     ins.attrs = attrsOf(o.Get("attrs"));
+    ins.inPlace = ins.op == "fsm_add_inplace";
     instructions_.push_back(std::move(ins));
   }
 }

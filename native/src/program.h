@@ -18,6 +18,8 @@ struct ProgramInstruction {
   std::vector<Tensor> inputs;
   std::vector<Tensor> outputs;
   Attrs attrs;
+  /** Its output is an input (fsm_add_inplace): not zeroed before the kernel runs. */
+  bool inPlace = false;
 };
 
 class NativeProgram : public Napi::ObjectWrap<NativeProgram> {

@@ -76,12 +76,12 @@ function failedInstruction(e: unknown, program: ReturnType<typeof lowerStep>): E
 function nativeEngine(plan: Plan, graph: Graph, params: Map<string, FloatTensor>, trace: boolean): StepEngine {
   requireNativeKernels(graph, "native");
   const program = lowerStep(plan, graph);
-  // The program reuses bytes between values never live together, but keeps every micro-batch's gradients
-  // until they are averaged: refuse what this machine cannot hold rather than fail inside the allocator.
+  // The program reuses bytes between values never live together but does not follow the plan's memory plan
+  // yet: refuse what this machine cannot hold rather than fail inside the allocator.
   const limit = 0.8 * totalmem();
   if (program.arenaBytes > limit) {
     throw new EngineError(
-      `engine native: the step needs ${(program.arenaBytes / 2 ** 30).toFixed(2)} GiB in one arena (it keeps every micro-batch's gradients until they are averaged, and does not follow the plan's memory plan yet) but this machine has ${(totalmem() / 2 ** 30).toFixed(1)} GiB; use fewer micro-batches or a smaller batch`,
+      `engine native: the step needs ${(program.arenaBytes / 2 ** 30).toFixed(2)} GiB in one arena (values laid out by their lifetimes; the plan's memory plan is not followed yet) but this machine has ${(totalmem() / 2 ** 30).toFixed(1)} GiB; use fewer micro-batches or a smaller batch`,
     );
   }
   const handle = createNativeProgram(program);

@@ -1,15 +1,15 @@
 // The executable specification of `fsm run`: one training step of a plan computed in-process with the
 // reference interpreter's kernels, action by action in the plan's predicted order, on every data-parallel
-// replica and micro-batch. Gradients are summed over micro-batches and replicas and averaged (the losses are
-// means, as DDP averages), then the graph's optimizer ops run once on the averaged gradients. A plan for N
+// replica and micro-batch. Gradients are summed over each replica's micro-batches as they finish, then over
+// replicas, and averaged (the losses are means, as DDP averages), then the graph's optimizer ops run once on the averaged gradients. A plan for N
 // devices must give what the 1-device plan and the reference interpreter's full-batch step give; the native
 // runtime is checked against this, action by action.
 import type { Graph, TensorId } from "../graph/graph.js";
 import { numel } from "../graph/dim.js";
 import { actionFromText } from "../schedule/action.js";
 import type { Plan } from "../plan/plan.js";
-import { runOps } from "../interp/run.js";
-import { floatArray, floats, type FloatKind, type FloatTensor, type Tensor } from "../interp/tensor.js";
+import { concreteShape, runOps } from "../interp/run.js";
+import { floatArray, floats, type FloatArray, type FloatKind, type FloatTensor, type Tensor } from "../interp/tensor.js";
 import type { Batch } from "../interp/session.js";
 import type { Kernel } from "../interp/kernels/kernel.js";
 import { checkStageOps, stageOps, type StageOps } from "./stage-ops.js";
@@ -75,6 +75,10 @@ export class ReferenceExecutor {
         values[r]!.push(v);
       }
     }
+    // Per replica, each parameter gradient summed over micro-batches as they finish (in execution order), so
+    // only one accumulator per replica lives through the step; the native program does the same.
+    const gradTensors = new Set([...g.paramGrads().values()]);
+    const acc: Map<TensorId, FloatArray>[] = Array.from({ length: dp }, () => new Map());
     let computeActions = 0;
     for (const { text } of this.order) {
       const a = actionFromText(text);
@@ -84,29 +88,33 @@ export class ReferenceExecutor {
       // R recomputes what F made: the reference keeps every value, so there is nothing to redo.
       if (list === undefined) continue;
       for (let r = 0; r < dp; r++) {
-        runOps(g, list, values[r]![a.mb]!, { bindings, float: this.float, ...(this.kernels && { kernels: this.kernels }) });
+        const v = values[r]![a.mb]!;
+        runOps(g, list, v, { bindings, float: this.float, ...(this.kernels && { kernels: this.kernels }) });
         computeActions++;
+        for (const o of list) {
+          for (const t of o.outputs) {
+            if (!gradTensors.has(t)) continue;
+            const x = floats(v.get(t)!);
+            const sum = acc[r]!.get(t);
+            if (!sum) acc[r]!.set(t, x.slice());
+            else for (let i = 0; i < x.length; i++) sum[i]! += x[i]!;
+          }
+        }
       }
     }
     // Σ over micro-batches and replicas, ÷ their count: the full batch's mean-loss gradient.
     const scale = 1 / (dp * m);
     const grads = new Map<TensorId, Tensor>();
-    for (const [, t] of g.paramGrads()) {
-      if (grads.has(t)) continue;
+    for (const t of gradTensors) {
       const size = numel(g.tensor(t).type.shape);
       const sum = floatArray(this.float, size);
-      let shape: readonly number[] = [];
-      for (const row of values) {
-        for (const v of row) {
-          const x = v.get(t);
-          if (!x) throw new Error(`internal: gradient %${t} was never computed`);
-          shape = x.shape;
-          const d = floats(x);
-          for (let i = 0; i < size; i++) sum[i]! += d[i]!;
-        }
+      for (const a of acc) {
+        const x = a.get(t);
+        if (!x) throw new Error(`internal: gradient %${t} was never computed`);
+        for (let i = 0; i < size; i++) sum[i]! += x[i]!;
       }
       for (let i = 0; i < size; i++) sum[i]! *= scale;
-      grads.set(t, { shape: [...shape], data: sum });
+      grads.set(t, { shape: concreteShape(g.tensor(t).type.shape, bindings), data: sum });
     }
     let loss = 0;
     for (const row of values) for (const v of row) loss += floats(v.get(g.loss!)!)[0]!;

@@ -3,7 +3,8 @@
 // values that are never live together), and every op it would
 // run becomes an instruction on slots, in the same order; gradients are averaged over micro-batches and
 // replicas (fsm_accumulate) and updates copied into the parameters' and state's own slots (fsm_copy). The
-// native side then runs a whole step with no allocation and no graph logic.
+// native side then runs a whole step with no allocation and no graph logic. fsm_add_inplace is the one
+// instruction whose output is also an input (the runner does not zero it first).
 import type { Graph, TensorId } from "../graph/graph.js";
 import { isFloatDType } from "../graph/types.js";
 import type { Attrs } from "../graph/types.js";
@@ -100,23 +101,42 @@ export function lowerStep(plan: Plan, g: Graph): StepProgram {
   checkStageOps(g, plan.stages, ops);
   const order = plan.programs.flatMap((p) => p.actions.map((a, i) => ({ program: p.id, index: i, text: a.text, start: a.start, end: a.end })));
   order.sort((a, b) => a.start - b.start || a.end - b.end || a.program - b.program || a.index - b.index);
+  // Each replica sums its parameter gradients over micro-batches as they finish (the first copied into an
+  // accumulator, the rest added in place), so a micro-batch's gradients die as soon as they are added.
+  const gradTensors = new Set([...g.paramGrads().values()]);
+  const acc: Map<TensorId, number>[] = Array.from({ length: dp }, () => new Map());
   for (const { text } of order) {
     const a = actionFromText(text);
     if (a.mb === undefined) continue;
     const st = ops[a.stage]!;
     const list = a.kind === "F" ? st.forward : a.kind === "I" ? st.backwardInput : a.kind === "W" ? st.backwardWeight : a.kind === "B" ? [...st.backwardInput, ...st.backwardWeight] : undefined;
     if (list === undefined) continue;
-    for (let r = 0; r < dp; r++) emit(list, values[r]![a.mb]!, { rank: plan.stages[a.stage]!.ranks[r]!, action: text });
+    for (let r = 0; r < dp; r++) {
+      const tag = { rank: plan.stages[a.stage]!.ranks[r]!, action: text };
+      const v = values[r]![a.mb]!;
+      emit(list, v, tag);
+      for (const o of list) {
+        for (const t of o.outputs) {
+          if (!gradTensors.has(t)) continue;
+          const into = acc[r]!.get(t);
+          if (into === undefined) {
+            const slot = slotFor(t);
+            acc[r]!.set(t, slot);
+            instructions.push({ op: "fsm_copy", inputs: [v.get(t)!], outputs: [slot], attrs: {}, tag });
+          } else {
+            instructions.push({ op: "fsm_add_inplace", inputs: [into, v.get(t)!], outputs: [into], attrs: {}, tag });
+          }
+        }
+      }
+    }
   }
 
-  // Gradients: Σ over (replica, micro-batch) in the reference's order, × 1/(dp·m).
+  // Gradients: Σ over replicas of their accumulators, × 1/(dp·m).
   const scale = 1 / (dp * m);
   const opt = new Map(shared);
-  for (const [, t] of g.paramGrads()) {
-    if (opt.has(t)) continue;
-    const inputs = values.flatMap((row) => row.map((v) => v.get(t)!));
+  for (const t of gradTensors) {
     const out = slotFor(t);
-    instructions.push({ op: "fsm_accumulate", inputs, outputs: [out], attrs: { scale }, tag: TAIL });
+    instructions.push({ op: "fsm_accumulate", inputs: acc.map((a) => a.get(t)!), outputs: [out], attrs: { scale }, tag: TAIL });
     opt.set(t, out);
   }
   emit(g.ops().filter((o) => o.phase === "optimizer"), opt, TAIL);

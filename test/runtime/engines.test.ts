@@ -80,13 +80,14 @@ describe("engines agree", () => {
         if (w === undefined) continue;
         for (let k = w + 1; k < i; k++) for (const o of prog.instructions[k]!.outputs) expect(overlaps(o, s), `slot ${s} clobbered by instruction ${k}`).toBe(false);
       }
-      for (const o of ins.outputs) for (const s of [...ins.inputs, ...ins.outputs]) expect(overlaps(o, s)).toBe(false);
+      for (const o of ins.outputs) for (const s of [...ins.inputs, ...ins.outputs]) expect(overlaps(o, s), `${ins.op} output ${o} overlaps ${s}`).toBe(false);
       for (const o of ins.outputs) lastWrite.set(o, i);
     });
     const written = new Set<number>();
     for (const ins of prog.instructions) for (const o of ins.outputs) {
-      // Only the update copies write a slot twice (the parameter's or state's own slot).
-      if (ins.op !== "fsm_copy") expect(written.has(o)).toBe(false);
+      // Only the update copies (into a parameter's or state's own slot) and in-place gradient sums write a
+      // slot twice.
+      if (ins.op !== "fsm_copy" && ins.op !== "fsm_add_inplace") expect(written.has(o)).toBe(false);
       written.add(o);
     }
     expect(prog.lossSlots).toHaveLength(2 * 2);

@@ -1,5 +1,6 @@
-// The two ops a lowered step program adds to the graph's (src/runtime/step-program.ts): the average of
-// gradients over micro-batches and replicas, and copying an update into its parameter's or state's slot.
+// The ops a lowered step program adds to the graph's (src/runtime/step-program.ts): summing a micro-batch's
+// gradient into its replica's accumulator, averaging the accumulators over replicas, and copying a value
+// (a first gradient, an update into its parameter's or state's slot).
 #include <cstring>
 
 #include "kernel.h"
@@ -22,6 +23,17 @@ void accumulate(const std::vector<Tensor>& in, std::vector<Tensor>& out, const A
   for (int64_t i = 0; i < n; i++) y[i] = static_cast<float>(static_cast<double>(y[i]) * scale);
 }
 
+// acc += x in place (out[0] is in[0]; the step program does not zero it first), each sum rounded to f32 as
+// the reference executor's Float32Array accumulation rounds it.
+void addInPlace(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
+  if (in[0].data != out[0].data) throw std::invalid_argument("fsm_add_inplace: the output must be the first operand");
+  if (in[1].numel() != out[0].numel()) throw std::invalid_argument("fsm_add_inplace: operands differ in size");
+  float* y = out[0].f32();
+  const float* x = in[1].f32();
+  const int64_t n = out[0].numel();
+  for (int64_t i = 0; i < n; i++) y[i] = static_cast<float>(static_cast<double>(y[i]) + static_cast<double>(x[i]));
+}
+
 void copy(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
   if (in[0].numel() != out[0].numel() || in[0].dtype != out[0].dtype) throw std::invalid_argument("fsm_copy: operands differ in size or type");
   std::memcpy(out[0].data, in[0].data, static_cast<size_t>(in[0].numel()) * 4);
@@ -31,5 +43,6 @@ void copy(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&)
 
 REGISTER_KERNEL("fsm_accumulate", accumulate);
 REGISTER_KERNEL("fsm_copy", copy);
+REGISTER_KERNEL("fsm_add_inplace", addInPlace);
 
 }  // namespace fsm
