@@ -27,6 +27,8 @@ export interface StepEngine {
   trace?(): TraceEvent[];
   /** The current value of a parameter (for tests and checkpoints). */
   param(name: string): Float32Array;
+  /** Bytes the engine holds for a step, all devices together (the native program's arena). */
+  readonly memoryBytes?: number;
 }
 
 function requireNativeKernels(graph: Graph, engine: Engine): void {
@@ -112,5 +114,6 @@ function nativeEngine(plan: Plan, graph: Graph, params: Map<string, FloatTensor>
       return loss / (dp * m);
     },
     param: (name) => handle.get(program.paramSlots.get(name)!) as Float32Array,
+    memoryBytes: handle.arenaBytes(),
   };
 }

@@ -24,6 +24,10 @@ export interface RunSummary {
   readonly seconds: number;
   readonly predictedStepSeconds: number;
   readonly measuredStepSeconds: number;
+  /** The native engine's arena (all devices of the plan, run one after another), when it reports one. */
+  readonly arenaBytes?: number;
+  /** The plan's predicted peak per device, summed over devices: what the arena compares with. */
+  readonly predictedMemoryBytes: number;
 }
 
 export interface RunOptions {
@@ -79,5 +83,15 @@ export async function runPlan(plan: Plan, options: RunOptions = {}): Promise<Run
   }
   const seconds = (performance.now() - started) / 1000;
   options.onDone?.(stepper);
-  return { engine, steps, firstLoss, finalLoss, seconds, predictedStepSeconds: plan.predicted.stepTimeSeconds, measuredStepSeconds: seconds / steps };
+  return {
+    engine,
+    steps,
+    firstLoss,
+    finalLoss,
+    seconds,
+    predictedStepSeconds: plan.predicted.stepTimeSeconds,
+    measuredStepSeconds: seconds / steps,
+    ...(stepper.memoryBytes !== undefined && { arenaBytes: stepper.memoryBytes }),
+    predictedMemoryBytes: plan.predicted.peakMemoryBytes.reduce((a, b) => a + b, 0),
+  };
 }
