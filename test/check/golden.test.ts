@@ -1,21 +1,13 @@
 // Golden tests: sample files → expected graph text (and DOT for the MLP). Regenerate deliberately with
 // FSM_UPDATE_GOLDEN=1 npx vitest run test/check/golden.test.ts, then review the diff.
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
+import { golden } from "../support/golden.js";
 import { checkFile } from "../../src/check/check.js";
 import { graphToDot } from "../../src/graph/dot.js";
 import { printGraph } from "../../src/graph/print.js";
 
 const root = resolve(import.meta.dirname, "../..");
-const update = process.env["FSM_UPDATE_GOLDEN"] === "1";
-
-function golden(name: string, actual: string): void {
-  const path = join(root, "test/golden", name);
-  if (update) writeFileSync(path, actual);
-  expect(existsSync(path), `missing golden ${name}: run with FSM_UPDATE_GOLDEN=1 and review it`).toBe(true);
-  expect(actual).toBe(readFileSync(path, "utf8"));
-}
 
 describe("golden graphs", () => {
   for (const sample of ["mlp", "gpt-tiny", "gpt2-124m"]) {

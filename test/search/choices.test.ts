@@ -2,9 +2,9 @@
 // (test/golden/search-choices.txt), with the invariants every searched plan keeps and a few known answers.
 // A case that does not compile is a line of the snapshot too (`error: ...`), not a failure. Regenerate
 // deliberately with FSM_UPDATE_GOLDEN=1 npx vitest run test/search/choices.test.ts, then review the diff.
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { golden } from "../support/golden.js";
 import { checkFile, type CheckedModel } from "../../src/check/check.js";
 import { compileModel, type Compiled } from "../../src/compile/compile.js";
 import { CompileError } from "../../src/compile/errors.js";
@@ -17,14 +17,6 @@ import { root, SAMPLES } from "../compile/helpers.js";
 type SampleName = (typeof SAMPLES)[number] | "llama-70b";
 const samplePath = (name: SampleName): string => join(root, "samples", `${name}.fsm`);
 
-const update = process.env["FSM_UPDATE_GOLDEN"] === "1";
-
-function golden(name: string, actual: string): void {
-  const path = join(root, "test/golden", name);
-  if (update) writeFileSync(path, actual);
-  expect(existsSync(path), `missing golden ${name}: run with FSM_UPDATE_GOLDEN=1 and review it`).toBe(true);
-  expect(actual).toBe(readFileSync(path, "utf8"));
-}
 
 interface Case {
   readonly name: SampleName;
@@ -128,8 +120,10 @@ describe("the plan search's choices", () => {
   });
 
   it("a model too large for one device is split: llama-7b on h100-sxm × 8 does not keep whole replicas unsharded", () => {
-    // Adam in bf16 keeps 16 bytes per parameter: 108 GB for 7B, more than one 80 GB device.
-    const s = chosen(find("llama-7b", "h100-sxm", 8)).plan.settings;
+    // Adam in bf16 keeps 16 bytes per parameter: 108 GB for 7B, more than one 80 GB device. The sample fixes
+    // shard = fsdp; left to the search, unsharded whole replicas must still lose.
+    const r = checkFile(samplePath("llama-7b"), { overrides: ["parallel.shard=auto"] });
+    const s = compileModel(r.model!, { cluster: "h100-sxm", devices: 8, source: "llama-7b", fsmVersion: "test" }).plan.settings;
     expect(s.stages === 1 && s.shard === "none").toBe(false);
   });
 
