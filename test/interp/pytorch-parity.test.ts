@@ -6,14 +6,14 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { checkLlamaTiny } from "../support/llama-tiny.js";
 import { syntheticData } from "../../src/data/synthetic.js";
 import type { Graph } from "../../src/graph/graph.js";
 import { initParams } from "../../src/interp/init.js";
 import { Rng } from "../../src/interp/random.js";
 import { TrainingSession, type Batch } from "../../src/interp/session.js";
 import { buildTrainingGraph } from "../../src/passes/autodiff.js";
-import { checkSources } from "../check/helpers.js";
-import { checkSample, SAMPLES } from "../passes/helpers.js";
+import { checkSample } from "../passes/helpers.js";
 import { PLAIN_SGD } from "./helpers.js";
 
 const PYTHON = "/usr/bin/python3";
@@ -22,22 +22,6 @@ const hasTorch = spawnSync(PYTHON, ["-c", "import torch"], { timeout: 120_000 })
 const RTOL = 1e-4;
 const ATOL = 1e-5;
 
-const LLAMA_TINY = `import "lib/transformer.fsm"
-model llama_tiny {
-  const vocab = 64, d = 32, heads = 4, n_layer = 2, hidden = 64
-  tok_embeddings = embedding(vocab, d)
-  layers = repeat(n_layer) LlamaBlock(d, heads: heads, kv_heads: 2, hidden: hidden)
-  norm = rms_norm(d, eps: 1e-5)
-  output = linear(d, vocab, bias: false)
-  forward(tokens: i32[B, S], targets: i32[B, S]) {
-    h = tok_embeddings(tokens)
-    for layer in layers {
-      h = layer(h)
-    }
-    return cross_entropy(output(norm(h)), targets)
-  }
-}
-`;
 
 const bytes = (a: Float32Array | Int32Array): Buffer => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
 
@@ -88,8 +72,7 @@ describe("PyTorch parity (float32, rtol 1e-4, atol 1e-5)", () => {
   }, 120_000);
 
   it("a tiny Llama: grouped-query attention with rotary embeddings, RMSNorm, SwiGLU", () => {
-    const lib = readFileSync(join(SAMPLES, "lib", "transformer.fsm"), "utf8");
-    const r = checkSources({ [join(SAMPLES, "llama-tiny.fsm")]: LLAMA_TINY, [join(SAMPLES, "lib", "transformer.fsm")]: lib });
+    const r = checkLlamaTiny();
     expect(r.diagnostics).toEqual([]);
     const graph = r.model!.graph;
     const batch = syntheticData(graph, { seed: 4, batch: 2, seq: 12 }).batch(0);

@@ -2,10 +2,9 @@
 // embedding, GELU, layer norm, causal attention, Adam with clipping) and a tiny Llama (GQA, rotary, RMSNorm,
 // SwiGLU, AdamW, SGD variants) runs op by op in f32 with the interpreter's kernels; each op's native kernel
 // gets the same operands and must give the same outputs (rtol 1e-4, atol 1e-5, as the PyTorch parity test).
-import { copyFileSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { checkSources } from "../check/helpers.js";
+import { checkLlamaTiny } from "../support/llama-tiny.js";
 import { checkFile } from "../../src/check/check.js";
 import { syntheticData } from "../../src/data/synthetic.js";
 import type { Graph, TensorId } from "../../src/graph/graph.js";
@@ -22,23 +21,7 @@ import { samplePath, sets } from "../compile/helpers.js";
 const RTOL = 1e-4;
 const ATOL = 1e-5;
 
-const LLAMA_TINY = `import "lib/transformer.fsm"
-model llama_tiny {
-  const vocab = 64, d = 32, heads = 4, n_layer = 2, hidden = 64
-  tok_embeddings = embedding(vocab, d)
-  layers = repeat(n_layer) LlamaBlock(d, heads: heads, kv_heads: 2, hidden: hidden)
-  norm = rms_norm(d, eps: 1e-5)
-  output = linear(d, vocab, bias: false)
-  forward(tokens: i32[B, S], targets: i32[B, S]) {
-    h = tok_embeddings(tokens)
-    for layer in layers {
-      h = layer(h)
-    }
-    return cross_entropy(output(norm(h)), targets)
-  }
-}
-train { batch = 4, seq = 8, optimizer = adamw(lr: 1e-3, weight_decay: 0.1), clip_grad_norm = 0.5, precision = fp32, seed = 1, steps = 1, data = synthetic() }
-`;
+const LLAMA_TRAIN = "train { batch = 4, seq = 8, optimizer = adamw(lr: 1e-3, weight_decay: 0.1), clip_grad_norm = 0.5, precision = fp32, seed = 1, steps = 1, data = synthetic() }\n";
 
 // The function ops no sample uses (reshape, transpose, matmul, softmax, sub, div, scale), in one small model.
 const ZOO = `
@@ -63,20 +46,8 @@ train { batch = 4, optimizer = sgd(lr: 0.01), precision = fp32, seed = 1, steps 
 `;
 
 function model(name: string, overrides: Record<string, string> = {}) {
-  let path = samplePath(name as "mlp");
-  if (name === "zoo") {
-    path = join(mkdtempSync(join(tmpdir(), "fsm-zoo-")), "zoo.fsm");
-    writeFileSync(path, ZOO);
-  }
-  if (name === "llama-tiny") {
-    // Beside a copy of the samples' block library, which it imports.
-    const dir = mkdtempSync(join(tmpdir(), "fsm-llama-tiny-"));
-    mkdirSync(join(dir, "lib"));
-    copyFileSync(join(dirname(samplePath("mlp")), "lib", "transformer.fsm"), join(dir, "lib", "transformer.fsm"));
-    path = join(dir, "llama-tiny.fsm");
-    writeFileSync(path, LLAMA_TINY);
-  }
-  const r = checkFile(path, { overrides: sets(overrides) });
+  const r =
+    name === "llama-tiny" ? checkLlamaTiny(LLAMA_TRAIN) : name === "zoo" ? checkSources({ "zoo.fsm": ZOO }) : checkFile(samplePath(name as "mlp"), { overrides: sets(overrides) });
   if (!r.model) throw new Error(r.diagnostics.map((d) => d.message).join("; "));
   return r.model;
 }
