@@ -9,43 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "js_values.h"
 #include "kernels/kernel.h"
 
 namespace fsm {
-namespace {
-
-std::vector<int64_t> shapeOf(const Napi::Env& env, const Napi::Value& v, const std::string& what) {
-  if (!v.IsArray()) throw Napi::TypeError::New(env, what + ": shape must be an array of non-negative integers");
-  Napi::Array a = v.As<Napi::Array>();
-  std::vector<int64_t> shape;
-  for (uint32_t i = 0; i < a.Length(); i++) {
-    Napi::Value d = a.Get(i);
-    if (!d.IsNumber() || d.As<Napi::Number>().DoubleValue() < 0) throw Napi::TypeError::New(env, what + ": shape must be an array of non-negative integers");
-    shape.push_back(static_cast<int64_t>(d.As<Napi::Number>().DoubleValue()));
-  }
-  return shape;
-}
-
-Attrs attrsOf(const Napi::Env& env, const Napi::Value& v) {
-  Attrs attrs;
-  if (v.IsUndefined() || v.IsNull()) return attrs;
-  if (!v.IsObject()) throw Napi::TypeError::New(env, "runKernel: attrs must be an object");
-  Napi::Object o = v.As<Napi::Object>();
-  Napi::Array keys = o.GetPropertyNames();
-  for (uint32_t i = 0; i < keys.Length(); i++) {
-    std::string k = keys.Get(i).As<Napi::String>().Utf8Value();
-    Napi::Value x = o.Get(k);
-    if (x.IsNumber()) attrs.numbers[k] = x.As<Napi::Number>().DoubleValue();
-    else if (x.IsBoolean()) attrs.bools[k] = x.As<Napi::Boolean>().Value();
-    else if (x.IsString()) attrs.strings[k] = x.As<Napi::String>().Utf8Value();
-    else if (x.IsArray()) attrs.shapes[k] = shapeOf(env, x, "runKernel: attribute " + k);
-    else throw Napi::TypeError::New(env, "runKernel: attribute " + k + " must be a number, boolean, string or shape");
-  }
-  return attrs;
-}
-
-}  // namespace
-
 namespace {
 
 /** A kernel call with its operands parsed and its outputs allocated (as JS typed arrays in `result`). */
@@ -90,7 +57,7 @@ Call prepare(const Napi::CallbackInfo& info, const char* usage) {
     }
     call.inputs.push_back(t);
   }
-  call.attrs = attrsOf(env, info[2]);
+  call.attrs = attrsOf(env, info[2], "runKernel " + op);
 
   Napi::Array outs = info[3].As<Napi::Array>();
   call.result = Napi::Array::New(env, outs.Length());

@@ -7,33 +7,9 @@
 #include <cstring>
 #include <string>
 
+#include "js_values.h"
+
 namespace fsm {
-namespace {
-
-std::vector<int64_t> shapeOf(const Napi::Env& env, const Napi::Value& v, const std::string& what) {
-  if (!v.IsArray()) throw Napi::TypeError::New(env, what + ": shape must be an array");
-  Napi::Array a = v.As<Napi::Array>();
-  std::vector<int64_t> shape;
-  for (uint32_t i = 0; i < a.Length(); i++) shape.push_back(static_cast<int64_t>(a.Get(i).As<Napi::Number>().DoubleValue()));
-  return shape;
-}
-
-Attrs attrsOf(const Napi::Value& v) {
-  Attrs attrs;
-  if (!v.IsObject()) return attrs;
-  Napi::Object o = v.As<Napi::Object>();
-  Napi::Array keys = o.GetPropertyNames();
-  for (uint32_t i = 0; i < keys.Length(); i++) {
-    std::string k = keys.Get(i).As<Napi::String>().Utf8Value();
-    Napi::Value x = o.Get(k);
-    if (x.IsNumber()) attrs.numbers[k] = x.As<Napi::Number>().DoubleValue();
-    else if (x.IsBoolean()) attrs.bools[k] = x.As<Napi::Boolean>().Value();
-    else if (x.IsString()) attrs.strings[k] = x.As<Napi::String>().Utf8Value();
-  }
-  return attrs;
-}
-
-}  // namespace
 
 class ProgramWorker : public Napi::AsyncWorker {
  public:
@@ -122,7 +98,7 @@ NativeProgram::NativeProgram(const Napi::CallbackInfo& info) : Napi::ObjectWrap<
         (std::strcmp(key, "inputs") == 0 ? ins.inputs : ins.outputs).push_back(slots_[id]);
       }
     }
-    ins.attrs = attrsOf(o.Get("attrs"));
+    ins.attrs = attrsOf(env, o.Get("attrs"), "instruction " + std::to_string(i));
     ins.inPlace = ins.op == "fsm_add_inplace";
     instructions_.push_back(std::move(ins));
   }
