@@ -6,13 +6,12 @@
 // runtime is checked against this, action by action.
 import type { Graph, TensorId } from "../graph/graph.js";
 import { numel } from "../graph/dim.js";
-import { actionFromText } from "../schedule/action.js";
 import type { Plan } from "../plan/plan.js";
 import { concreteShape, runOps } from "../interp/run.js";
 import { floatArray, floats, type FloatArray, type FloatKind, type FloatTensor, type Tensor } from "../interp/tensor.js";
 import type { Batch } from "../interp/session.js";
 import type { Kernel } from "../interp/kernels/kernel.js";
-import { checkStageOps, stageOps, type StageOps } from "./stage-ops.js";
+import { computeSteps, type ComputeStep } from "./stage-ops.js";
 
 export interface ReferenceState {
   readonly params: Map<string, FloatTensor>;
@@ -37,9 +36,7 @@ export function sliceBatch(batch: Batch, from: number, count: number): Batch {
 }
 
 export class ReferenceExecutor {
-  private readonly ops: StageOps[];
-  /** Every action of every program, in predicted start order. */
-  private readonly order: { program: number; text: string }[];
+  private readonly steps: readonly ComputeStep[];
 
   constructor(
     private readonly plan: Plan,
@@ -48,11 +45,7 @@ export class ReferenceExecutor {
     /** The kernels ops run with (default: the interpreter's). */
     private readonly kernels?: (op: string) => Kernel,
   ) {
-    this.ops = stageOps(graph, plan.stages);
-    checkStageOps(graph, plan.stages, this.ops);
-    const all = plan.programs.flatMap((p) => p.actions.map((a, i) => ({ program: p.id, index: i, text: a.text, start: a.start, end: a.end })));
-    all.sort((a, b) => a.start - b.start || a.end - b.end || a.program - b.program || a.index - b.index);
-    this.order = all;
+    this.steps = computeSteps(graph, plan);
   }
 
   step(s: ReferenceState, batch: Batch): ReferenceStepResult {
@@ -80,15 +73,9 @@ export class ReferenceExecutor {
     const gradTensors = new Set([...g.paramGrads().values()]);
     const acc: Map<TensorId, FloatArray>[] = Array.from({ length: dp }, () => new Map());
     let computeActions = 0;
-    for (const { text } of this.order) {
-      const a = actionFromText(text);
-      if (a.mb === undefined) continue;
-      const st = this.ops[a.stage]!;
-      const list = a.kind === "F" ? st.forward : a.kind === "I" ? st.backwardInput : a.kind === "W" ? st.backwardWeight : a.kind === "B" ? [...st.backwardInput, ...st.backwardWeight] : undefined;
-      // R recomputes what F made: the reference keeps every value, so there is nothing to redo.
-      if (list === undefined) continue;
+    for (const { ops: list, mb } of this.steps) {
       for (let r = 0; r < dp; r++) {
-        const v = values[r]![a.mb]!;
+        const v = values[r]![mb]!;
         runOps(g, list, v, { bindings, float: this.float, ...(this.kernels && { kernels: this.kernels }) });
         computeActions++;
         for (const o of list) {

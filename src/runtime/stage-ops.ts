@@ -3,7 +3,8 @@
 // a stage's ops read only what the stage can have: its own results, the tensors its plan says cross into it,
 // gradients coming back across its output cut, model inputs, parameters and optimizer state.
 import type { Graph, OpNode, TensorId } from "../graph/graph.js";
-import type { PlanStage } from "../plan/plan.js";
+import type { Plan, PlanStage } from "../plan/plan.js";
+import { actionFromText } from "../schedule/action.js";
 
 export interface StageOps {
   readonly forward: readonly OpNode[];
@@ -47,4 +48,34 @@ export function checkStageOps(g: Graph, stages: readonly PlanStage[], ops: reado
       }
     }
   });
+}
+
+/** A compute action of the plan that runs graph ops: its text form, stage, micro-batch and ops in order. */
+export interface ComputeStep {
+  readonly text: string;
+  readonly stage: number;
+  readonly mb: number;
+  readonly ops: readonly OpNode[];
+}
+
+/**
+ * Every program's compute actions in the plan's predicted start order (ties by end, program, position) — a
+ * single order consistent with every dependency — each with the ops it runs: F the forward, I/W/B the input
+ * gradients, the weight gradients or both. R (recompute) runs nothing here: executors that keep every
+ * value have nothing to redo. Checks the stage slices against the plan's sends first.
+ */
+export function computeSteps(g: Graph, plan: Plan): ComputeStep[] {
+  const ops = stageOps(g, plan.stages);
+  checkStageOps(g, plan.stages, ops);
+  const all = plan.programs.flatMap((p) => p.actions.map((a, i) => ({ program: p.id, index: i, text: a.text, start: a.start, end: a.end })));
+  all.sort((a, b) => a.start - b.start || a.end - b.end || a.program - b.program || a.index - b.index);
+  const out: ComputeStep[] = [];
+  for (const { text } of all) {
+    const a = actionFromText(text);
+    if (a.mb === undefined) continue;
+    const st = ops[a.stage]!;
+    const list = a.kind === "F" ? st.forward : a.kind === "I" ? st.backwardInput : a.kind === "W" ? st.backwardWeight : a.kind === "B" ? [...st.backwardInput, ...st.backwardWeight] : undefined;
+    if (list !== undefined) out.push({ text, stage: a.stage, mb: a.mb, ops: list });
+  }
+  return out;
 }

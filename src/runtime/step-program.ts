@@ -12,8 +12,7 @@ import { concreteShape } from "../interp/run.js";
 import type { NativeAttrs } from "../native/binding.js";
 import { concreteAttrs } from "../native/kernels.js";
 import type { Plan } from "../plan/plan.js";
-import { actionFromText } from "../schedule/action.js";
-import { stageOps, checkStageOps } from "./stage-ops.js";
+import { computeSteps } from "./stage-ops.js";
 import { layoutSlots } from "./slot-layout.js";
 
 export interface Slot {
@@ -97,23 +96,14 @@ export function lowerStep(plan: Plan, g: Graph): StepProgram {
     }
   };
 
-  const ops = stageOps(g, plan.stages);
-  checkStageOps(g, plan.stages, ops);
-  const order = plan.programs.flatMap((p) => p.actions.map((a, i) => ({ program: p.id, index: i, text: a.text, start: a.start, end: a.end })));
-  order.sort((a, b) => a.start - b.start || a.end - b.end || a.program - b.program || a.index - b.index);
   // Each replica sums its parameter gradients over micro-batches as they finish (the first copied into an
   // accumulator, the rest added in place), so a micro-batch's gradients die as soon as they are added.
   const gradTensors = new Set([...g.paramGrads().values()]);
   const acc: Map<TensorId, number>[] = Array.from({ length: dp }, () => new Map());
-  for (const { text } of order) {
-    const a = actionFromText(text);
-    if (a.mb === undefined) continue;
-    const st = ops[a.stage]!;
-    const list = a.kind === "F" ? st.forward : a.kind === "I" ? st.backwardInput : a.kind === "W" ? st.backwardWeight : a.kind === "B" ? [...st.backwardInput, ...st.backwardWeight] : undefined;
-    if (list === undefined) continue;
+  for (const { text, stage, mb, ops: list } of computeSteps(g, plan)) {
     for (let r = 0; r < dp; r++) {
-      const tag = { rank: plan.stages[a.stage]!.ranks[r]!, action: text };
-      const v = values[r]![a.mb]!;
+      const tag = { rank: plan.stages[stage]!.ranks[r]!, action: text };
+      const v = values[r]![mb]!;
       emit(list, v, tag);
       for (const o of list) {
         for (const t of o.outputs) {
