@@ -1,11 +1,10 @@
 // `fsm calibrate PLAN [-o FILE] [--repeats N]`: measures this machine's op times for the plan's shapes with
 // the native kernels and writes them as a calibration file for `fsm compile --calibration FILE`.
-import { loadPlan } from "../../plan/load.js";
-import { PlanError } from "../../plan/plan-error.js";
 import { writeAtomically } from "../../plan/serialize.js";
 import { CalibrateError, calibratePlan } from "../../runtime/calibrate.js";
 import { flag, parseArgs, UsageError } from "../args.js";
 import type { CliIO } from "../io.js";
+import { loadPlanOrReport } from "../load-plan.js";
 import type { Command } from "./command.js";
 
 export const calibrateCommand: Command = {
@@ -30,16 +29,14 @@ the cpu profile's estimates. The plan must be compiled for --cluster cpu in fp32
     if (repeatsText !== undefined && !/^[1-9]\d*$/.test(repeatsText)) throw new UsageError(`--repeats must be a positive integer, got '${repeatsText}'`);
     const file = args.positionals[0]!;
     const out = flag(args, "output") ?? "calibration.json";
+    const plan = loadPlanOrReport(file, io);
+    if (!plan) return 1;
     try {
-      const cal = calibratePlan(loadPlan(file), repeatsText === undefined ? 5 : Number(repeatsText));
+      const cal = calibratePlan(plan, repeatsText === undefined ? 5 : Number(repeatsText));
       const bytes = writeAtomically(out, JSON.stringify(cal, null, 1) + "\n");
       io.stdout(`calibrated ${cal.ops.length} op shapes on ${cal.machine}; wrote ${out} (${bytes} bytes)\n`);
       return 0;
     } catch (e) {
-      if (e instanceof PlanError) {
-        io.stderr(`${file}: error: invalid plan: ${e.message}\n`);
-        return 1;
-      }
       if (e instanceof CalibrateError) {
         io.stderr(`${file}: error: ${e.message}\n`);
         return 1;

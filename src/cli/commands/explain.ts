@@ -1,11 +1,10 @@
 // `fsm explain PLAN [--json]`: why the plan's settings were chosen — each family of pipeline depth × data
 // parallelism, each other setting against its alternatives, the runners-up and the stage split — from what
 // the plan records of the search (read through the validating loader).
-import { loadPlan } from "../../plan/load.js";
-import { PlanError } from "../../plan/plan-error.js";
 import { explainPlan } from "../../search/explain.js";
 import { parseArgs } from "../args.js";
 import type { CliIO } from "../io.js";
+import { loadPlanOrReport } from "../load-plan.js";
 import type { Command } from "./command.js";
 
 export const explainCommand: Command = {
@@ -23,14 +22,8 @@ Plans compiled with every setting given have no search to explain; the split sti
     const args = parseArgs(argv, [{ name: "json" }]);
     if (args.positionals.length !== 1) return -1;
     const file = args.positionals[0]!;
-    let plan;
-    try {
-      plan = loadPlan(file);
-    } catch (e) {
-      if (!(e instanceof PlanError)) throw e;
-      io.stderr(`${file}: error: invalid plan: ${e.message}\n`);
-      return 1;
-    }
+    const plan = loadPlanOrReport(file, io);
+    if (!plan) return 1;
     if (args.flags.has("json")) io.stdout(JSON.stringify(plan.search ?? null, null, 2) + "\n");
     else io.stdout(explainPlan(plan).join("\n") + "\n");
     return 0;

@@ -1,9 +1,8 @@
 // `fsm schedule PLAN [--rank R]`: a plan's per-device action lists as text, read through the validating loader.
-import { loadPlan } from "../../plan/load.js";
-import { PlanError } from "../../plan/plan-error.js";
 import { formatPlanPrograms } from "../../plan/listing.js";
 import { flag, parseArgs, UsageError } from "../args.js";
 import type { CliIO } from "../io.js";
+import { loadPlanOrReport } from "../load-plan.js";
 import type { Command } from "./command.js";
 
 export const scheduleCommand: Command = {
@@ -22,14 +21,8 @@ Data-parallel replicas of a pipeline stage share one program.
     const rankText = flag(args, "rank");
     if (rankText !== undefined && !/^\d+$/.test(rankText)) throw new UsageError(`--rank must be a non-negative integer, got '${rankText}'`);
     const file = args.positionals[0]!;
-    let plan;
-    try {
-      plan = loadPlan(file);
-    } catch (e) {
-      if (!(e instanceof PlanError)) throw e;
-      io.stderr(`${file}: error: invalid plan: ${e.message}\n`);
-      return 1;
-    }
+    const plan = loadPlanOrReport(file, io);
+    if (!plan) return 1;
     const rank = rankText === undefined ? undefined : Number(rankText);
     if (rank !== undefined && rank >= plan.cluster.devices) {
       throw new UsageError(`--rank ${rank} is outside the plan's ${plan.cluster.devices} devices (0..${plan.cluster.devices - 1})`);
