@@ -172,3 +172,13 @@ export function blockPartitionHeuristic(layerTimes: readonly number[], stages: n
   sizes.push(L - prevCut);
   return sizes;
 }
+
+/** [start, end) of each stage of a split given as layer counts. */
+export function stageBounds(sizes: readonly number[]): [number, number][] {
+  let at = 0;
+  return sizes.map((n) => {
+    const b: [number, number] = [at, at + n];
+    at += n;
+    return b;
+  });
+}

@@ -1,16 +1,12 @@
 // The search's stage model as ScheduleCosts, so the kept candidates run through the same pipeline simulator
 // (src/schedule) that validates every plan: bubbles of uneven stages, transfers on their own streams.
+import { stageBounds } from "./partition.js";
 import { collectiveTime } from "../cost/collectives.js";
 import type { ScheduleCosts } from "../schedule/costs.js";
 import type { StageModel } from "./stage-model.js";
 
 export function scheduleCostsFor(model: StageModel, sizes: readonly number[]): ScheduleCosts {
-  const bounds: [number, number][] = [];
-  let at = 0;
-  for (const n of sizes) {
-    bounds.push([at, at + n]);
-    at += n;
-  }
+  const bounds = stageBounds(sizes);
   const span = (k: number): [number, number] => bounds[k]!;
   // Selective recompute runs inside the backward of the layers chosen.
   const extra = bounds.map(([i, j], k) => model.recompute(k, i, j)?.seconds ?? 0);

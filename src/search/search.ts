@@ -17,7 +17,7 @@ import { activationMemory } from "../schedule/memory.js";
 import { actionSeconds } from "../schedule/simulate.js";
 import { candidateText, type Candidate, type Evaluated } from "./candidate.js";
 import { LayerTable } from "./layer-table.js";
-import { optimalPartition } from "./partition.js";
+import { optimalPartition, stageBounds } from "./partition.js";
 import { scheduleCostsFor } from "./schedule-costs.js";
 import { searchSpace } from "./space.js";
 import { blockLink, layerSeconds, StageModel, type LayerSeconds } from "./stage-model.js";
@@ -313,19 +313,10 @@ function insertSorted(list: Evaluated[], e: Evaluated, keep: number): void {
   if (list.length > keep) list.pop();
 }
 
-function boundsOf(sizes: readonly number[]): [number, number][] {
-  let at = 0;
-  return sizes.map((n) => {
-    const b: [number, number] = [at, at + n];
-    at += n;
-    return b;
-  });
-}
-
 /** Largest per-device bytes: a device's stages together (interleaved), selective recompute applied. */
 function peakMemory(model: StageModel, sizes: readonly number[]): number {
   const perDevice = new Map<number, number>();
-  boundsOf(sizes).forEach(([i, j], k) => {
+  stageBounds(sizes).forEach(([i, j], k) => {
     const r = model.pipeRank(k);
     perDevice.set(r, (perDevice.get(r) ?? 0) + model.bytesWithRecompute(k, i, j));
   });
@@ -335,7 +326,7 @@ function peakMemory(model: StageModel, sizes: readonly number[]): number {
 /** Layers selective checkpointing recomputes: in each stage, the first layers of each kind it takes. */
 function recomputeLayers(model: StageModel, classOf: readonly number[], sizes: readonly number[]): number[] {
   const out: number[] = [];
-  boundsOf(sizes).forEach(([i, j], k) => {
+  stageBounds(sizes).forEach(([i, j], k) => {
     const r = model.recompute(k, i, j);
     if (!r) return;
     const left = new Map(r.take);
@@ -379,7 +370,7 @@ function simulateCandidate(e: Evaluated, model: StageModel, bandwidth: number, c
   if (!run.complete) throw new Error(`internal: the ${c.schedule} schedule deadlocks for ${candidateText(c)}`);
   const memory = activationMemory(lowered, run, costs);
   const fixed = new Array<number>(c.stages).fill(0);
-  boundsOf(e.balance).forEach(([i, j], k) => {
+  stageBounds(e.balance).forEach(([i, j], k) => {
     fixed[model.pipeRank(k)]! += model.stateBytes(i, j) + model.fixedActivationBytes(k, i, j);
   });
   const memoryBytes = Math.max(...memory.perRank.map((r, rank) => fixed[rank]! + r.peakBytes));

@@ -26,11 +26,7 @@ export function optimalSplit(training: Graph, s: ResolvedSettings, cluster: Clus
   };
   const model = new StageModel({ table, profile: table.at(s.microBatchSize), cluster, candidate, precision: train.precision, optimizer: train.optimizer, bucketBytes: bucketCapBytes(s.bucketMB) });
   const problem = { layers: table.count, stages: model.stageCount, stageTime: (k: number, i: number, j: number) => model.stageTime(k, i, j) };
-  const pinsHold = (k: number, i: number, j: number): boolean => {
-    for (let l = i; l < j; l++) if (table.pins[l] !== undefined && table.pins[l] !== k) return false;
-    return true;
-  };
-  const split = optimalPartition({ ...problem, fits: (k, i, j) => model.fits(k, i, j) }) ?? optimalPartition({ ...problem, fits: pinsHold });
+  const split = optimalPartition({ ...problem, fits: (k, i, j) => model.fits(k, i, j) }) ?? optimalPartition({ ...problem, fits: (k, i, j) => model.pinsAllow(k, i, j) });
   if (!split) {
     const pinned = table.pins.map((p, l) => (p === undefined ? undefined : `${table.names[l]} → stage ${p}`)).filter((x) => x !== undefined);
     throw new CompileError(`no split of ${table.count} layers over ${model.stageCount} stages honours the stage pins ${pinned.join(", ")}`);

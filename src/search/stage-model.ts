@@ -380,9 +380,7 @@ export class StageModel {
 
   /** Seconds of stage k over [i, j) per micro-batch, with the selective recompute memory requires. */
   stageTime(k: number, i: number, j: number): number {
-    let compute = this.computeSeconds(i, j);
-    if (this.c.checkpoint === "selective") compute += this.recompute(k, i, j)?.seconds ?? 0;
-    return Math.max(compute, this.commSeconds(k, i, j));
+    return Math.max(this.computeTime(k, i, j), this.commSeconds(k, i, j));
   }
 
   /** Compute-stream seconds of stage k per micro-batch (selective recompute included). */
@@ -390,9 +388,15 @@ export class StageModel {
     return this.computeSeconds(i, j) + (this.c.checkpoint === "selective" ? this.recompute(k, i, j)?.seconds ?? 0 : 0);
   }
 
-  fits(k: number, i: number, j: number): boolean {
+  /** Whether every layer of [i, j) pinned by @stage is pinned to stage k. */
+  pinsAllow(k: number, i: number, j: number): boolean {
     const pins = this.x.table.pins;
     for (let l = i; l < j; l++) if (pins[l] !== undefined && pins[l] !== k) return false;
+    return true;
+  }
+
+  fits(k: number, i: number, j: number): boolean {
+    if (!this.pinsAllow(k, i, j)) return false;
     if (this.c.checkpoint === "selective") return this.recompute(k, i, j) !== undefined;
     return this.memoryBytes(k, i, j) <= this.budget;
   }

@@ -9,6 +9,7 @@
 // step's tail: the gradient synchronisation the last backward does not hide, the optimizer step, and
 // OSS/ShardedDDP's parameter broadcast after it.
 import type { Optimizer, Precision } from "../check/settings-types.js";
+import { stageBounds } from "./partition.js";
 import { collectiveTime, type Link } from "../cost/collectives.js";
 import { modelStateBytes } from "../cost/memory.js";
 import type { Candidate } from "./candidate.js";
@@ -31,12 +32,7 @@ function optimizerSeconds(stateBytes: number, bandwidth: number): number {
 export function estimateStep(c: Candidate, model: StageModel, sizes: readonly number[], memoryBandwidth: number): StepEstimate {
   const p = c.stages;
   const m = c.microBatches;
-  const bounds: [number, number][] = [];
-  let at = 0;
-  for (const n of sizes) {
-    bounds.push([at, at + n]);
-    at += n;
-  }
+  const bounds = stageBounds(sizes);
   const device = new Array<number>(p).fill(0);
   const weight = new Array<number>(p).fill(0);
   const stateOf = new Array<number>(p).fill(0);
