@@ -46,13 +46,14 @@ describe("fsm run", () => {
     const plan = join(dir, "tiny.json");
     const c = await run("compile", samplePath("gpt-tiny"), "--devices", "2", "-o", plan);
     expect(c.code).toBe(0);
-    const a = await run("run", plan, "--steps", "3", "--json");
-    const b = await run("run", plan, "--steps", "3", "--json");
+    const a = await run("run", plan, "--steps", "3", "--json", "--engine", "native");
+    const b = await run("run", plan, "--steps", "3", "--json", "--engine", "native");
     expect(a.code).toBe(0);
     expect(losses(a.stdout)).toEqual(losses(b.stdout));
     const summary = (JSON.parse(a.stdout.trim().split("\n").pop()!) as { summary: { engine: string; arenaBytes?: number; predictedMemoryBytes: number } }).summary;
     expect(summary.predictedMemoryBytes).toBeGreaterThan(0);
-    if (summary.engine === "native") expect(summary.arenaBytes).toBeGreaterThan(0);
+    expect(summary.engine).toBe("native");
+    expect(summary.arenaBytes).toBeGreaterThan(0);
     const text = await run("run", plan, "--steps", "2");
     expect(text.stdout).toMatch(/engine: (native|native-kernels|reference) \(/);
     expect(text.stdout).toMatch(/step 2\/2 {2}loss \d+\.\d{5} {2}\S+ \S+ {2}[\d,]+ tokens\/s {2}ETA/);
