@@ -4,6 +4,7 @@
 #include "addon_state.h"
 #include "async_sgemm.h"
 #include "build_info.h"
+#include "cluster.h"
 #include "comm/comm_binding.h"
 #include "gemm_binding.h"
 #include "kernel_binding.h"
@@ -25,6 +26,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("kernelNames", Napi::Function::New(env, kernelNames, "kernelNames"));
   exports.Set("timeKernel", Napi::Function::New(env, timeKernel, "timeKernel"));
   exports.Set("NativeProgram", NativeProgram::Define(env));
+  exports.Set("NativeCluster", NativeCluster::Define(env));
   exports.Set("commRun", Napi::Function::New(env, commRun, "commRun"));
   return exports;
 }

@@ -1,8 +1,10 @@
-// sgemm's two implementations: cblas_sgemm from OpenBLAS (FSM_HAVE_OPENBLAS) and a cache-blocked portable one.
+// sgemm's two implementations: cblas_sgemm from OpenBLAS (FSM_HAVE_OPENBLAS) and a cache-blocked portable one;
+// ScopedBlasThreads, OpenBLAS's thread count held for a multi-threaded step.
 #include "gemm.h"
 
 #include <algorithm>
 #include <cstddef>
+#include <mutex>
 #include <vector>
 
 #ifdef FSM_HAVE_OPENBLAS
@@ -109,6 +111,32 @@ void sgemm(bool transA, bool transB, int M, int N, int K, float alpha, const flo
 #else
   scaleC(M, N, beta, C, ldc);
   sgemmPortable(transA, transB, M, N, K, alpha, A, lda, B, ldb, C, ldc);
+#endif
+}
+
+#ifdef FSM_HAVE_OPENBLAS
+namespace {
+// OpenBLAS's thread count is one process-wide setting, so overlapping scopes share one saved value.
+std::mutex blasThreadsMutex;
+int blasScopes = 0;
+int blasThreadsBefore = 0;
+}  // namespace
+#endif
+
+ScopedBlasThreads::ScopedBlasThreads(int threads) {
+#ifdef FSM_HAVE_OPENBLAS
+  std::lock_guard<std::mutex> lk(blasThreadsMutex);
+  if (blasScopes++ == 0) blasThreadsBefore = openblas_get_num_threads();
+  openblas_set_num_threads(threads);
+#else
+  (void)threads;
+#endif
+}
+
+ScopedBlasThreads::~ScopedBlasThreads() {
+#ifdef FSM_HAVE_OPENBLAS
+  std::lock_guard<std::mutex> lk(blasThreadsMutex);
+  if (--blasScopes == 0) openblas_set_num_threads(blasThreadsBefore);
 #endif
 }
 

@@ -12,4 +12,16 @@ void sgemm(bool transA, bool transB, int M, int N, int K, float alpha, const flo
 // "openblas" or "fallback": what sgemm calls, fixed at build time.
 const char* blasKind();
 
+// Holds OpenBLAS at `threads` threads per sgemm call while it lives, then restores the count it found (a no-op
+// with the single-threaded fallback). Concurrent device threads each call sgemm, and N devices times OpenBLAS's
+// own threads would oversubscribe the cores. Scopes may overlap (two clusters stepping at once): the count
+// found by the first is restored when the last one ends.
+class ScopedBlasThreads {
+ public:
+  explicit ScopedBlasThreads(int threads);
+  ~ScopedBlasThreads();
+  ScopedBlasThreads(const ScopedBlasThreads&) = delete;
+  ScopedBlasThreads& operator=(const ScopedBlasThreads&) = delete;
+};
+
 }  // namespace fsm

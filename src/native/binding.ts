@@ -225,3 +225,70 @@ interface Addon {
 export async function nativeCommRun(worldSize: number, script: readonly (readonly CommScriptOp[])[], options: CommRunOptions = {}): Promise<(Float32Array | null)[][]> {
   return addon().commRun(worldSize, script, options);
 }
+
+// --- The cluster executor (native/src/cluster): N virtual CPU devices stepping concurrently ---------------
+
+/** One instruction of a device. Kernel instructions zero their outputs first (except fsm_add_inplace, whose
+ *  output is its first input); communication ops (`comm.*`, f32 slots only) never zero anything:
+ *  - comm.allReduce / comm.broadcast / comm.reduce: inputs [s], outputs [s] (the same slot); attrs.group, and
+ *    attrs.root (a global rank in the group) for broadcast and reduce;
+ *  - comm.reduceScatter: inputs [in], outputs [out], numel(in) = group.length · numel(out);
+ *  - comm.allGather: inputs [in], outputs [out], numel(out) = group.length · numel(in);
+ *  - comm.send: inputs [s], outputs []; comm.recv: inputs [], outputs [s]; attrs.peer (global rank), attrs.tag.
+ *  attrs.group is a strictly ascending list of global ranks containing this device. */
+export interface NativeClusterInstruction {
+  /** 0: the device's compute thread; 1: its communication thread. */
+  readonly stream: 0 | 1;
+  /** A registered kernel name or one of the comm ops above. */
+  readonly op: string;
+  /** Slot ids of this device. */
+  readonly inputs: readonly number[];
+  readonly outputs: readonly number[];
+  readonly attrs: NativeAttrs;
+  /** Indices into this device's instruction list (either stream) that must complete before this one starts;
+   *  on its own stream only earlier ones (stream order is implicit), and never forming a cycle. */
+  readonly waits: readonly number[];
+}
+
+export interface NativeClusterDevice {
+  readonly arenaBytes: number;
+  /** offset: bytes from the arena start, a multiple of 4; slots may overlap (views, reused memory). */
+  readonly slots: readonly { readonly shape: readonly number[]; readonly dtype: "f32" | "i32"; readonly offset: number }[];
+  readonly instructions: readonly NativeClusterInstruction[];
+}
+
+export interface NativeClusterDescription {
+  /** Device d is rank d of the cluster's communicator. At least one. */
+  readonly devices: readonly NativeClusterDevice[];
+  /** How long a device waits for its peers in a collective or a recv before the step fails (default 60). */
+  readonly timeoutSeconds?: number;
+  /** OpenBLAS threads per sgemm call while a step runs (default 1: the devices' threads already fill the cores). */
+  readonly blasThreads?: number;
+}
+
+/** A cluster living in the addon: one arena per device, instructions and their operands checked once. */
+export interface NativeClusterHandle {
+  /** Copies data into a device's slot (element type and length must match). Throws while a step runs. */
+  set(device: number, slot: number, data: Float32Array | Int32Array): void;
+  /** A copy of a device's slot. Throws while a step runs. */
+  get(device: number, slot: number): Float32Array | Int32Array;
+  /** Runs every device's streams concurrently (a compute and a communication thread each) off the main thread;
+   *  rejects with the first failure, "device D instruction I (op): message", after stopping every thread. With
+   *  `trace`, records each instruction's start and end (timings()). */
+  run(trace?: boolean): Promise<void>;
+  /** The last traced run on one device: [start0, end0, start1, end1, ...] per instruction, in seconds from one
+   *  origin shared by all devices (empty if none; after a failed run, zeros where an instruction never got). */
+  timings(device: number): Float64Array;
+  arenaBytes(device: number): number;
+  deviceCount(): number;
+}
+
+interface Addon {
+  NativeCluster: new (description: NativeClusterDescription) => NativeClusterHandle;
+}
+
+/** Builds a cluster in the addon; throws naming "device D instruction I (op)" for an unknown op, a slot outside
+ *  the arena, a wait on a later instruction of the same stream, a group without the device, or a size mismatch. */
+export function createNativeCluster(description: NativeClusterDescription): NativeClusterHandle {
+  return new (addon().NativeCluster)(description);
+}

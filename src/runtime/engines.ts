@@ -1,35 +1,27 @@
-// The engines `fsm run` can step a plan with, behind one interface: `native` (the plan lowered to one step
-// program held by the addon: one arena, run on a worker thread), `native-kernels` and `reference` (the
-// reference executor driving the addon's or the interpreter's kernels action by action on this thread).
+// The engines `fsm run` can step a plan with, behind one interface: `native` (the plan lowered per device and
+// run by the addon's cluster: an arena, a compute and a communication thread per device; cluster-engine.ts),
+// `native-fused` (every device's work in one step program with one arena, run on one worker thread),
+// `native-kernels` and `reference` (the reference executor driving the addon's or the interpreter's kernels
+// action by action on this thread).
 import { totalmem } from "node:os";
 import type { Graph } from "../graph/graph.js";
 import { numel } from "../graph/dim.js";
 import { initParams } from "../interp/init.js";
 import type { Kernel } from "../interp/kernels/kernel.js";
-import type { Batch } from "../interp/session.js";
 import { floatArray, type FloatTensor } from "../interp/tensor.js";
 import { createNativeProgram } from "../native/binding.js";
 import { hasNativeKernel, nativeKernel } from "../native/kernels.js";
 import type { Plan } from "../plan/plan.js";
 import { ReferenceExecutor, sliceBatch } from "./reference-step.js";
 import { lowerStep } from "./step-program.js";
+import { clusterEngine } from "./cluster-engine.js";
+import { EngineError, type StepEngine } from "./engine-types.js";
 import { stepEvents, traceMetadata, type TraceEvent } from "./trace.js";
 
-export const ENGINES = ["native", "native-kernels", "reference"] as const;
+export { EngineError, type StepEngine } from "./engine-types.js";
+
+export const ENGINES = ["native", "native-fused", "native-kernels", "reference"] as const;
 export type Engine = (typeof ENGINES)[number];
-
-export class EngineError extends Error {}
-
-export interface StepEngine {
-  /** One training step on the batch; resolves with the mean loss of its micro-batches. */
-  step(batch: Batch): Promise<number>;
-  /** Trace events of the steps run so far, when the engine records them (the native engine, asked to). */
-  trace?(): TraceEvent[];
-  /** The current value of a parameter (for tests and checkpoints). */
-  param(name: string): Float32Array;
-  /** Bytes the engine holds for a step, all devices together (the native program's arena). */
-  readonly memoryBytes?: number;
-}
 
 function requireNativeKernels(graph: Graph, engine: Engine): void {
   const missing = [...new Set(graph.ops().map((o) => o.op))].filter((op) => !hasNativeKernel(op));
@@ -46,9 +38,13 @@ export function defaultEngine(graph: Graph): Engine {
 }
 
 export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: number, trace = false): StepEngine {
-  if (trace && engine !== "native") throw new EngineError(`a trace is recorded by the native engine only (not ${engine})`);
+  if (trace && engine !== "native" && engine !== "native-fused") throw new EngineError(`a trace is recorded by the native engines only (not ${engine})`);
   const params = initParams(graph, seed, "f32");
-  if (engine === "native") return nativeEngine(plan, graph, params, trace);
+  if (engine === "native") {
+    requireNativeKernels(graph, engine);
+    return clusterEngine(plan, graph, params, trace);
+  }
+  if (engine === "native-fused") return nativeEngine(plan, graph, params, trace);
   let kernels: ((op: string) => Kernel) | undefined;
   if (engine === "native-kernels") {
     requireNativeKernels(graph, engine);
@@ -76,14 +72,14 @@ function failedInstruction(e: unknown, program: ReturnType<typeof lowerStep>): E
 }
 
 function nativeEngine(plan: Plan, graph: Graph, params: Map<string, FloatTensor>, trace: boolean): StepEngine {
-  requireNativeKernels(graph, "native");
+  requireNativeKernels(graph, "native-fused");
   const program = lowerStep(plan, graph);
   // The program reuses bytes between values never live together but does not follow the plan's memory plan
   // yet: refuse what this machine cannot hold rather than fail inside the allocator.
   const limit = 0.8 * totalmem();
   if (program.arenaBytes > limit) {
     throw new EngineError(
-      `engine native: the step needs ${(program.arenaBytes / 2 ** 30).toFixed(2)} GiB in one arena (values laid out by their lifetimes; the plan's memory plan is not followed yet) but this machine has ${(totalmem() / 2 ** 30).toFixed(1)} GiB; use fewer micro-batches or a smaller batch`,
+      `engine native-fused: the step needs ${(program.arenaBytes / 2 ** 30).toFixed(2)} GiB in one arena (values laid out by their lifetimes; the plan's memory plan is not followed yet) but this machine has ${(totalmem() / 2 ** 30).toFixed(1)} GiB; use fewer micro-batches or a smaller batch`,
     );
   }
   const handle = createNativeProgram(program);

@@ -24,10 +24,14 @@ export interface RunSummary {
   readonly seconds: number;
   readonly predictedStepSeconds: number;
   readonly measuredStepSeconds: number;
-  /** The native engine's arena (all devices of the plan, run one after another), when it reports one. */
+  /** The native engines' arenas, all devices together, when the engine reports them. */
   readonly arenaBytes?: number;
-  /** The plan's predicted peak per device, summed over devices: what the arena compares with. */
+  /** The plan's predicted peak per device, summed over devices: what arenaBytes compares with. */
   readonly predictedMemoryBytes: number;
+  /** Per device: the bytes its arena holds (allocated and touched once; the native engine). */
+  readonly peakMemoryBytes?: readonly number[];
+  /** Per device: the plan's predicted peak. */
+  readonly predictedPeakMemoryBytes: readonly number[];
 }
 
 export interface RunOptions {
@@ -93,5 +97,7 @@ export async function runPlan(plan: Plan, options: RunOptions = {}): Promise<Run
     measuredStepSeconds: seconds / steps,
     ...(stepper.memoryBytes !== undefined && { arenaBytes: stepper.memoryBytes }),
     predictedMemoryBytes: plan.predicted.peakMemoryBytes.reduce((a, b) => a + b, 0),
+    ...(stepper.deviceMemoryBytes !== undefined && { peakMemoryBytes: stepper.deviceMemoryBytes }),
+    predictedPeakMemoryBytes: plan.predicted.peakMemoryBytes,
   };
 }

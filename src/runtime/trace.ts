@@ -1,6 +1,8 @@
 // Chrome trace JSON (opens in Perfetto / chrome://tracing) of native-engine steps: one process per device
-// with its compute track, consecutive instructions of one plan action merged into one event, and a "step"
-// process for the gradient averaging, optimizer and updates the program runs once for all devices.
+// with a compute and a communication track (the fused engine: a compute track only, and a "step" process
+// for the gradient averaging, optimizer and updates it runs once for all devices); consecutive
+// instructions of one plan action on one track merged into one event.
+import type { DeviceProgram } from "./device-program.js";
 import type { StepProgram } from "./step-program.js";
 
 export interface TraceEvent {
@@ -42,13 +44,35 @@ export function stepEvents(program: StepProgram, timings: Float64Array, startUs:
   return out;
 }
 
-/** Process and thread names for the devices that appear. */
-export function traceMetadata(devices: number): TraceEvent[] {
+/** One device's events of a cluster step: per stream (tid 0 compute, 1 communication), runs of consecutive
+ *  instructions of one action. */
+export function deviceEvents(device: number, program: DeviceProgram, timings: Float64Array, startUs: number, step: number): TraceEvent[] {
+  const out: TraceEvent[] = [];
+  for (const stream of [0, 1] as const) {
+    const list = program.instructions.flatMap((ins, i) => (ins.stream === stream ? [i] : []));
+    let a = 0;
+    while (a < list.length) {
+      const action = program.instructions[list[a]!]!.action;
+      let z = a;
+      const ops: string[] = [];
+      while (z < list.length && program.instructions[list[z]!]!.action === action) ops.push(program.instructions[list[z++]!]!.op);
+      const start = timings[2 * list[a]!]!;
+      const end = timings[2 * list[z - 1]! + 1]!;
+      out.push({ name: action, ph: "X", pid: device, tid: stream, ts: startUs + start * 1e6, dur: (end - start) * 1e6, args: { step, ops: ops.length, kernels: [...new Set(ops)].join(" ") } });
+      a = z;
+    }
+  }
+  return out;
+}
+
+/** Process and thread names for the devices that appear (`tail`: the fused engine's step process). */
+export function traceMetadata(devices: number, tail = true): TraceEvent[] {
   const out: TraceEvent[] = [];
   for (let r = 0; r < devices; r++) {
     out.push({ name: "process_name", ph: "M", pid: r, tid: 0, args: { name: `device ${r}` } });
     out.push({ name: "thread_name", ph: "M", pid: r, tid: 0, args: { name: "compute" } });
+    if (!tail) out.push({ name: "thread_name", ph: "M", pid: r, tid: 1, args: { name: "communication" } });
   }
-  out.push({ name: "process_name", ph: "M", pid: TAIL_PID, tid: 0, args: { name: "step: gradient averaging, optimizer, updates" } });
+  if (tail) out.push({ name: "process_name", ph: "M", pid: TAIL_PID, tid: 0, args: { name: "step: gradient averaging, optimizer, updates" } });
   return out;
 }

@@ -1,6 +1,7 @@
-// The engines compute the same step: the native step program (one arena, instructions in the addon) gives
-// bit-for-bit the losses and weights of the reference executor driving the same native kernels, and within
-// f32 rounding those of the interpreter's kernels — for every schedule, micro-batching, replicas, stages.
+// The engines compute the same step: the fused native step program (one arena, instructions in the addon)
+// gives bit-for-bit the losses and weights of the reference executor driving the same native kernels, and
+// the native cluster (a thread pair per device, sharded state, collectives) and the interpreter's kernels
+// agree with them within f32 rounding — for every schedule, micro-batching, replicas, stages.
 import { describe, expect, it } from "vitest";
 import { checkFile } from "../../src/check/check.js";
 import { compileModel } from "../../src/compile/compile.js";
@@ -38,14 +39,15 @@ const CASES: [string, "mlp" | "gpt-tiny", Record<string, string | number>, numbe
 
 describe("engines agree", () => {
   for (const [title, name, overrides, devices] of CASES) {
-    it(`${title}: native = native-kernels bit for bit, ≈ reference`, async () => {
+    it(`${title}: native-fused = native-kernels bit for bit; native ≈ reference`, async () => {
       const p = plan(name, overrides, devices);
-      const native = await train(p, "native", 4);
+      const fused = await train(p, "native-fused", 4);
       const kernels = await train(p, "native-kernels", 4);
       const reference = await train(p, "reference", 4);
-      expect(native.losses).toEqual(kernels.losses);
-      for (const [k, v] of native.params) expect(Array.from(v), k).toEqual(Array.from(kernels.params.get(k)!));
-      native.losses.forEach((l, i) => expect(Math.abs(l - reference.losses[i]!) / Math.abs(reference.losses[i]!)).toBeLessThan(1e-5));
+      const cluster = await train(p, "native", 4);
+      expect(fused.losses).toEqual(kernels.losses);
+      for (const [k, v] of fused.params) expect(Array.from(v), k).toEqual(Array.from(kernels.params.get(k)!));
+      for (const run of [fused, cluster]) run.losses.forEach((l, i) => expect(Math.abs(l - reference.losses[i]!) / Math.abs(reference.losses[i]!)).toBeLessThan(1e-5));
     });
   }
 

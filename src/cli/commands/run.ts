@@ -14,11 +14,12 @@ import type { CliIO } from "../io.js";
 import { version } from "../main.js";
 import { reportDiagnostics } from "../report.js";
 import type { Command } from "./command.js";
-import { formatSeconds } from "./cost.js";
+import { formatBytes, formatSeconds } from "./cost.js";
 
 const ENGINE_TEXT: Readonly<Record<Engine, string>> = {
-  native: "native (the plan's step lowered to one program in the addon: one arena, C++ kernels, OpenBLAS when built with it, run on a worker thread; devices still run one after another, not yet on a thread each with overlapped communication)",
-  "native-kernels": "native-kernels (C++ kernels, OpenBLAS when built with it, driven action by action on one thread; the multi-threaded runtime is in progress)",
+  native: "native (each virtual device its own arena, a compute thread and a communication thread; C++ kernels, OpenBLAS when built with it; collectives through the in-process communicator)",
+  "native-fused": "native-fused (every device's work in one program and one arena, run on one worker thread)",
+  "native-kernels": "native-kernels (C++ kernels, OpenBLAS when built with it, driven action by action on one thread)",
   reference: "reference (TypeScript kernels, in-process, exact; slow)",
 };
 
@@ -37,14 +38,15 @@ data-parallel replica as planned, parameters from the train section's seed, its
 synthetic data. Given a .fsm file, compiles it for the local CPU first (--devices,
 default 1, and --set as for 'fsm compile'). Prints one line per step (loss, time,
 tokens/s, ETA) and a summary; --json prints one JSON object per step and a summary.
-Engines: native (default when the addon has every kernel) lowers the step to one program
-in the addon — one arena, C++ kernels, a worker thread; native-kernels and reference run
-the plan's actions from TypeScript with the addon's or the interpreter's kernels. All
-three compute the same step; a thread per device with overlapped communication is next.
+Engines: native (default when the addon has every kernel) runs each virtual device with
+its own arena, a compute thread and a communication thread, sharding and communicating
+as planned; native-fused runs every device's work as one program on one thread;
+native-kernels and reference run the plan's actions from TypeScript with the addon's or
+the interpreter's kernels. All compute the 1-device plan's step up to float rounding.
   --steps N      steps to run (default: the train section's steps)
-  --engine E     native, native-kernels or reference (default: native when available)
-  --trace FILE   write a Chrome trace (Perfetto) of every step: one track per device
-                 (native engine; devices still run one after another)
+  --engine E     native, native-fused, native-kernels or reference (default: native)
+  --trace FILE   write a Chrome trace (Perfetto) of every step: per device a compute
+                 and a communication track, so overlap is visible (native engines)
   --json         JSON lines instead of text
   --devices N    devices for a .fsm file (default 1)
   --set KEY=VAL  override a train/parallel setting of a .fsm file (repeatable)`,
@@ -109,7 +111,15 @@ three compute the same step; a thread per device with overlapped communication i
         },
       });
       if (json) io.stdout(JSON.stringify({ summary }) + "\n");
-      else io.stdout(`done: ${summary.steps} steps in ${formatSeconds(summary.seconds)}, loss ${summary.firstLoss.toFixed(5)} → ${summary.finalLoss.toFixed(5)}${tracePath === undefined ? "" : `; trace in ${tracePath}`}\n`);
+      else {
+        io.stdout(`done: ${summary.steps} steps in ${formatSeconds(summary.seconds)}, loss ${summary.firstLoss.toFixed(5)} → ${summary.finalLoss.toFixed(5)}${tracePath === undefined ? "" : `; trace in ${tracePath}`}\n`);
+        io.stdout(`step time: measured ${formatSeconds(summary.measuredStepSeconds)}, predicted ${formatSeconds(summary.predictedStepSeconds)}\n`);
+        if (summary.peakMemoryBytes) {
+          const most = Math.max(...summary.peakMemoryBytes);
+          const d = summary.peakMemoryBytes.indexOf(most);
+          io.stdout(`memory: fullest device ${d} holds ${formatBytes(most)} (its arena), predicted ${formatBytes(summary.predictedPeakMemoryBytes[d]!)}\n`);
+        }
+      }
       return 0;
     } catch (e) {
       if (e instanceof PlanError) {

@@ -1,0 +1,498 @@
+// NativeCluster (cluster.h): construction (every operand, wait and communication argument checked once, so a
+// step only calls kernels and the communicator), slot access, and run() as one async worker that starts a
+// compute and a communication thread per device. The first failure anywhere aborts the communicator and wakes
+// every waiting thread, so a step rejects naming its root cause instead of hanging; nothing exits the process.
+#include "cluster.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "comm/communicator.h"
+#include "gemm.h"
+#include "js_values.h"
+
+namespace fsm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string where(size_t d, size_t i, const std::string& op) {
+  return "device " + std::to_string(d) + " instruction " + std::to_string(i) + " (" + op + ")";
+}
+
+double secondsSince(Clock::time_point origin) { return std::chrono::duration<double>(Clock::now() - origin).count(); }
+
+bool isInteger(double x) { return std::isfinite(x) && std::floor(x) == x; }
+
+// A non-negative integer that fits a size (byte counts, offsets, indices).
+size_t sizeOf(const Napi::Env& env, const Napi::Value& v, const std::string& what) {
+  if (!v.IsNumber() || !isInteger(v.As<Napi::Number>().DoubleValue()) || v.As<Napi::Number>().DoubleValue() < 0) {
+    throw Napi::TypeError::New(env, what + " must be a non-negative integer");
+  }
+  return static_cast<size_t>(v.As<Napi::Number>().DoubleValue());
+}
+
+Napi::Array arrayOf(const Napi::Env& env, const Napi::Value& v, const std::string& what) {
+  if (!v.IsArray()) throw Napi::TypeError::New(env, what + " must be an array");
+  return v.As<Napi::Array>();
+}
+
+Napi::Object objectOf(const Napi::Env& env, const Napi::Value& v, const std::string& what) {
+  if (!v.IsObject()) throw Napi::TypeError::New(env, what + " must be an object");
+  return v.As<Napi::Object>();
+}
+
+// An integer attribute of a communication op (root, peer, tag), in int range.
+int intAttr(const Napi::Env& env, const Attrs& attrs, const std::string& name, const std::string& at) {
+  auto it = attrs.numbers.find(name);
+  if (it == attrs.numbers.end() || !isInteger(it->second) || std::fabs(it->second) > 2147483647.0) {
+    throw Napi::TypeError::New(env, at + ": attrs." + name + " must be an integer");
+  }
+  return static_cast<int>(it->second);
+}
+
+const std::map<std::string, ClusterOp>& commOps() {
+  static const std::map<std::string, ClusterOp> ops = {
+      {"comm.allReduce", ClusterOp::AllReduce}, {"comm.reduceScatter", ClusterOp::ReduceScatter},
+      {"comm.allGather", ClusterOp::AllGather}, {"comm.broadcast", ClusterOp::Broadcast},
+      {"comm.reduce", ClusterOp::Reduce},       {"comm.send", ClusterOp::Send},
+      {"comm.recv", ClusterOp::Recv}};
+  return ops;
+}
+
+// Checks a communication instruction's operands and reads its group, root, peer and tag. Slot ids are compared
+// (not only sizes) for the in-place collectives, since the communicator writes the result over its input.
+void checkComm(const Napi::Env& env, ClusterInstruction& ins, const std::vector<uint32_t>& inIds,
+               const std::vector<uint32_t>& outIds, size_t device, size_t worldSize, const std::string& at) {
+  auto bad = [&](const std::string& why) { return Napi::RangeError::New(env, at + ": " + why); };
+  for (const std::vector<Tensor>* operands : {&ins.inputs, &ins.outputs}) {
+    for (const Tensor& t : *operands) {
+      if (t.dtype != DType::F32) throw Napi::TypeError::New(env, at + ": communication ops take f32 slots only");
+    }
+  }
+  const bool p2p = ins.kind == ClusterOp::Send || ins.kind == ClusterOp::Recv;
+  const size_t wantIn = ins.kind == ClusterOp::Recv ? 0 : 1, wantOut = ins.kind == ClusterOp::Send ? 0 : 1;
+  if (inIds.size() != wantIn || outIds.size() != wantOut) {
+    throw bad("takes " + std::to_string(wantIn) + " input(s) and " + std::to_string(wantOut) + " output(s), got " +
+              std::to_string(inIds.size()) + " and " + std::to_string(outIds.size()));
+  }
+  if (p2p) {
+    ins.peer = intAttr(env, ins.attrs, "peer", at);
+    ins.tag = intAttr(env, ins.attrs, "tag", at);
+    if (ins.peer < 0 || static_cast<size_t>(ins.peer) >= worldSize) {
+      throw bad("peer " + std::to_string(ins.peer) + " is not a device of the " + std::to_string(worldSize));
+    }
+    return;
+  }
+  if (!ins.attrs.shapes.count("group")) throw Napi::TypeError::New(env, at + ": attrs.group must be an array of global ranks");
+  for (int64_t r : ins.attrs.shapes.at("group")) ins.group.push_back(static_cast<int>(r));
+  const std::vector<int>& g = ins.group;
+  for (size_t k = 0; k < g.size(); k++) {
+    if (static_cast<size_t>(g[k]) >= worldSize || (k > 0 && g[k] <= g[k - 1])) {
+      throw bad("the group must be strictly ascending ranks in [0, " + std::to_string(worldSize) + ")");
+    }
+  }
+  if (!std::binary_search(g.begin(), g.end(), static_cast<int>(device))) throw bad("the group does not contain the device");
+  const int64_t inN = ins.inputs[0].numel(), outN = ins.outputs[0].numel();
+  const int64_t n = static_cast<int64_t>(g.size());
+  switch (ins.kind) {
+    case ClusterOp::AllReduce:
+    case ClusterOp::Broadcast:
+    case ClusterOp::Reduce:
+      if (inIds[0] != outIds[0]) throw bad("works in place: the input and the output must be the same slot");
+      if (ins.kind != ClusterOp::AllReduce) {
+        ins.root = intAttr(env, ins.attrs, "root", at);
+        if (!std::binary_search(g.begin(), g.end(), ins.root)) throw bad("root " + std::to_string(ins.root) + " is not in the group");
+      }
+      break;
+    case ClusterOp::ReduceScatter:
+      if (inN != n * outN) {
+        throw bad("the input has " + std::to_string(inN) + " elements, not group size " + std::to_string(n) +
+                  " x the output's " + std::to_string(outN));
+      }
+      break;
+    case ClusterOp::AllGather:
+      if (outN != n * inN) {
+        throw bad("the output has " + std::to_string(outN) + " elements, not group size " + std::to_string(n) +
+                  " x the input's " + std::to_string(inN));
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+// Replays the streams as the threads would (each stream in order, an instruction once its waits on the other
+// stream are met): if both stall before the end, the waits form a cycle and the step would never finish.
+void checkAcyclic(const Napi::Env& env, const ClusterDevice& dev, size_t d) {
+  size_t next[2] = {0, 0};
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (int s = 0; s < 2; s++) {
+      while (next[s] < dev.streams[s].size()) {
+        const ClusterInstruction& ins = dev.instructions[dev.streams[s][next[s]]];
+        if (next[1 - s] < ins.need[1 - s]) break;
+        next[s]++;
+        moved = true;
+      }
+    }
+  }
+  for (int s = 0; s < 2; s++) {
+    if (next[s] < dev.streams[s].size()) {
+      const size_t i = dev.streams[s][next[s]];
+      throw Napi::RangeError::New(env, where(d, i, dev.instructions[i].op) +
+                                           ": its waits form a cycle with the other stream, so it could never start");
+    }
+  }
+}
+
+}  // namespace
+
+class ClusterWorker : public Napi::AsyncWorker {
+ public:
+  ClusterWorker(Napi::Env env, NativeCluster* cluster, Napi::Object keepAlive)
+      : Napi::AsyncWorker(env), cluster_(cluster), deferred_(Napi::Promise::Deferred::New(env)) {
+    keepAlive_ = Napi::Persistent(keepAlive);  // the cluster lives until the step is done
+  }
+  Napi::Promise Promise() { return deferred_.Promise(); }
+
+ protected:
+  void Execute() override {
+    const std::string error = cluster_->runStep();
+    if (!error.empty()) SetError(error);
+  }
+  void OnOK() override {
+    cluster_->running_ = false;
+    deferred_.Resolve(Env().Undefined());
+  }
+  void OnError(const Napi::Error& e) override {
+    cluster_->running_ = false;
+    deferred_.Reject(e.Value());
+  }
+
+ private:
+  NativeCluster* cluster_;
+  Napi::Promise::Deferred deferred_;
+  Napi::ObjectReference keepAlive_;
+};
+
+Napi::Function NativeCluster::Define(Napi::Env env) {
+  return DefineClass(env, "NativeCluster",
+                     {InstanceMethod("set", &NativeCluster::Set), InstanceMethod("get", &NativeCluster::Get),
+                      InstanceMethod("run", &NativeCluster::Run), InstanceMethod("timings", &NativeCluster::Timings),
+                      InstanceMethod("arenaBytes", &NativeCluster::ArenaBytes),
+                      InstanceMethod("deviceCount", &NativeCluster::DeviceCount)});
+}
+
+NativeCluster::NativeCluster(const Napi::CallbackInfo& info) : Napi::ObjectWrap<NativeCluster>(info) {
+  Napi::Env env = info.Env();
+  if (info.Length() != 1 || !info[0].IsObject()) throw Napi::TypeError::New(env, "NativeCluster({devices, timeoutSeconds?, blasThreads?})");
+  Napi::Object desc = info[0].As<Napi::Object>();
+  if (!desc.Get("timeoutSeconds").IsUndefined()) {
+    const Napi::Value t = desc.Get("timeoutSeconds");
+    // Bounded so the communicator's deadline (now + timeout in clock ticks) cannot overflow.
+    if (!t.IsNumber() || !(t.As<Napi::Number>().DoubleValue() > 0) || !(t.As<Napi::Number>().DoubleValue() <= 1e6)) {
+      throw Napi::TypeError::New(env, "timeoutSeconds must be a number of seconds in (0, 1e6]");
+    }
+    timeoutSeconds_ = t.As<Napi::Number>().DoubleValue();
+  }
+  if (!desc.Get("blasThreads").IsUndefined()) {
+    const size_t b = sizeOf(env, desc.Get("blasThreads"), "blasThreads");
+    if (b < 1 || b > 1024) throw Napi::RangeError::New(env, "blasThreads must be between 1 and 1024");
+    blasThreads_ = static_cast<int>(b);
+  }
+  Napi::Array devices = arrayOf(env, desc.Get("devices"), "devices");
+  const size_t worldSize = devices.Length();
+  if (worldSize < 1) throw Napi::RangeError::New(env, "a cluster needs at least one device");
+
+  for (size_t d = 0; d < worldSize; d++) {
+    const std::string dn = "device " + std::to_string(d);
+    Napi::Object dv = objectOf(env, devices.Get(d), dn);
+    auto dev = std::make_unique<ClusterDevice>();
+    dev->arenaBytes = sizeOf(env, dv.Get("arenaBytes"), dn + ": arenaBytes");
+    // One allocation per device, 64-byte aligned; touched once here so the hot path never faults.
+    dev->storage.assign(dev->arenaBytes + 64, 0);
+    const auto base = reinterpret_cast<uintptr_t>(dev->storage.data());
+    dev->arena = dev->storage.data() + ((64 - base % 64) % 64);
+
+    Napi::Array slots = arrayOf(env, dv.Get("slots"), dn + ": slots");
+    for (uint32_t i = 0; i < slots.Length(); i++) {
+      const std::string sn = dn + " slot " + std::to_string(i);
+      Napi::Object s = objectOf(env, slots.Get(i), sn);
+      Tensor t;
+      t.shape = shapeOf(env, s.Get("shape"), sn);
+      const Napi::Value dtype = s.Get("dtype");
+      const std::string dt = dtype.IsString() ? dtype.As<Napi::String>().Utf8Value() : "";
+      if (dt != "f32" && dt != "i32") throw Napi::TypeError::New(env, sn + ": dtype must be \"f32\" or \"i32\"");
+      t.dtype = dt == "i32" ? DType::I32 : DType::F32;
+      const size_t offset = sizeOf(env, s.Get("offset"), sn + ": offset");
+      const size_t bytes = static_cast<size_t>(t.numel()) * 4;
+      if (offset % 4 != 0) throw Napi::RangeError::New(env, sn + ": offset " + std::to_string(offset) + " is not a multiple of 4");
+      if (offset > dev->arenaBytes || bytes > dev->arenaBytes - offset) {
+        throw Napi::RangeError::New(env, sn + " (bytes " + std::to_string(offset) + ".." + std::to_string(offset + bytes) +
+                                             ") lies outside the arena of " + std::to_string(dev->arenaBytes) + " bytes");
+      }
+      t.data = dev->arena + offset;
+      dev->slots.push_back(t);
+    }
+
+    // First pass: each instruction's own fields; waits need every instruction's stream, so they come second.
+    Napi::Array list = arrayOf(env, dv.Get("instructions"), dn + ": instructions");
+    std::vector<size_t> position(list.Length());  // index within its stream
+    for (uint32_t i = 0; i < list.Length(); i++) {
+      Napi::Object o = objectOf(env, list.Get(i), dn + " instruction " + std::to_string(i));
+      ClusterInstruction ins;
+      const Napi::Value op = o.Get("op");
+      if (!op.IsString()) throw Napi::TypeError::New(env, dn + " instruction " + std::to_string(i) + ": op must be a string");
+      ins.op = op.As<Napi::String>().Utf8Value();
+      const std::string at = where(d, i, ins.op);
+      const Napi::Value stream = o.Get("stream");
+      if (!stream.IsNumber() || (stream.As<Napi::Number>().DoubleValue() != 0 && stream.As<Napi::Number>().DoubleValue() != 1)) {
+        throw Napi::TypeError::New(env, at + ": stream must be 0 (compute) or 1 (communication)");
+      }
+      ins.stream = static_cast<int>(stream.As<Napi::Number>().DoubleValue());
+      std::vector<uint32_t> ids[2];  // inputs, outputs
+      const char* keys[2] = {"inputs", "outputs"};
+      for (int k = 0; k < 2; k++) {
+        Napi::Array a = arrayOf(env, o.Get(keys[k]), at + ": " + keys[k]);
+        for (uint32_t j = 0; j < a.Length(); j++) {
+          const size_t id = sizeOf(env, a.Get(j), at + ": " + keys[k] + "[" + std::to_string(j) + "]");
+          if (id >= dev->slots.size()) throw Napi::RangeError::New(env, at + " uses unknown slot " + std::to_string(id));
+          ids[k].push_back(static_cast<uint32_t>(id));
+          (k == 0 ? ins.inputs : ins.outputs).push_back(dev->slots[id]);
+        }
+      }
+      ins.attrs = attrsOf(env, o.Get("attrs"), at);
+      auto comm = commOps().find(ins.op);
+      if (comm != commOps().end()) {
+        ins.kind = comm->second;
+        checkComm(env, ins, ids[0], ids[1], d, worldSize, at);
+      } else {
+        auto it = kernelRegistry().find(ins.op);
+        if (it == kernelRegistry().end()) throw Napi::Error::New(env, at + ": not implemented: native kernel for op '" + ins.op + "'");
+        ins.kernel = it->second;
+        ins.inPlace = ins.op == "fsm_add_inplace";
+      }
+      position[i] = dev->streams[ins.stream].size();
+      dev->streams[ins.stream].push_back(i);
+      dev->instructions.push_back(std::move(ins));
+    }
+
+    // Waits fold into need[]: within a stream, order already implies completion, so only earlier instructions
+    // may be named there (a later one would deadlock the stream on itself).
+    for (uint32_t i = 0; i < list.Length(); i++) {
+      ClusterInstruction& ins = dev->instructions[i];
+      const std::string at = where(d, i, ins.op);
+      Napi::Array waits = arrayOf(env, list.Get(i).As<Napi::Object>().Get("waits"), at + ": waits");
+      for (uint32_t k = 0; k < waits.Length(); k++) {
+        const size_t w = sizeOf(env, waits.Get(k), at + ": waits[" + std::to_string(k) + "]");
+        if (w >= list.Length()) throw Napi::RangeError::New(env, at + " waits on instruction " + std::to_string(w) + ", which does not exist");
+        if (w == i) throw Napi::RangeError::New(env, at + " waits on itself");
+        const int s = dev->instructions[w].stream;
+        if (s == ins.stream && w > i) {
+          throw Napi::RangeError::New(env, at + " waits on instruction " + std::to_string(w) +
+                                               ", which comes later on the same stream");
+        }
+        ins.need[s] = std::max(ins.need[s], position[w] + 1);
+      }
+    }
+    checkAcyclic(env, *dev, d);
+    devices_.push_back(std::move(dev));
+  }
+}
+
+std::string NativeCluster::runStep() {
+  failed_ = false;
+  firstError_.clear();
+  for (auto& dev : devices_) {
+    dev->completed[0] = dev->completed[1] = 0;
+    dev->ended[0] = dev->ended[1] = false;
+    if (tracing_) dev->timings.assign(dev->instructions.size() * 2, 0.0);
+  }
+  // A fresh communicator each step: an aborted one stays aborted, and meetings are matched by call order.
+  Communicator comm(static_cast<int>(devices_.size()), std::chrono::duration<double>(timeoutSeconds_));
+  ScopedBlasThreads blas(blasThreads_);
+  const Clock::time_point origin = Clock::now();
+  std::vector<std::thread> threads;
+  threads.reserve(devices_.size() * 2);
+  try {
+    for (size_t d = 0; d < devices_.size(); d++) {
+      for (int s = 0; s < 2; s++) threads.emplace_back(&NativeCluster::runStream, this, d, s, std::ref(comm), origin);
+    }
+  } catch (const std::exception& e) {
+    fail(std::string("cannot start the device threads: ") + e.what(), comm);  // the started ones see it and stop
+  }
+  for (std::thread& t : threads) t.join();
+  return failed_ ? firstError_ : std::string();
+}
+
+// One stream of one device. Every exception ends here: one escaping a std::thread would terminate the process.
+void NativeCluster::runStream(size_t d, int s, Communicator& comm, Clock::time_point origin) {
+  ClusterDevice& dev = *devices_[d];
+  const int other = 1 - s;
+  size_t current = 0;
+  try {
+    for (size_t i : dev.streams[s]) {
+      current = i;
+      ClusterInstruction& ins = dev.instructions[i];
+      {
+        std::unique_lock<std::mutex> lk(dev.mutex);
+        dev.cv.wait(lk, [&] { return failed_ || dev.completed[other] >= ins.need[other] || dev.ended[other]; });
+        if (failed_) break;
+        // A stream stops early only after a failure, which was seen above, and construction ruled out cycles.
+        if (dev.completed[other] < ins.need[other]) throw std::logic_error("internal: its waits name an instruction the other stream never ran");
+      }
+      if (tracing_) dev.timings[2 * i] = secondsSince(origin);
+      execute(d, ins, comm);
+      if (tracing_) dev.timings[2 * i + 1] = secondsSince(origin);
+      {
+        std::lock_guard<std::mutex> lk(dev.mutex);
+        dev.completed[s]++;
+      }
+      dev.cv.notify_all();
+    }
+  } catch (const std::exception& e) {
+    fail(where(d, current, dev.instructions[current].op) + ": " + e.what(), comm);
+  } catch (...) {
+    fail(where(d, current, dev.instructions[current].op) + ": unknown error", comm);
+  }
+  {
+    std::lock_guard<std::mutex> lk(dev.mutex);
+    dev.ended[s] = true;
+  }
+  dev.cv.notify_all();
+}
+
+void NativeCluster::execute(size_t d, ClusterInstruction& ins, Communicator& comm) {
+  const int rank = static_cast<int>(d);
+  switch (ins.kind) {
+    case ClusterOp::Kernel:
+      if (!ins.inPlace)
+        for (Tensor& t : ins.outputs) std::memset(t.data, 0, static_cast<size_t>(t.numel()) * 4);
+      ins.kernel(ins.inputs, ins.outputs, ins.attrs);
+      return;
+    case ClusterOp::AllReduce:
+      comm.allReduce(rank, ins.group, ins.outputs[0].f32(), static_cast<size_t>(ins.outputs[0].numel()));
+      return;
+    case ClusterOp::ReduceScatter:
+      comm.reduceScatter(rank, ins.group, ins.inputs[0].f32(), ins.outputs[0].f32(), static_cast<size_t>(ins.outputs[0].numel()));
+      return;
+    case ClusterOp::AllGather:
+      comm.allGather(rank, ins.group, ins.inputs[0].f32(), ins.outputs[0].f32(), static_cast<size_t>(ins.inputs[0].numel()));
+      return;
+    case ClusterOp::Broadcast:
+      comm.broadcast(rank, ins.group, ins.root, ins.outputs[0].f32(), static_cast<size_t>(ins.outputs[0].numel()));
+      return;
+    case ClusterOp::Reduce:
+      comm.reduce(rank, ins.group, ins.root, ins.outputs[0].f32(), static_cast<size_t>(ins.outputs[0].numel()));
+      return;
+    case ClusterOp::Send:
+      comm.send(rank, ins.peer, ins.tag, ins.inputs[0].f32(), static_cast<size_t>(ins.inputs[0].numel()));
+      return;
+    case ClusterOp::Recv:
+      comm.recv(rank, ins.peer, ins.tag, ins.outputs[0].f32(), static_cast<size_t>(ins.outputs[0].numel()));
+      return;
+  }
+}
+
+// Keeps the first message (a rank woken by the abort throws CommAborted echoing it), then stops everyone:
+// the abort wakes threads inside the communicator, the notifications those waiting on events.
+void NativeCluster::fail(const std::string& message, Communicator& comm) {
+  {
+    std::lock_guard<std::mutex> lk(failMutex_);
+    if (failed_) return;
+    firstError_ = message;
+    failed_ = true;
+  }
+  comm.abort(message);
+  for (auto& dev : devices_) {
+    { std::lock_guard<std::mutex> lk(dev->mutex); }  // a waiter between its check and its wait cannot miss this
+    dev->cv.notify_all();
+  }
+}
+
+void NativeCluster::checkIdle(const Napi::Env& env) const {
+  if (running_) throw Napi::Error::New(env, "the cluster is running a step: wait for run() to settle");
+}
+
+ClusterDevice& NativeCluster::device(const Napi::Env& env, const Napi::Value& v) const {
+  if (!v.IsNumber()) throw Napi::TypeError::New(env, "device must be a number");
+  const double d = v.As<Napi::Number>().DoubleValue();
+  if (!isInteger(d) || d < 0 || d >= static_cast<double>(devices_.size())) {
+    throw Napi::RangeError::New(env, "unknown device " + v.ToString().Utf8Value() + " (the cluster has " + std::to_string(devices_.size()) + ")");
+  }
+  return *devices_[static_cast<size_t>(d)];
+}
+
+const Tensor& NativeCluster::slot(const Napi::Env& env, const ClusterDevice& dev, const Napi::Value& v) const {
+  if (!v.IsNumber()) throw Napi::TypeError::New(env, "slot must be a number");
+  const double id = v.As<Napi::Number>().DoubleValue();
+  if (!isInteger(id) || id < 0 || id >= static_cast<double>(dev.slots.size())) {
+    throw Napi::RangeError::New(env, "unknown slot " + v.ToString().Utf8Value());
+  }
+  return dev.slots[static_cast<size_t>(id)];
+}
+
+Napi::Value NativeCluster::Set(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  checkIdle(env);
+  const Tensor& t = slot(env, device(env, info[0]), info[1]);
+  if (!info[2].IsTypedArray()) throw Napi::TypeError::New(env, "set(device, slot, data): data must be a Float32Array or an Int32Array");
+  Napi::TypedArray a = info[2].As<Napi::TypedArray>();
+  const bool f32 = a.TypedArrayType() == napi_float32_array;
+  const bool i32 = a.TypedArrayType() == napi_int32_array;
+  if (!(f32 && t.dtype == DType::F32) && !(i32 && t.dtype == DType::I32)) throw Napi::TypeError::New(env, "set(device, slot, data): the data's element type does not match the slot's");
+  if (static_cast<int64_t>(a.ElementLength()) != t.numel()) throw Napi::RangeError::New(env, "set(device, slot, data): the data's length does not match the slot's");
+  std::memcpy(t.data, static_cast<uint8_t*>(a.ArrayBuffer().Data()) + a.ByteOffset(), a.ByteLength());
+  return env.Undefined();
+}
+
+Napi::Value NativeCluster::Get(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  checkIdle(env);
+  const Tensor& t = slot(env, device(env, info[0]), info[1]);
+  const size_t n = static_cast<size_t>(t.numel());
+  if (t.dtype == DType::I32) {
+    Napi::Int32Array a = Napi::Int32Array::New(env, n);
+    std::memcpy(a.Data(), t.data, n * 4);
+    return a;
+  }
+  Napi::Float32Array a = Napi::Float32Array::New(env, n);
+  std::memcpy(a.Data(), t.data, n * 4);
+  return a;
+}
+
+Napi::Value NativeCluster::Run(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  checkIdle(env);
+  // run(trace?): with trace, every instruction's start and end are recorded (timings(device)).
+  tracing_ = info.Length() > 0 && info[0].ToBoolean().Value();
+  running_ = true;
+  auto* worker = new ClusterWorker(env, this, info.This().As<Napi::Object>());
+  Napi::Promise p = worker->Promise();
+  worker->Queue();
+  return p;
+}
+
+Napi::Value NativeCluster::Timings(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  checkIdle(env);
+  const ClusterDevice& dev = device(env, info[0]);
+  Napi::Float64Array a = Napi::Float64Array::New(env, dev.timings.size());
+  std::memcpy(a.Data(), dev.timings.data(), dev.timings.size() * sizeof(double));
+  return a;
+}
+
+Napi::Value NativeCluster::ArenaBytes(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<double>(device(info.Env(), info[0]).arenaBytes));
+}
+
+Napi::Value NativeCluster::DeviceCount(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), static_cast<double>(devices_.size()));
+}
+
+}  // namespace fsm

@@ -1,0 +1,96 @@
+// NativeCluster: N virtual CPU devices, each with its own arena and an instruction list split over a compute
+// stream and a communication stream joined by completion events, run as one step on 2·N threads that share
+// one in-process Communicator.
+#pragma once
+#include <napi.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel.h"
+
+namespace fsm {
+
+class Communicator;
+
+enum class ClusterOp { Kernel, AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, Send, Recv };
+
+struct ClusterInstruction {
+  std::string op;
+  int stream = 0;  // 0: compute, 1: communication
+  ClusterOp kind = ClusterOp::Kernel;
+  KernelFn kernel;  // kind == Kernel only
+  std::vector<Tensor> inputs;
+  std::vector<Tensor> outputs;
+  Attrs attrs;
+  /** Its output is an input (fsm_add_inplace): not zeroed before the kernel runs. */
+  bool inPlace = false;
+  // Communication operands, checked at construction so the hot path only calls the communicator.
+  std::vector<int> group;
+  int root = -1;
+  int peer = -1;
+  int tag = 0;
+  /** The waits folded per stream: it may start once completed[s] >= need[s] for both streams. */
+  size_t need[2] = {0, 0};
+};
+
+struct ClusterDevice {
+  std::vector<uint8_t> storage;
+  uint8_t* arena = nullptr;  // storage aligned up to 64 bytes
+  size_t arenaBytes = 0;
+  std::vector<Tensor> slots;
+  std::vector<ClusterInstruction> instructions;
+  std::vector<size_t> streams[2];  // instruction indices of each stream, in list order
+  /** Per instruction of the last traced run: start and end, seconds from the run's common origin (empty if none). */
+  std::vector<double> timings;
+
+  // Per-run event state, guarded by mutex: how many instructions of each stream have completed, and whether a
+  // stream's thread has stopped (done or failed), so nothing waits on a stream that will never move again.
+  std::mutex mutex;
+  std::condition_variable cv;
+  size_t completed[2] = {0, 0};
+  bool ended[2] = {false, false};
+};
+
+class NativeCluster : public Napi::ObjectWrap<NativeCluster> {
+ public:
+  static Napi::Function Define(Napi::Env env);
+  explicit NativeCluster(const Napi::CallbackInfo& info);
+
+ private:
+  friend class ClusterWorker;
+  Napi::Value Set(const Napi::CallbackInfo& info);
+  Napi::Value Get(const Napi::CallbackInfo& info);
+  Napi::Value Run(const Napi::CallbackInfo& info);
+  Napi::Value Timings(const Napi::CallbackInfo& info);
+  Napi::Value ArenaBytes(const Napi::CallbackInfo& info);
+  Napi::Value DeviceCount(const Napi::CallbackInfo& info);
+  ClusterDevice& device(const Napi::Env& env, const Napi::Value& v) const;
+  const Tensor& slot(const Napi::Env& env, const ClusterDevice& dev, const Napi::Value& v) const;
+  void checkIdle(const Napi::Env& env) const;
+
+  /** One step on 2·N threads (worker thread); returns the first error, empty when every instruction ran. */
+  std::string runStep();
+  void runStream(size_t d, int s, Communicator& comm, std::chrono::steady_clock::time_point origin);
+  void execute(size_t d, ClusterInstruction& ins, Communicator& comm);
+  void fail(const std::string& message, Communicator& comm);
+
+  std::vector<std::unique_ptr<ClusterDevice>> devices_;  // unique_ptr: a device's mutex cannot move
+  double timeoutSeconds_ = 60;
+  int blasThreads_ = 1;
+  std::atomic<bool> running_{false};
+  bool tracing_ = false;
+
+  // Per-run failure state: the first error is the root cause; later ones (ranks woken by the abort) are echoes.
+  std::atomic<bool> failed_{false};
+  std::mutex failMutex_;
+  std::string firstError_;
+};
+
+}  // namespace fsm

@@ -1,0 +1,58 @@
+// The `native` engine: a plan lowered per device (cluster-program.ts) and run by the addon's cluster — each
+// virtual device with its own arena, a compute thread and a communication thread, all sharing one
+// in-process communicator.
+import { totalmem } from "node:os";
+import type { Graph } from "../graph/graph.js";
+import type { FloatTensor } from "../interp/tensor.js";
+import { createNativeCluster } from "../native/binding.js";
+import type { Plan } from "../plan/plan.js";
+import { lowerCluster } from "./cluster-program.js";
+import { feedBatch, meanLoss, readParam, writeParams } from "./cluster-step.js";
+import { EngineError, type StepEngine } from "./engine-types.js";
+import { deviceEvents, traceMetadata, type TraceEvent } from "./trace.js";
+
+/** "device 2 instruction 17 (linear): message" as an error naming the device and plan action. */
+function failedInstruction(e: unknown, program: ReturnType<typeof lowerCluster>): Error {
+  const message = e instanceof Error ? e.message : String(e);
+  const m = /^device (\d+) instruction (\d+) \(([^)]+)\): (.*)$/s.exec(message);
+  if (!m) return e instanceof Error ? e : new Error(message);
+  const ins = program.devices[Number(m[1])]?.instructions[Number(m[2])];
+  if (!ins) return new EngineError(message);
+  return new EngineError(`device ${m[1]}, action ${ins.action}: ${m[3]!.startsWith("comm.") ? "communication" : "kernel"} ${m[3]} failed: ${m[4]}`);
+}
+
+export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, FloatTensor>, trace: boolean, timeoutSeconds = 60): StepEngine {
+  const program = lowerCluster(plan, graph);
+  const bytes = program.devices.reduce((n, d) => n + d.arenaBytes, 0);
+  // Virtual devices share this machine's memory: refuse what it cannot hold rather than fail in the allocator.
+  const limit = 0.8 * totalmem();
+  if (bytes > limit) {
+    throw new EngineError(
+      `engine native: the ${program.devices.length} devices' arenas need ${(bytes / 2 ** 30).toFixed(2)} GiB together but this machine has ${(totalmem() / 2 ** 30).toFixed(1)} GiB; use fewer devices, more micro-batches or a smaller batch`,
+    );
+  }
+  const cluster = createNativeCluster({ devices: program.devices, timeoutSeconds });
+  writeParams(cluster, program, (name) => params.get(name)!.data as Float32Array);
+  const { microBatches: m, microBatchSize: mbs } = plan.settings;
+  const events: TraceEvent[] = trace ? traceMetadata(program.devices.length, false) : [];
+  const origin = performance.now();
+  let steps = 0;
+  return {
+    trace: () => events,
+    step: async (batch) => {
+      feedBatch(cluster, program, batch, m, mbs);
+      const startUs = (performance.now() - origin) * 1e3;
+      try {
+        await cluster.run(trace);
+      } catch (e) {
+        throw failedInstruction(e, program);
+      }
+      steps++;
+      if (trace) program.devices.forEach((d, i) => events.push(...deviceEvents(i, d, cluster.timings(i), startUs, steps)));
+      return meanLoss(cluster, program);
+    },
+    param: (name) => readParam(cluster, program, name),
+    memoryBytes: bytes,
+    deviceMemoryBytes: program.devices.map((d) => d.arenaBytes),
+  };
+}

@@ -1,0 +1,172 @@
+// The optimizer phase of one device in the cluster lowering (cluster-program.ts): each device steps only
+// what it owns — every parameter (none), the parameters it owns (oss, sddp) or its shard of each FSDP unit
+// as one flat tensor (the update ops are elementwise) — with optimizer state of that size. Gradients are
+// first averaged (× 1/(dp·m)); for clipping, each device sums the squares of the gradient elements it
+// counts (every element once across all devices: replica 0 for replicated ones, the owner or the shard
+// for sharded ones, the first holder stage for tied ones), one all-reduce over every device gives the
+// global sum, and the graph's own global_norm / clip_coef / update ops run on it.
+import type { Graph, OpNode, TensorId } from "../graph/graph.js";
+import { concreteShape } from "../interp/run.js";
+import { concreteAttrs } from "../native/kernels.js";
+import type { Plan } from "../plan/plan.js";
+import { COMM, COMPUTE, type DeviceBuilder, type Stream } from "./device-program.js";
+
+/** What one device steps: a parameter, or an FSDP unit's shard. */
+export interface UpdateItem {
+  readonly stage: number;
+  /** The graph parameters it covers (an FSDP unit: all its members). */
+  readonly params: readonly string[];
+  /** The slot stepped: the full parameter or the rank's shard. */
+  readonly param: number;
+  readonly shape: readonly number[];
+  /** Slot of its summed gradient once known (fsdp: the shard accumulator), else -1. */
+  grad: number;
+  readonly key: string;
+  /** Element ranges of the gradient this device counts in the global norm. */
+  readonly norm: readonly { readonly at: number; readonly count: number }[];
+}
+
+export interface OptimizerLowering {
+  /** The gradient-norm all-reduce action: average, sum squares of what this device counts, all-reduce. */
+  gradNorm(text: string): void;
+  /** The OPTIMIZER action of stage k. */
+  optimizer(k: number, text: string): void;
+}
+
+export function lowerOptimizer(
+  b: DeviceBuilder,
+  g: Graph,
+  plan: Plan,
+  items: ReadonlyMap<number, UpdateItem[]>,
+  grads: {
+    /** The summed gradient an item steps with. */
+    readonly gradSlot: (item: UpdateItem) => number;
+    /** Every gradient sum of the device, when it holds them all (one stage, replicated gradients). */
+    readonly everyGradient: () => number[];
+  },
+): OptimizerLowering {
+  const { gradSlot } = grads;
+  const { dataParallel: dp, microBatches: m } = plan.settings;
+  const scale = 1 / (dp * m);
+  const ops = g.ops().filter((o) => o.phase === "optimizer");
+  const updateOf = new Map<string, OpNode>();
+  for (const o of ops) {
+    const t = g.tensor(o.inputs[0]!);
+    if (t.kind === "param") updateOf.set(t.name, o);
+  }
+  const targetOf = new Map<TensorId, TensorId>();
+  for (const [target, value] of g.updates()) targetOf.set(value, target);
+  const world = Array.from({ length: plan.cluster.devices }, (_, i) => i);
+  const stepState = g.states().find((s) => s.role === "step");
+  const stepSlot = stepState ? b.pin(b.slot(concreteShape(stepState.type.shape, {}))) : undefined;
+  // Optimizer state of the size of what is stepped, zero at the start (the arena starts zeroed).
+  const stateSlots = new Map<string, number>();
+  for (const list of items.values()) {
+    for (const item of list) for (const s of g.states().filter((x) => x.param === item.params[0])) stateSlots.set(`${item.key}:${s.role}`, b.pin(b.slot(item.shape)));
+  }
+  const scaled = new Map<string, number>();
+  let total: number | undefined;
+  let shared: Map<TensorId, number> | undefined;
+
+  const average = (list: readonly UpdateItem[], stream: Stream, text: string): void => {
+    for (const item of list) {
+      if (scaled.has(item.key)) continue;
+      const out = b.slot(item.shape);
+      b.emit(stream, "fsm_accumulate", [gradSlot(item)], [out], { scale }, text);
+      scaled.set(item.key, out);
+    }
+  };
+
+  const template = (item: UpdateItem): OpNode => {
+    const op = updateOf.get(item.params[0]!);
+    if (!op) throw new Error(`internal: no optimizer update for '${item.params[0]}'`);
+    for (const p of item.params.slice(1)) {
+      const other = updateOf.get(p);
+      if (!other || other.op !== op.op || JSON.stringify(other.attrs) !== JSON.stringify(op.attrs)) {
+        throw new Error(`not implemented: parameters of one FSDP unit with different optimizer settings ('${item.params[0]}', '${p}')`);
+      }
+    }
+    return op;
+  };
+
+  /** Averages every gradient this device steps and sums the squares of the elements it counts. */
+  const localSquares = (stream: Stream, text: string): number => {
+    const all = [...items.values()].flat();
+    average(all, stream, text);
+    const parts: number[] = [];
+    for (const item of all) {
+      for (const r of item.norm) {
+        const grad = scaled.get(item.key)!;
+        const view = r.at === 0 && r.count === item.shape.reduce((x, y) => x * y, 1) ? grad : b.view(grad, r.at, [r.count]);
+        const s = b.slot([]);
+        b.emit(stream, "sum_squares", [view], [s], {}, text);
+        parts.push(s);
+      }
+    }
+    const sum = b.slot([]);
+    b.emit(stream, "fsm_accumulate", parts, [sum], { scale: 1 }, text);
+    return sum;
+  };
+
+  return {
+    gradNorm(text) {
+      total = localSquares(COMM, text);
+      b.emit(COMM, "comm.allReduce", [total], [total], { group: world }, text);
+    },
+
+    optimizer(k, text) {
+      if (!shared) {
+        // Once per device: the clip coefficient from the global sum and the step counter.
+        shared = new Map();
+        // Without a gradient-norm all-reduce (one stage whose replicas all hold every averaged gradient), the
+        // device's own sum is the global one: Σ squares of the sums × (1/(dp·m))².
+        if (total === undefined && ops.some((o) => o.op === "global_norm")) {
+          const parts = grads.everyGradient().map((slot) => {
+            const s = b.slot([]);
+            b.emit(COMPUTE, "sum_squares", [slot], [s], {}, text);
+            return s;
+          });
+          total = b.slot([]);
+          b.emit(COMPUTE, "fsm_accumulate", parts, [total], { scale: scale * scale }, text);
+        }
+        for (const o of ops) {
+          if (o.op === "sum_squares" || updateOf.has(g.tensor(o.inputs[0]!).name)) continue;
+          const inputs = o.op === "global_norm" ? [total ?? fail(`internal: ${text}: clipping without a gradient-norm all-reduce`)] : o.inputs.map((t) => (t === stepState?.tensor ? stepSlot! : shared!.get(t) ?? fail(`internal: ${text}: optimizer op ${o.op} reads %${t} first`)));
+          const outputs = o.outputs.map((t) => b.slot(concreteShape(g.tensor(t).type.shape, {})));
+          b.emit(COMPUTE, o.op, inputs, outputs, concreteAttrs(o.attrs), text);
+          o.outputs.forEach((t, i) => {
+            shared!.set(t, outputs[i]!);
+            if (stepState && targetOf.get(t) === stepState.tensor) b.emit(COMPUTE, "fsm_copy", [outputs[i]!], [stepSlot!], {}, text);
+          });
+        }
+      }
+      const list = items.get(k) ?? [];
+      average(list, COMPUTE, text); // no-op for what the gradient-norm action already averaged
+      for (const item of list) {
+        const op = template(item);
+        const name = item.params[0]!;
+        const param = g.param(name)!;
+        const grad = g.paramGrad(name);
+        const roleOf = new Map(g.states().filter((s) => s.param === name).map((s) => [s.tensor, s.role] as const));
+        const inputs = op.inputs.map((t) => {
+          if (t === param.tensor) return item.param;
+          if (t === grad) return scaled.get(item.key)!;
+          const role = roleOf.get(t);
+          if (role !== undefined) return stateSlots.get(`${item.key}:${role}`)!;
+          return shared!.get(t) ?? fail(`internal: ${text}: update of '${name}' reads %${t}`);
+        });
+        const outputs = op.outputs.map(() => b.slot(item.shape));
+        b.emit(COMPUTE, op.op, inputs, outputs, concreteAttrs(op.attrs), text);
+        op.outputs.forEach((t, i) => {
+          const target = targetOf.get(t);
+          if (target === param.tensor) b.emit(COMPUTE, "fsm_copy", [outputs[i]!], [item.param], {}, text);
+          else if (target !== undefined && roleOf.has(target)) b.emit(COMPUTE, "fsm_copy", [outputs[i]!], [stateSlots.get(`${item.key}:${roleOf.get(target)}`)!], {}, text);
+        });
+      }
+    },
+  };
+}
+
+function fail(message: string): never {
+  throw new Error(message);
+}

@@ -1,0 +1,536 @@
+// A plan's training step lowered per device for the native cluster (one compute and one communication
+// stream per virtual device, each with its own arena): every device runs its program's actions for its own
+// replica, in an order consistent with the plan's dependencies and predicted times —
+//   - compute actions (F, R, B, I, W) run their stage's ops; R and layer-level checkpointing recompute the
+//     forward into fresh slots, so the first forward's values die early as the plan's memory model assumes;
+//   - SEND/RECV move the stage boundary tensors (and their gradients back) through the communicator;
+//   - the shard actions do what the strategy says with flat buffers whose parameters are views:
+//       none   gradients summed over micro-batches in place, all-reduced per bucket, every replica steps;
+//       oss    the same all-reduce, each rank steps only the parameters it owns, then broadcasts them;
+//       sddp   each micro-batch's bucket reduced to its owner, which sums and steps it, then broadcasts;
+//       fsdp   each unit all-gathered from its shards before use, each micro-batch's gradient
+//              reduce-scattered into the rank's shard, the optimizer run on the shard;
+//     tied weights' partial gradients all-reduced across their holder stages, and the gradient norm for
+//     clipping all-reduced over every device (each element counted once).
+// Gradients are averaged over replicas and micro-batches (× 1/(dp·m)) before clipping, as the 1-device plan
+// does, so a plan computes the 1-device plan's losses and weights up to float rounding.
+import type { Graph, TensorId } from "../graph/graph.js";
+import { numel } from "../graph/dim.js";
+import { isFloatDType } from "../graph/types.js";
+import { concreteShape } from "../interp/run.js";
+import { concreteAttrs } from "../native/kernels.js";
+import type { Plan, PlanAction, PlanProgram } from "../plan/plan.js";
+import { actionFromText, type Action } from "../schedule/action.js";
+import { lowerOptimizer, type UpdateItem } from "./cluster-optimizer.js";
+import { COMM, COMPUTE, DeviceBuilder, type DeviceProgram } from "./device-program.js";
+import { gradRoutes, type GradRoutes } from "./grad-routes.js";
+
+/** Where a piece of a parameter lives: elements [from, from + count) of the parameter at element `at` of
+ *  a slot of a device. */
+export interface ParamPiece {
+  readonly device: number;
+  readonly slot: number;
+  readonly param: string;
+  readonly from: number;
+  readonly count: number;
+  readonly at: number;
+}
+
+export interface ClusterProgram {
+  readonly devices: readonly DeviceProgram[];
+  /** Per device: its data-parallel replica, and per micro-batch the slot of each model input it reads. */
+  readonly inputs: readonly { readonly replica: number; readonly slots: readonly Readonly<Record<string, number>>[] }[];
+  /** Every slot holding parameter values at the start of a step (all replicas, all shards). */
+  readonly paramPieces: readonly ParamPiece[];
+  /** Per parameter: pieces that, concatenated, give its full value (read back after a step). */
+  readonly paramReaders: ReadonlyMap<string, readonly ParamPiece[]>;
+  /** The loss of every (replica, micro-batch), replica-major. */
+  readonly lossSlots: readonly { readonly device: number; readonly slot: number }[];
+}
+
+type Strategy = "none" | "oss" | "sddp" | "fsdp";
+
+/** The program's actions in one order that keeps every dependency and stream order, earliest predicted
+ *  start first. */
+function actionOrder(p: PlanProgram): PlanAction[] {
+  const n = p.actions.length;
+  const preds = p.actions.map((a) => new Set<number>([...a.deps, ...(a.partial ?? []).map(([x]) => x), ...(a.gates ?? []).map(([, x]) => x)]));
+  for (const stream of [p.streams.compute, p.streams.comm]) for (let i = 1; i < stream.length; i++) preds[stream[i]!]!.add(stream[i - 1]!);
+  const succ = p.actions.map(() => [] as number[]);
+  const missing = preds.map((s) => s.size);
+  preds.forEach((s, i) => s.forEach((d) => succ[d]!.push(i)));
+  const ready = p.actions.filter((_, i) => missing[i] === 0).map((a) => a.id);
+  const key = (i: number): [number, number, number] => [p.actions[i]!.start, p.actions[i]!.end, i];
+  const out: PlanAction[] = [];
+  while (ready.length > 0) {
+    ready.sort((a, b) => {
+      const [x, y] = [key(a), key(b)];
+      return x[0] - y[0] || x[1] - y[1] || x[2] - y[2];
+    });
+    const i = ready.shift()!;
+    out.push(p.actions[i]!);
+    for (const s of succ[i]!) if (--missing[s] === 0) ready.push(s);
+  }
+  if (out.length !== n) throw new Error(`internal: program ${p.id}'s actions have a dependency cycle`);
+  return out;
+}
+
+export function lowerCluster(plan: Plan, g: Graph): ClusterProgram {
+  const routes = gradRoutes(g, plan.stages);
+  const devices: DeviceProgram[] = new Array(plan.cluster.devices);
+  const inputs: ClusterProgram["inputs"][number][] = new Array(plan.cluster.devices);
+  const pieces: ParamPiece[] = [];
+  const readers = new Map<string, ParamPiece[]>();
+  const losses: { replica: number; mb: number; device: number; slot: number }[] = [];
+  for (const program of plan.programs) {
+    const order = actionOrder(program);
+    program.ranks.forEach((device, replica) => {
+      const lowered = new DeviceLowering(plan, g, routes, program, device, replica);
+      for (const a of order) lowered.action(a);
+      devices[device] = lowered.b.finish();
+      inputs[device] = { replica, slots: lowered.inputSlots };
+      pieces.push(...lowered.pieces);
+      for (const l of lowered.losses) losses.push({ replica, ...l, device });
+    });
+  }
+  // To read a parameter back: pieces that tile it from its first element, the longest first (a full copy
+  // beats shards; replicas hold equal values, so any will do).
+  for (const p of g.params()) {
+    const mine = pieces.filter((x) => x.param === p.name).sort((a, b) => a.from - b.from || b.count - a.count || a.device - b.device);
+    const total = numel(p.type.shape);
+    const list: ParamPiece[] = [];
+    for (let at = 0; at < total; ) {
+      const next = mine.find((x) => x.from === at);
+      if (!next) throw new Error(`internal: no device holds elements from ${at} of parameter '${p.name}'`);
+      list.push(next);
+      at += next.count;
+    }
+    readers.set(p.name, list);
+  }
+  losses.sort((a, b) => a.replica - b.replica || a.mb - b.mb);
+  return { devices, inputs, paramPieces: pieces, paramReaders: readers, lossSlots: losses.map(({ device, slot }) => ({ device, slot })) };
+}
+
+/** One device's lowering: its slots, value maps and the strategy's buffers, fed the program's actions. */
+class DeviceLowering {
+  readonly b = new DeviceBuilder();
+  readonly inputSlots: Record<string, number>[] = [];
+  readonly pieces: ParamPiece[] = [];
+  readonly losses: { mb: number; slot: number }[] = [];
+  private readonly values: Map<TensorId, number>[] = [];
+  private readonly bindings: Record<string, number>;
+  private readonly strategy: Strategy[];
+  /** Full parameter slots (none/oss/sddp) by stage. */
+  private readonly paramSlots = new Map<number, Map<string, number>>();
+  /** fsdp: per stage, per unit: the shard slot, and the views of the gather in use. */
+  private readonly shards = new Map<number, Map<number, number>>();
+  private readonly gathered = new Map<string, { action: number; views: Map<string, number> }>();
+  /** Gradient buffers: accumulators (per stage, per param view), per-micro-batch flat buffers. */
+  private readonly acc = new Map<string, number>();
+  private readonly accFlat = new Map<string, number>();
+  private readonly mbFlat = new Map<string, { slot: number; views: Map<string, number> }>();
+  private readonly started = new Set<string>();
+  private readonly recomputed = new Set<string>();
+  private readonly recomputeLayers: ReadonlySet<number>;
+  private readonly items = new Map<number, UpdateItem[]>();
+  private readonly tail: ReturnType<typeof lowerOptimizer>;
+
+  constructor(
+    private readonly plan: Plan,
+    private readonly g: Graph,
+    private readonly routes: GradRoutes,
+    private readonly program: PlanProgram,
+    private readonly device: number,
+    private readonly replica: number,
+  ) {
+    const { microBatches: m, microBatchSize: mbs, seq } = plan.settings;
+    this.bindings = seq === null ? { B: mbs } : { B: mbs, S: seq };
+    for (let j = 0; j < m; j++) {
+      this.values.push(new Map());
+      this.inputSlots.push({});
+    }
+    this.recomputeLayers = new Set([...(plan.settings.recomputeLayers ?? []), ...g.layers().filter((l) => l.annotations.checkpoint).map((l) => l.index)]);
+    this.strategy = plan.shard.map((s) => (s.ranks.length === 1 ? "none" : (s.strategy as Strategy)));
+    for (const k of program.stages) this.placeParams(k);
+    this.tail = lowerOptimizer(this.b, g, plan, this.items, {
+      gradSlot: (item) => (item.grad >= 0 ? item.grad : this.accumulator(item.stage, item.params[0]!)),
+      everyGradient: () => this.everyGradient(),
+    });
+  }
+
+  private shapeOf(t: TensorId): number[] {
+    return concreteShape(this.g.tensor(t).type.shape, this.bindings);
+  }
+
+  private paramShape(name: string): number[] {
+    return this.shapeOf(this.g.param(name)!.tensor);
+  }
+
+  /** Parameter storage for stage k, the pieces to fill it from, and its optimizer items. */
+  private placeParams(k: number): void {
+    const shard = this.plan.shard[k]!;
+    const strategy = this.strategy[k]!;
+    const r = this.replica;
+    const firstHolder = (p: string): boolean => (this.routes.holders.get(p)?.[0] ?? k) === k;
+    const items: UpdateItem[] = [];
+    if (strategy === "fsdp") {
+      const byUnit = new Map<number, number>();
+      for (const u of shard.units) {
+        const slot = this.b.pin(this.b.slot([u.shardNumel]));
+        byUnit.set(u.index, slot);
+        const lo = r * u.shardNumel;
+        const hi = lo + u.shardNumel;
+        const norm: { at: number; count: number }[] = [];
+        for (const [name, offset, count] of u.params) {
+          const a = Math.max(lo, offset);
+          const z = Math.min(hi, offset + count);
+          if (a < z) {
+            this.pieces.push({ device: this.device, slot, param: name, from: a - offset, count: z - a, at: a - lo });
+            if (firstHolder(name)) norm.push({ at: a - lo, count: z - a });
+          }
+        }
+        items.push({ stage: k, params: u.params.map(([n]) => n), param: slot, shape: [u.shardNumel], grad: -1, key: `u${k}:${u.index}`, norm });
+      }
+      this.shards.set(k, byUnit);
+      const held = new Set(shard.units.flatMap((u) => u.params.map(([n]) => n)));
+      for (const p of this.routes.params[k]!) if (!held.has(p)) throw new Error(`internal: stage ${k}'s parameter '${p}' is in no FSDP unit`);
+      this.items.set(k, items);
+      return;
+    }
+    const slots = new Map<string, number>();
+    // oss/sddp broadcast buckets are flat buffers of their parameters, so one broadcast moves a bucket.
+    for (const bucket of strategy === "none" ? [] : shard.broadcastBuckets) {
+      const flat = this.b.pin(this.b.slot([bucket.numel]));
+      this.accFlat.set(`p${k}:${bucket.index}`, flat);
+      let at = 0;
+      for (const name of bucket.params) {
+        const shape = this.paramShape(name);
+        slots.set(name, this.b.view(flat, at, shape));
+        at += shape.reduce((x, y) => x * y, 1);
+      }
+    }
+    for (const name of this.routes.params[k]!) {
+      if (!slots.has(name)) slots.set(name, this.b.pin(this.b.slot(this.paramShape(name))));
+      const slot = slots.get(name)!;
+      const count = this.paramShape(name).reduce((x, y) => x * y, 1);
+      this.pieces.push({ device: this.device, slot, param: name, from: 0, count, at: 0 });
+      const owned = strategy === "none" || shard.owners[name] === r;
+      if (owned) items.push({ stage: k, params: [name], param: slot, shape: this.paramShape(name), grad: -1, key: `p${k}:${name}`, norm: (strategy === "none" ? r === 0 : true) && firstHolder(name) ? [{ at: 0, count }] : [] });
+    }
+    this.paramSlots.set(k, slots);
+    this.items.set(k, items);
+  }
+
+  /** Every gradient sum this device holds, when it holds all of its stages' in full (replicated
+   *  parameters on one stage: the plan needs no gradient-norm all-reduce, so the norm is computed here). */
+  private everyGradient(): number[] {
+    const stages = this.program.stages;
+    if (stages.length !== 1 || (this.strategy[stages[0]!] !== "none" && this.strategy[stages[0]!] !== "oss")) {
+      throw new Error(`internal: device ${this.device} clips without a gradient-norm all-reduce but does not hold every gradient`);
+    }
+    return this.routes.params[stages[0]!]!.map((p) => this.accumulator(stages[0]!, p));
+  }
+
+  action(a: PlanAction): void {
+    const act = actionFromText(a.text);
+    switch (act.kind) {
+      case "F":
+      case "R":
+      case "B":
+      case "I":
+      case "W":
+        return this.compute(act, a.text);
+      case "SEND_F":
+      case "SEND_B":
+      case "RECV_F":
+      case "RECV_B":
+        return this.p2p(act, a.text);
+      case "ALL_GATHER":
+        return this.allGather(act, a);
+      case "FREE":
+        return this.free(act, a);
+      case "REDUCE_SCATTER":
+        return this.reduceScatter(act, a.text);
+      case "REDUCE":
+        return this.reduce(act, a.text);
+      case "BROADCAST":
+        return this.broadcast(act, a.text);
+      case "ALL_REDUCE":
+        return this.allReduce(act, a);
+      case "OPTIMIZER":
+        return this.tail.optimizer(act.stage, a.text);
+    }
+  }
+
+  private group(k: number): number[] {
+    return [...this.plan.shard[k]!.ranks].sort((x, y) => x - y);
+  }
+
+  // ---- compute ------------------------------------------------------------------------------------------
+
+  /** The slot a compute op reads for tensor t of micro-batch j on stage k. */
+  private read(k: number, j: number, t: TensorId, text: string): number {
+    const info = this.g.tensor(t);
+    if (info.kind === "param") return this.paramSlot(k, info.name, text);
+    if (info.kind === "input") {
+      const named = this.inputSlots[j]!;
+      named[info.name] ??= this.b.pin(this.b.slot(this.shapeOf(t), isFloatDType(info.type.dtype) ? "f32" : "i32"));
+      return named[info.name]!;
+    }
+    const s = this.values[j]!.get(t);
+    if (s === undefined) throw new Error(`internal: device ${this.device}, action ${text} reads %${t} '${info.name}' before it is computed`);
+    return s;
+  }
+
+  private paramSlot(k: number, name: string, text: string): number {
+    if (this.strategy[k] !== "fsdp") return this.paramSlots.get(k)!.get(name)!;
+    const unit = this.plan.shard[k]!.units.find((u) => u.params.some(([n]) => n === name))!;
+    const gather = this.gathered.get(`${k}:${unit.index}`);
+    if (!gather) throw new Error(`internal: device ${this.device}, action ${text} reads '${name}' while FSDP unit ${unit.index} of stage ${k} is not gathered`);
+    return gather.views.get(name)!;
+  }
+
+  private compute(act: Action, text: string): void {
+    const k = act.stage;
+    const j = act.mb!;
+    const ops = this.routes.ops[k]!;
+    if (act.kind === "F" || act.kind === "R") {
+      if (act.kind === "R") this.recomputed.add(`${k}:${j}`);
+      this.run(k, j, ops.forward, text);
+      return;
+    }
+    const list = act.kind === "I" ? ops.backwardInput : act.kind === "W" ? ops.backwardWeight : [...ops.backwardInput, ...ops.backwardWeight];
+    // Layer-level checkpointing: a layer's forward is redone right before its first backward op, unless
+    // the whole stage was recomputed (R) for this micro-batch.
+    for (const o of list) {
+      const key = `${k}:${j}:${o.layer}`;
+      if (this.recomputeLayers.has(o.layer) && !this.recomputed.has(`${k}:${j}`) && !this.recomputed.has(key)) {
+        this.recomputed.add(key);
+        this.run(k, j, ops.forward.filter((f) => f.layer === o.layer), text);
+      }
+      this.run(k, j, [o], text);
+    }
+  }
+
+  private run(k: number, j: number, ops: readonly { id: number; op: string; inputs: readonly TensorId[]; outputs: readonly TensorId[]; attrs: Parameters<typeof concreteAttrs>[0] }[], text: string): void {
+    const contributions = this.routes.contributions[k]!;
+    for (const o of ops) {
+      const ins = o.inputs.map((t) => this.read(k, j, t, text));
+      const outs = o.outputs.map((t) => {
+        const param = contributions.get(t);
+        const slot = param !== undefined ? this.gradTarget(k, j, param) : undefined;
+        const s = slot ?? this.b.slot(this.shapeOf(t), isFloatDType(this.g.tensor(t).type.dtype) ? "f32" : "i32");
+        this.values[j]!.set(t, s);
+        // The loss as its forward first computes it (a recompute computes it again, unread).
+        if (t === this.g.loss && !this.losses.some((l) => l.mb === j)) {
+          this.b.pin(s);
+          this.losses.push({ mb: j, slot: s });
+        }
+        return s;
+      });
+      this.b.emit(COMPUTE, o.op, ins, outs, concreteAttrs(o.attrs), text);
+      for (const t of o.outputs) {
+        const param = contributions.get(t);
+        if (param !== undefined) this.afterGrad(k, j, param, this.values[j]!.get(t)!, text);
+      }
+    }
+  }
+
+  // ---- gradients ----------------------------------------------------------------------------------------
+
+  /** Whether stage k all-reduces tied parameter p's partial every micro-batch (fsdp, sddp: before the
+   *  stage's own reduction) rather than once on the sum. */
+  private tiedEachMicroBatch(k: number, p: string): boolean {
+    return this.routes.holders.has(p) && (this.strategy[k] === "fsdp" || this.strategy[k] === "sddp");
+  }
+
+  /** sddp/fsdp: a micro-batch's gradient is written straight into its flat buffer (a bucket or a unit). */
+  private gradTarget(k: number, j: number, p: string): number | undefined {
+    const s = this.strategy[k];
+    if (s !== "fsdp" && s !== "sddp") return undefined;
+    if ([...this.routes.contributions[k]!.values()].filter((x) => x === p).length > 1) throw new Error(`not implemented: parameter '${p}' has several gradient partials on stage ${k} under ${s}`);
+    return this.mbBuffer(k, j, p).views.get(p)!;
+  }
+
+  private mbBuffer(k: number, j: number, p: string): { slot: number; views: Map<string, number> } {
+    const shard = this.plan.shard[k]!;
+    if (this.strategy[k] === "fsdp") {
+      const u = shard.units.find((x) => x.params.some(([n]) => n === p))!;
+      const key = `${k}:u${u.index}:${j}`;
+      if (!this.mbFlat.has(key)) {
+        // Zeroed first: padding and any member without a gradient must add nothing to the shards.
+        const slot = this.b.slot([u.paddedNumel]);
+        this.b.emit(COMPUTE, "fill", [], [slot], { value: 0 }, `${k}B${j}`);
+        this.mbFlat.set(key, { slot, views: new Map(u.params.map(([n, offset]) => [n, this.b.view(slot, offset, this.paramShape(n))])) });
+      }
+      return this.mbFlat.get(key)!;
+    }
+    const bucket = shard.gradBuckets.find((x) => x.params.includes(p));
+    if (!bucket) throw new Error(`internal: stage ${k}'s parameter '${p}' is in no gradient bucket`);
+    const key = `${k}:b${bucket.index}:${j}`;
+    if (!this.mbFlat.has(key)) {
+      const slot = this.b.slot([bucket.numel]);
+      const views = new Map<string, number>();
+      let at = 0;
+      for (const n of bucket.params) {
+        views.set(n, this.b.view(slot, at, this.paramShape(n)));
+        at += this.paramShape(n).reduce((x, y) => x * y, 1);
+      }
+      this.mbFlat.set(key, { slot, views });
+    }
+    return this.mbFlat.get(key)!;
+  }
+
+  /** none/oss: the step's gradient accumulator of p on stage k (a view into its bucket's flat buffer when it
+   *  is in a bucket, so one all-reduce moves the bucket). */
+  private accumulator(k: number, p: string): number {
+    const key = `${k}:${p}`;
+    if (this.acc.has(key)) return this.acc.get(key)!;
+    const shard = this.plan.shard[k]!;
+    const bucket = shard.ranks.length === 1 ? undefined : shard.gradBuckets.find((x) => x.params.includes(p));
+    if (!bucket) {
+      this.acc.set(key, this.b.slot(this.paramShape(p)));
+      return this.acc.get(key)!;
+    }
+    const flat = this.b.slot([bucket.numel]);
+    let at = 0;
+    for (const n of bucket.params) {
+      this.acc.set(`${k}:${n}`, this.b.view(flat, at, this.paramShape(n)));
+      at += this.paramShape(n).reduce((x, y) => x * y, 1);
+    }
+    this.accFlat.set(`g${k}:${bucket.index}`, flat);
+    return this.acc.get(key)!;
+  }
+
+  /** Sums a micro-batch's gradient into p's accumulator: the first one copied, the rest added in place. */
+  private accumulate(k: number, p: string, from: number, stream: 0 | 1, text: string): void {
+    const into = this.accumulator(k, p);
+    const key = `${k}:${p}`;
+    if (this.started.has(key)) this.b.emit(stream, "fsm_add_inplace", [into, from], [into], {}, text);
+    else {
+      this.started.add(key);
+      this.b.emit(stream, "fsm_copy", [from], [into], {}, text);
+    }
+  }
+
+  private afterGrad(k: number, _j: number, p: string, slot: number, text: string): void {
+    const s = this.strategy[k];
+    // sddp/fsdp gradients already sit in their micro-batch buffer; tied ones wait there for their all-reduce.
+    if (s === "fsdp" || s === "sddp") return;
+    this.accumulate(k, p, slot, COMPUTE, text);
+  }
+
+  // ---- point to point -----------------------------------------------------------------------------------
+
+  private tag(edge: number, j: number, dir: 0 | 1, i: number): number {
+    return ((j * this.plan.stages.length + edge) * 2 + dir) * 256 + i;
+  }
+
+  private p2p(act: Action, text: string): void {
+    const k = act.stage;
+    const j = act.mb!;
+    const peer = act.peer! + this.replica;
+    const v = this.values[j]!;
+    const check = (n: number): void => {
+      if (n > 256) throw new Error(`not implemented: more than 256 tensors cross between stages ${k} and its neighbour`);
+    };
+    // Integer tensors (token positions) travel as their bits through an f32 view.
+    const wire = (slot: number, t: TensorId): number => (isFloatDType(this.g.tensor(t).type.dtype) ? slot : this.b.view(slot, 0, this.b.shape(slot), "f32"));
+    if (act.kind === "SEND_F") {
+      const sends = this.plan.stages[k]!.sends;
+      check(sends.length);
+      sends.forEach((t, i) => this.b.emit(COMM, "comm.send", [wire(this.read(k, j, t, text), t)], [], { peer, tag: this.tag(k, j, 0, i) }, text));
+    } else if (act.kind === "RECV_F") {
+      this.plan.stages[k - 1]!.sends.forEach((t, i) => {
+        const s = this.b.slot(this.shapeOf(t), isFloatDType(this.g.tensor(t).type.dtype) ? "f32" : "i32");
+        this.b.emit(COMM, "comm.recv", [], [wire(s, t)], { peer, tag: this.tag(k - 1, j, 0, i) }, text);
+        v.set(t, s);
+      });
+    } else if (act.kind === "SEND_B") {
+      const grads = this.routes.gradsBack[k - 1]!;
+      check(grads.length);
+      grads.forEach((t, i) => this.b.emit(COMM, "comm.send", [this.read(k, j, t, text)], [], { peer, tag: this.tag(k - 1, j, 1, i) }, text));
+    } else {
+      this.routes.gradsBack[k]!.forEach((t, i) => {
+        const s = this.b.slot(this.shapeOf(t));
+        this.b.emit(COMM, "comm.recv", [], [s], { peer, tag: this.tag(k, j, 1, i) }, text);
+        v.set(t, s);
+      });
+    }
+  }
+
+  // ---- shard collectives --------------------------------------------------------------------------------
+
+  private allGather(act: Action, a: PlanAction): void {
+    const k = act.stage;
+    const u = this.plan.shard[k]!.units.find((x) => x.index === act.unit)!;
+    const slot = this.b.slot([u.paddedNumel]);
+    this.b.emit(COMM, "comm.allGather", [this.shards.get(k)!.get(u.index)!], [slot], { group: this.group(k) }, a.text);
+    this.gathered.set(`${k}:${u.index}`, { action: a.id, views: new Map(u.params.map(([n, offset]) => [n, this.b.view(slot, offset, this.paramShape(n))])) });
+  }
+
+  private free(act: Action, a: PlanAction): void {
+    const key = `${act.stage}:${act.unit}`;
+    const g = this.gathered.get(key);
+    if (g && a.deps.includes(g.action)) this.gathered.delete(key);
+  }
+
+  private reduceScatter(act: Action, text: string): void {
+    const k = act.stage;
+    const u = this.plan.shard[k]!.units.find((x) => x.index === act.unit)!;
+    const p = u.params[0]![0];
+    const buf = this.mbBuffer(k, act.mb!, p);
+    const item = this.items.get(k)!.find((x) => x.key === `u${k}:${u.index}`)!;
+    // The first micro-batch lands in the shard's accumulator itself; later ones are added to it.
+    if (item.grad < 0) {
+      item.grad = this.b.slot([u.shardNumel]);
+      this.b.emit(COMM, "comm.reduceScatter", [buf.slot], [item.grad], { group: this.group(k) }, text);
+    } else {
+      const tmp = this.b.slot([u.shardNumel]);
+      this.b.emit(COMM, "comm.reduceScatter", [buf.slot], [tmp], { group: this.group(k) }, text);
+      this.b.emit(COMM, "fsm_add_inplace", [item.grad, tmp], [item.grad], {}, text);
+    }
+  }
+
+  private reduce(act: Action, text: string): void {
+    const k = act.stage;
+    const bucket = this.plan.shard[k]!.gradBuckets.find((x) => x.index === act.unit)!;
+    const buf = this.mbBuffer(k, act.mb!, bucket.params[0]!);
+    this.b.emit(COMM, "comm.reduce", [buf.slot], [buf.slot], { group: this.group(k), root: act.peer! }, text);
+    if (this.device !== act.peer) return;
+    for (const p of bucket.params) this.accumulate(k, p, buf.views.get(p)!, COMM, text);
+  }
+
+  private broadcast(act: Action, text: string): void {
+    const flat = this.accFlat.get(`p${act.stage}:${act.unit}`);
+    if (flat === undefined) throw new Error(`internal: device ${this.device}, ${text}: no broadcast bucket ${act.unit}`);
+    this.b.emit(COMM, "comm.broadcast", [flat], [flat], { group: this.group(act.stage), root: act.peer! }, text);
+  }
+
+  private allReduce(act: Action, a: PlanAction): void {
+    const k = act.stage;
+    const c = a.collective;
+    if (!c) throw new Error(`internal: ${a.text} has no collective`);
+    if (c.of === "gradNorm") return this.tail.gradNorm(a.text);
+    if (c.of === "gradBucket") {
+      const bucket = this.plan.shard[k]!.gradBuckets.find((x) => x.index === act.unit)!;
+      this.accumulator(k, bucket.params[0]!);
+      this.b.emit(COMM, "comm.allReduce", [this.accFlat.get(`g${k}:${bucket.index}`)!], [this.accFlat.get(`g${k}:${bucket.index}`)!], { group: this.group(k) }, a.text);
+      return;
+    }
+    if (c.of !== "tiedGrad") throw new Error(`internal: ${a.text}: all-reduce of ${c.of}`);
+    const tied = this.plan.shard[k]!.tied.find((x) => x.unit === act.unit);
+    if (!tied) throw new Error(`internal: ${a.text}: stage ${k} has no tied weight ${act.unit}`);
+    const p = tied.param;
+    const group = tied.stages.map((s) => this.plan.stages[s]!.ranks[this.replica]!).sort((x, y) => x - y);
+    if (new Set(group).size !== group.length) throw new Error(`not implemented: tied weight '${p}' on two stages of one device`);
+    if (this.tiedEachMicroBatch(k, p)) {
+      if (act.mb === undefined) throw new Error(`internal: ${a.text}: a per-micro-batch tied all-reduce without a micro-batch`);
+      const view = this.mbBuffer(k, act.mb, p).views.get(p)!;
+      this.b.emit(COMM, "comm.allReduce", [view], [view], { group }, a.text);
+    } else {
+      const into = this.accumulator(k, p);
+      this.b.emit(COMM, "comm.allReduce", [into], [into], { group }, a.text);
+    }
+  }
+}

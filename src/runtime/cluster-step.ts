@@ -1,0 +1,60 @@
+// Driving a lowered cluster step (cluster-program.ts) on any executor with device-slot access — the native
+// cluster or the sequential reference (cluster-reference.ts): parameters written into every replica and
+// shard from their full values, each replica's slice of the batch fed to its devices, losses and
+// parameters read back.
+import type { Batch } from "../interp/session.js";
+import type { ClusterProgram } from "./cluster-program.js";
+import { sliceBatch } from "./reference-step.js";
+
+export interface DeviceSlots {
+  set(device: number, slot: number, data: Float32Array | Int32Array): void;
+  get(device: number, slot: number): Float32Array | Int32Array;
+}
+
+/** Writes every parameter piece of every device from the full values. */
+export function writeParams(cluster: DeviceSlots, program: ClusterProgram, values: (name: string) => Float32Array): void {
+  // Shards are written whole, padding included, so stale arena bytes never reach a gather.
+  const bySlot = new Map<string, { device: number; slot: number; parts: typeof program.paramPieces[number][] }>();
+  for (const p of program.paramPieces) {
+    const key = `${p.device}:${p.slot}`;
+    if (!bySlot.has(key)) bySlot.set(key, { device: p.device, slot: p.slot, parts: [] });
+    bySlot.get(key)!.parts.push(p);
+  }
+  for (const { device, slot, parts } of bySlot.values()) {
+    const data = cluster.get(device, slot) as Float32Array;
+    data.fill(0);
+    for (const p of parts) data.set(values(p.param).subarray(p.from, p.from + p.count), p.at);
+    cluster.set(device, slot, data);
+  }
+}
+
+/** A parameter's full value, from the pieces that tile it. */
+export function readParam(cluster: DeviceSlots, program: ClusterProgram, name: string): Float32Array {
+  const pieces = program.paramReaders.get(name);
+  if (!pieces) throw new Error(`no parameter '${name}'`);
+  const out = new Float32Array(pieces.reduce((n, p) => n + p.count, 0));
+  for (const p of pieces) out.set((cluster.get(p.device, p.slot) as Float32Array).subarray(p.at, p.at + p.count), p.from);
+  return out;
+}
+
+/** Feeds replica r's micro-batch j rows (r·m + j, as the 1-device plan orders them) to every device. */
+export function feedBatch(cluster: DeviceSlots, program: ClusterProgram, batch: Batch, microBatches: number, microBatchSize: number): void {
+  program.inputs.forEach(({ replica, slots }, device) => {
+    slots.forEach((named, j) => {
+      const names = Object.keys(named);
+      if (names.length === 0) return;
+      const rows = sliceBatch(batch, (replica * microBatches + j) * microBatchSize, microBatchSize);
+      for (const name of names) {
+        if (!rows[name]) throw new Error(`the batch has no value for input '${name}'`);
+        cluster.set(device, named[name]!, rows[name]!.data as Float32Array | Int32Array);
+      }
+    });
+  });
+}
+
+/** The mean loss over every replica and micro-batch, summed in replica-major order. */
+export function meanLoss(cluster: DeviceSlots, program: ClusterProgram): number {
+  let loss = 0;
+  for (const { device, slot } of program.lossSlots) loss += cluster.get(device, slot)[0]!;
+  return loss / program.lossSlots.length;
+}

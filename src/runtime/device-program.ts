@@ -1,0 +1,192 @@
+// One virtual device's share of a step as the native cluster runs it: slots in the device's own arena (some
+// of them views into a larger slot, e.g. a parameter inside an FSDP unit's flat buffer) and one instruction
+// list whose entries run on the device's compute stream (0) or communication stream (1).
+//
+// The builder is given instructions in an order that is a valid sequential execution of the device's work
+// (the plan's action order). From it, `finish` derives
+//   - waits: an instruction waits for the latest earlier instruction of the OTHER stream that touches
+//     overlapping bytes with a write on either side (same-stream order is implicit), so the two streams
+//     overlap wherever the data allows and never race;
+//   - lifetimes: compute instructions have positions 0..C−1; a comm instruction may run anywhere strictly
+//     between the last compute instruction it (transitively) waits for and the first one that
+//     (transitively) waits for it, so the bytes it touches are live over that whole window. Slots whose
+//     lifetimes never meet share bytes (slot-layout.ts), which is then safe whatever the threads' timing.
+import type { NativeAttrs } from "../native/binding.js";
+import { layoutSlots } from "./slot-layout.js";
+
+export type Stream = 0 | 1;
+export const COMPUTE: Stream = 0;
+export const COMM: Stream = 1;
+
+export interface DeviceSlot {
+  readonly shape: readonly number[];
+  readonly dtype: "f32" | "i32";
+  /** Bytes from the start of the device's arena (64-byte aligned for slots that are not views). */
+  readonly offset: number;
+}
+
+export interface DeviceInstruction {
+  readonly stream: Stream;
+  readonly op: string;
+  readonly inputs: readonly number[];
+  readonly outputs: readonly number[];
+  readonly attrs: NativeAttrs;
+  /** Instructions of this device that must have finished first. */
+  readonly waits: readonly number[];
+  /** The plan action it belongs to (for errors and traces). */
+  readonly action: string;
+}
+
+export interface DeviceProgram {
+  readonly slots: readonly DeviceSlot[];
+  readonly instructions: readonly DeviceInstruction[];
+  readonly arenaBytes: number;
+  /** Most bytes of slots live at once (≤ arenaBytes; the rest is fragmentation). */
+  readonly liveBytes: number;
+}
+
+interface SlotRecord {
+  readonly shape: number[];
+  readonly dtype: "f32" | "i32";
+  /** The slot it is a view of (a root), and its first element there. */
+  readonly root: number;
+  readonly at: number;
+}
+
+const numelOf = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);
+
+export class DeviceBuilder {
+  private readonly slots: SlotRecord[] = [];
+  private readonly list: Omit<DeviceInstruction, "waits">[] = [];
+  private readonly pinned = new Set<number>();
+
+  /** A new slot of its own bytes. */
+  slot(shape: readonly number[], dtype: "f32" | "i32" = "f32"): number {
+    this.slots.push({ shape: [...shape], dtype, root: this.slots.length, at: 0 });
+    return this.slots.length - 1;
+  }
+
+  /** A view of `count` elements of `of` starting at element `at`, with the given shape (and element type:
+   *  an f32 view of an i32 slot moves its bits through the f32-only communicator). */
+  view(of: number, at: number, shape: readonly number[], dtype?: "f32" | "i32"): number {
+    const base = this.slots[of]!;
+    const count = numelOf(shape);
+    if (at < 0 || base.at + at + count > numelOf(this.slots[base.root]!.shape)) {
+      throw new Error(`internal: a view of ${count} elements at ${at} does not fit its slot`);
+    }
+    this.slots.push({ shape: [...shape], dtype: dtype ?? base.dtype, root: base.root, at: base.at + at });
+    return this.slots.length - 1;
+  }
+
+  /** Read or written from outside a run (parameters, state, inputs, losses): alive throughout. */
+  pin(slot: number): number {
+    this.pinned.add(this.slots[slot]!.root);
+    return slot;
+  }
+
+  shape(slot: number): readonly number[] {
+    return this.slots[slot]!.shape;
+  }
+
+  emit(stream: Stream, op: string, inputs: readonly number[], outputs: readonly number[], attrs: NativeAttrs, action: string): number {
+    this.list.push({ stream, op, inputs: [...inputs], outputs: [...outputs], attrs, action });
+    return this.list.length - 1;
+  }
+
+  get length(): number {
+    return this.list.length;
+  }
+
+  finish(): DeviceProgram {
+    const waits = this.waits();
+    const { offsets, arenaBytes, liveBytes } = this.layout(waits);
+    const slots: DeviceSlot[] = this.slots.map((s) => ({ shape: s.shape, dtype: s.dtype, offset: offsets[s.root]! + 4 * s.at }));
+    const instructions = this.list.map((ins, i) => ({ ...ins, waits: waits[i]! }));
+    return { slots, instructions, arenaBytes, liveBytes };
+  }
+
+  /** Per instruction: the latest conflicting instruction of the other stream, if any. */
+  private waits(): number[][] {
+    // Accesses so far, per root slot: which instruction, stream, element range, and whether it wrote.
+    const accesses = new Map<number, { i: number; stream: Stream; from: number; to: number; write: boolean }[]>();
+    return this.list.map((ins, i) => {
+      let latest = -1;
+      const touch = (slot: number, write: boolean): void => {
+        const s = this.slots[slot]!;
+        const from = s.at;
+        const to = s.at + numelOf(s.shape);
+        const seen = accesses.get(s.root) ?? [];
+        for (const a of seen) {
+          if (a.stream !== ins.stream && (write || a.write) && a.from < to && from < a.to && a.i > latest) latest = a.i;
+        }
+        seen.push({ i, stream: ins.stream, from, to, write });
+        accesses.set(s.root, seen);
+      };
+      for (const s of ins.inputs) touch(s, false);
+      for (const s of ins.outputs) touch(s, true);
+      return latest >= 0 ? [latest] : [];
+    });
+  }
+
+  private layout(waits: readonly number[][]): { offsets: number[]; arenaBytes: number; liveBytes: number } {
+    const n = this.list.length;
+    // Compute positions, and for each comm instruction the window of compute positions it may run in.
+    const position = new Array<number>(n).fill(-1);
+    let computeCount = 0;
+    for (let i = 0; i < n; i++) if (this.list[i]!.stream === COMPUTE) position[i] = computeCount++;
+    const lo = new Array<number>(n).fill(-1);
+    const hi = new Array<number>(n).fill(computeCount);
+    let prev = -1;
+    for (let i = 0; i < n; i++) {
+      if (this.list[i]!.stream !== COMM) continue;
+      let l = prev >= 0 ? lo[prev]! : -1;
+      for (const w of waits[i]!) l = Math.max(l, this.list[w]!.stream === COMPUTE ? position[w]! : lo[w]!);
+      lo[i] = l;
+      prev = i;
+    }
+    for (let i = 0; i < n; i++) {
+      if (this.list[i]!.stream !== COMPUTE) continue;
+      for (const w of waits[i]!) if (this.list[w]!.stream === COMM) hi[w] = Math.min(hi[w]!, position[i]!);
+    }
+    let next = -1;
+    for (let i = n - 1; i >= 0; i--) {
+      if (this.list[i]!.stream !== COMM) continue;
+      if (next >= 0) hi[i] = Math.min(hi[i]!, hi[next]!);
+      next = i;
+    }
+    const from = this.slots.map(() => Infinity);
+    const to = this.slots.map(() => -Infinity);
+    this.list.forEach((ins, i) => {
+      const [a, b] = ins.stream === COMPUTE ? [position[i]!, position[i]!] : [lo[i]! + 0.5, hi[i]! - 0.5];
+      for (const s of [...ins.inputs, ...ins.outputs]) {
+        const r = this.slots[s]!.root;
+        from[r] = Math.min(from[r]!, a);
+        to[r] = Math.max(to[r]!, b);
+      }
+    });
+    const roots = this.slots.map((s, i) => s.root === i);
+    const needs = this.slots.map((s, i) => {
+      if (!roots[i]) return { bytes: 0, from: 0, to: 0 };
+      const bytes = 4 * numelOf(s.shape);
+      if (this.pinned.has(i)) return { bytes, from: -2, to: Infinity };
+      if (from[i] === Infinity) return { bytes, from: 0, to: 0 };
+      return { bytes, from: from[i]!, to: Math.max(to[i]!, from[i]!) };
+    });
+    const { offsets, arenaBytes } = layoutSlots(needs);
+    return { offsets, arenaBytes, liveBytes: peakLive(needs) };
+  }
+}
+
+/** The most bytes live at one time (lifetimes are inclusive: a slot ending where another starts overlaps it). */
+function peakLive(needs: readonly { bytes: number; from: number; to: number }[]): number {
+  const events: [number, number][] = [];
+  for (const n of needs) if (n.bytes > 0) events.push([n.from, n.bytes], [n.to, -n.bytes]);
+  events.sort((a, b) => a[0] - b[0] || b[1] - a[1]);
+  let live = 0;
+  let peak = 0;
+  for (const [, d] of events) {
+    live += d;
+    peak = Math.max(peak, live);
+  }
+  return peak;
+}

@@ -1,0 +1,20 @@
+// What every engine of `fsm run` offers (engines.ts picks one): a step on a batch, parameters read back,
+// a trace when asked and the memory it holds.
+import type { Batch } from "../interp/session.js";
+import type { TraceEvent } from "./trace.js";
+
+export class EngineError extends Error {}
+
+export interface StepEngine {
+  /** One training step on the batch; resolves with the mean loss of its micro-batches. */
+  step(batch: Batch): Promise<number>;
+  /** Trace events of the steps run so far, when the engine records them (the native engine, asked to). */
+  trace?(): TraceEvent[];
+  /** The current value of a parameter (for tests and checkpoints). */
+  param(name: string): Float32Array;
+  /** Bytes the engine holds for a step, all devices together (the native arenas). */
+  readonly memoryBytes?: number;
+  /** Per device: the bytes of its arena (the native engine, whose devices each have one). */
+  readonly deviceMemoryBytes?: readonly number[];
+}
+

@@ -1,0 +1,287 @@
+// The cluster executor (native/src/cluster) through createNativeCluster: hand-built device programs whose
+// results are checked against hand-computed values or the fp32 ordered sum (bit for bit), compute/communication
+// overlap seen in the trace, failures that reject naming the root cause instead of hanging, construction
+// errors, and bit-identical results run to run.
+import { describe, expect, it } from "vitest";
+import {
+  createNativeCluster,
+  type NativeAttrs,
+  type NativeClusterDevice,
+  type NativeClusterInstruction,
+} from "../../src/native/binding.js";
+
+type SlotSpec = { shape: number[]; dtype?: "f32" | "i32" };
+
+// Slots laid out one after another, each 64-byte aligned.
+function device(specs: readonly SlotSpec[], instructions: readonly NativeClusterInstruction[]): NativeClusterDevice {
+  let offset = 0;
+  const slots = specs.map((s) => {
+    const slot = { shape: s.shape, dtype: s.dtype ?? ("f32" as const), offset };
+    offset += Math.ceil((s.shape.reduce((a, b) => a * b, 1) * 4) / 64) * 64;
+    return slot;
+  });
+  return { arenaBytes: offset, slots, instructions };
+}
+
+function ins(stream: 0 | 1, op: string, inputs: number[], outputs: number[], attrs: NativeAttrs = {}, waits: number[] = []): NativeClusterInstruction {
+  return { stream, op, inputs, outputs, attrs, waits };
+}
+
+// A deterministic generator (mulberry32) so a failure reproduces.
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+// Magnitudes spread over several decades, so a different summation order gives different bits.
+function randomData(n: number, next: () => number): Float32Array {
+  const a = new Float32Array(n);
+  for (let i = 0; i < n; i++) a[i] = (next() * 2 - 1) * 10 ** Math.floor(next() * 6 - 3);
+  return a;
+}
+
+// ((x0 + x1) + x2) + ... in fp32: the communicator's reduction order.
+function orderedSum(inputs: readonly Float32Array[]): Float32Array {
+  const out = new Float32Array(inputs[0]!);
+  for (let j = 1; j < inputs.length; j++) for (let k = 0; k < out.length; k++) out[k] = Math.fround(out[k]! + inputs[j]![k]!);
+  return out;
+}
+
+function bits(a: Float32Array | Int32Array): number[] {
+  return Array.from(new Uint32Array(a.buffer, a.byteOffset, a.length));
+}
+
+const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i);
+const f32 = (xs: number[]): Float32Array => new Float32Array(xs);
+
+describe("native cluster", () => {
+  it("data parallel: each device multiplies, all-reduces on its comm stream, then copies on compute", async () => {
+    // Slots: 0 x[2,3], 1 W[3,2], 2 y[2,2], 3 z[2,2].
+    const program = (): NativeClusterDevice =>
+      device([{ shape: [2, 3] }, { shape: [3, 2] }, { shape: [2, 2] }, { shape: [2, 2] }], [
+        ins(0, "matmul", [0, 1], [2]),
+        ins(1, "comm.allReduce", [2], [2], { group: [0, 1] }, [0]),
+        ins(0, "fsm_copy", [2], [3], {}, [1]),
+      ]);
+    const c = createNativeCluster({ devices: [program(), program()] });
+    expect(c.deviceCount()).toBe(2);
+    expect(c.arenaBytes(1)).toBe(256);
+    c.set(0, 0, f32([1, 2, 3, 4, 5, 6]));
+    c.set(0, 1, f32([1, 0, 0, 1, 1, 1])); // y0 = [[4, 5], [10, 11]]
+    c.set(1, 0, f32([1, 1, 1, 2, 0, -1]));
+    c.set(1, 1, f32([2, 1, 0, 3, 1, -1])); // y1 = [[3, 3], [3, 3]]
+    await c.run();
+    for (const d of [0, 1]) {
+      expect(Array.from(c.get(d, 2))).toEqual([7, 8, 13, 14]);
+      expect(Array.from(c.get(d, 3))).toEqual([7, 8, 13, 14]);
+    }
+    expect(c.timings(0)).toHaveLength(0); // nothing traced yet
+  });
+
+  it("pipeline: device 0 computes and sends (tag 7), device 1 receives and computes", async () => {
+    const c = createNativeCluster({
+      devices: [
+        // 0 x[1,2], 1 W[2,3], 2 h[1,3]
+        device([{ shape: [1, 2] }, { shape: [2, 3] }, { shape: [1, 3] }], [
+          ins(0, "matmul", [0, 1], [2]),
+          ins(1, "comm.send", [2], [], { peer: 1, tag: 7 }, [0]),
+        ]),
+        // 0 h[1,3], 1 out[1,3]
+        device([{ shape: [1, 3] }, { shape: [1, 3] }], [
+          ins(1, "comm.recv", [], [0], { peer: 0, tag: 7 }),
+          ins(0, "mul", [0, 0], [1], {}, [0]),
+        ]),
+      ],
+    });
+    c.set(0, 0, f32([1, 2]));
+    c.set(0, 1, f32([1, 2, 3, 4, 5, 6])); // h = [9, 12, 15]
+    await c.run();
+    expect(Array.from(c.get(1, 0))).toEqual([9, 12, 15]);
+    expect(Array.from(c.get(1, 1))).toEqual([81, 144, 225]);
+  });
+
+  it("reduceScatter, allGather, broadcast, reduce (+ an add on the comm stream) and pair all-reduces on 4 devices", async () => {
+    const world = range(4);
+    // Slots: 0 a[8], 1 rs[2], 2 ag[8], 3 b[4], 4 r[4], 5 p[1].
+    const program = (d: number): NativeClusterDevice =>
+      device([{ shape: [8] }, { shape: [2] }, { shape: [8] }, { shape: [4] }, { shape: [4] }, { shape: [1] }], [
+        ins(1, "comm.reduceScatter", [0], [1], { group: world }),
+        ins(1, "comm.allGather", [1], [2], { group: world }),
+        ins(1, "comm.broadcast", [3], [3], { group: world, root: 2 }),
+        ins(1, "comm.reduce", [4], [4], { group: world, root: 1 }),
+        ins(1, "fsm_add_inplace", [4, 3], [4]),
+        ins(0, "comm.allReduce", [5], [5], { group: [d % 2, (d % 2) + 2] }), // a collective on the compute stream
+      ]);
+    const c = createNativeCluster({ devices: world.map(program) });
+    for (const d of world) {
+      c.set(d, 0, f32(range(8).map((k) => d * 10 + k)));
+      c.set(d, 3, f32(range(4).map((k) => d + 1 + k)));
+      c.set(d, 4, f32(range(4).map((k) => 100 * d + k)));
+      c.set(d, 5, f32([d]));
+    }
+    await c.run();
+    // Σ_d (10d + k) = 60 + 4k; broadcast from 2: [3, 4, 5, 6]; reduce to 1: Σ_d (100d + k) = 600 + 4k.
+    const sum = range(8).map((k) => 60 + 4 * k);
+    for (const d of world) {
+      expect(Array.from(c.get(d, 1))).toEqual(sum.slice(2 * d, 2 * d + 2));
+      expect(Array.from(c.get(d, 2))).toEqual(sum);
+      expect(Array.from(c.get(d, 3))).toEqual([3, 4, 5, 6]);
+      const reduced = d === 1 ? range(4).map((k) => 600 + 4 * k) : range(4).map((k) => 100 * d + k);
+      expect(Array.from(c.get(d, 4))).toEqual(reduced.map((x, k) => x + 3 + k));
+      expect(Array.from(c.get(d, 5))).toEqual([d % 2 === 0 ? 0 + 2 : 1 + 3]);
+    }
+  });
+
+  it("overlaps communication with compute on the same device, and its timings are ordered within the run", async () => {
+    const n = 384;
+    const count = 1 << 20;
+    // Slots: 0 A, 1 B, 2 C (n×n), 3 buf[count]. No waits: the two streams are independent.
+    const program = (): NativeClusterDevice =>
+      device([{ shape: [n, n] }, { shape: [n, n] }, { shape: [n, n] }, { shape: [count] }], [
+        ...range(6).map(() => ins(0, "matmul", [0, 1], [2])),
+        ...range(6).map(() => ins(1, "comm.allReduce", [3], [3], { group: [0, 1] })),
+      ]);
+    const c = createNativeCluster({ devices: [program(), program()] });
+    const next = rng(3);
+    for (const d of [0, 1]) {
+      c.set(d, 0, randomData(n * n, next));
+      c.set(d, 1, randomData(n * n, next));
+    }
+    let overlapped = false;
+    for (let attempt = 0; attempt < 3 && !overlapped; attempt++) {
+      const t0 = performance.now();
+      await c.run(true);
+      const wall = (performance.now() - t0) / 1000;
+      for (const d of [0, 1]) {
+        const t = c.timings(d);
+        expect(t).toHaveLength(24);
+        const spans = range(12).map((i) => [t[2 * i]!, t[2 * i + 1]!] as const);
+        for (const [s, e] of spans) {
+          expect(s).toBeGreaterThanOrEqual(0);
+          expect(e).toBeGreaterThanOrEqual(s);
+          expect(e).toBeLessThanOrEqual(wall);
+        }
+        // Each stream in list order: instruction i + 1 starts after i ends.
+        for (const stream of [spans.slice(0, 6), spans.slice(6)]) {
+          for (let i = 1; i < stream.length; i++) expect(stream[i]![0]).toBeGreaterThanOrEqual(stream[i - 1]![1]);
+        }
+        const compute = spans.slice(0, 6);
+        const comm = spans.slice(6);
+        if (comm.some(([s, e]) => compute.some(([cs, ce]) => s < ce && cs < e))) overlapped = true;
+      }
+    }
+    expect(overlapped).toBe(true);
+  });
+
+  it("a kernel error on device 1 stops device 0 waiting in a collective; the next run works", async () => {
+    // Slots: 0 ids[2] i32, 1 w[3,2], 2 e[2,2], 3 z[2,2]. Device 1's compute thread fails, so its comm thread
+    // must see the failure while waiting on the event, and device 0 is woken inside the all-reduce.
+    const program = (): NativeClusterDevice =>
+      device([{ shape: [2], dtype: "i32" }, { shape: [3, 2] }, { shape: [2, 2] }, { shape: [2, 2] }], [
+        ins(0, "embedding", [0, 1], [2]),
+        ins(1, "comm.allReduce", [2], [2], { group: [0, 1] }, [0]),
+        ins(0, "fsm_copy", [2], [3], {}, [1]),
+      ]);
+    const c = createNativeCluster({ devices: [program(), program()] });
+    for (const d of [0, 1]) c.set(d, 1, f32([1, 2, 3, 4, 5, 6]));
+    c.set(0, 0, new Int32Array([0, 2]));
+    c.set(1, 0, new Int32Array([1, 5]));
+    const t0 = performance.now();
+    await expect(c.run()).rejects.toThrow(/^device 1 instruction 0 \(embedding\): embedding index 5 is out of range \[0, 3\)$/);
+    expect(performance.now() - t0).toBeLessThan(3000);
+
+    c.set(1, 0, new Int32Array([1, 1])); // rows [3, 4], [3, 4]
+    await c.run();
+    for (const d of [0, 1]) expect(Array.from(c.get(d, 3))).toEqual([1 + 3, 2 + 4, 5 + 3, 6 + 4]);
+  });
+
+  it("a recv whose send never comes times out naming the recv, and the compute thread waiting on it exits", async () => {
+    const c = createNativeCluster({
+      timeoutSeconds: 0.5,
+      devices: [
+        device([{ shape: [4] }], [ins(0, "fill", [], [0], { value: 1 })]),
+        device([{ shape: [4] }, { shape: [4] }], [
+          ins(1, "comm.recv", [], [0], { peer: 0, tag: 3 }),
+          ins(0, "fsm_copy", [0], [1], {}, [0]),
+        ]),
+      ],
+    });
+    const t0 = performance.now();
+    await expect(c.run()).rejects.toThrow(/^device 1 instruction 0 \(comm\.recv\): recv at rank 1 from rank 0 \(tag 3\): timed out/);
+    expect(performance.now() - t0).toBeLessThan(3000);
+  });
+
+  it("refuses run, set and get while a step runs", async () => {
+    const c = createNativeCluster({ devices: [device([{ shape: [1 << 16] }], [ins(0, "fill", [], [0], { value: 2 })])] });
+    const step = c.run();
+    expect(() => c.run()).toThrow(/the cluster is running a step: wait for run\(\) to settle/);
+    expect(() => c.get(0, 0)).toThrow(/running a step/);
+    expect(() => c.set(0, 0, new Float32Array(1 << 16))).toThrow(/running a step/);
+    await step;
+    expect(c.get(0, 0)[0]).toBe(2);
+  });
+
+  describe("construction errors", () => {
+    const two = (a: NativeClusterInstruction[], b: NativeClusterInstruction[] = []) => ({
+      devices: [device([{ shape: [4] }, { shape: [4] }, { shape: [2] }, { shape: [4], dtype: "i32" }], a),
+        device([{ shape: [4] }, { shape: [4] }, { shape: [2] }, { shape: [4], dtype: "i32" }], b)],
+    });
+    const cases: [string, () => unknown, RegExp][] = [
+      ["no devices", () => createNativeCluster({ devices: [] }), /at least one device/],
+      ["a wait on a later instruction of the same stream", () => createNativeCluster(two([ins(0, "fsm_copy", [0], [1], {}, [1]), ins(0, "fsm_copy", [1], [0])])),
+        /^device 0 instruction 0 \(fsm_copy\) waits on instruction 1, which comes later on the same stream$/],
+      ["a wait on itself", () => createNativeCluster(two([ins(0, "fsm_copy", [0], [1], {}, [0])])), /device 0 instruction 0 \(fsm_copy\) waits on itself/],
+      ["a wait on no instruction", () => createNativeCluster(two([ins(0, "fsm_copy", [0], [1], {}, [4])])), /waits on instruction 4, which does not exist/],
+      ["waits forming a cycle across streams", () => createNativeCluster(two([], [ins(0, "fsm_copy", [0], [1], {}, [1]), ins(1, "comm.allReduce", [0], [0], { group: [1] }, [0])])),
+        /^device 1 instruction 0 \(fsm_copy\): its waits form a cycle/],
+      ["a slot outside the arena", () => createNativeCluster({ devices: [{ arenaBytes: 32, slots: [{ shape: [4], dtype: "f32", offset: 0 }, { shape: [4], dtype: "f32", offset: 20 }], instructions: [] }] }),
+        /^device 0 slot 1 \(bytes 20\.\.36\) lies outside the arena of 32 bytes$/],
+      ["a group without the device", () => createNativeCluster(two([], [ins(1, "comm.allReduce", [0], [0], { group: [0] })])),
+        /^device 1 instruction 0 \(comm\.allReduce\): the group does not contain the device$/],
+      ["a group not ascending", () => createNativeCluster(two([ins(1, "comm.allReduce", [0], [0], { group: [1, 0] })])), /strictly ascending/],
+      ["a reduceScatter count mismatch", () => createNativeCluster(two([ins(1, "comm.reduceScatter", [0], [1], { group: [0, 1] })])),
+        /^device 0 instruction 0 \(comm\.reduceScatter\): the input has 4 elements, not group size 2 x the output's 4$/],
+      ["an allGather count mismatch", () => createNativeCluster(two([ins(1, "comm.allGather", [2], [2], { group: [0, 1] })])), /allGather\): the output has 2 elements/],
+      ["an all-reduce that is not in place", () => createNativeCluster(two([ins(1, "comm.allReduce", [0], [1], { group: [0] })])), /the same slot/],
+      ["a broadcast root outside the group", () => createNativeCluster(two([ins(1, "comm.broadcast", [0], [0], { group: [0], root: 1 })])), /root 1 is not in the group/],
+      ["a send without a tag", () => createNativeCluster(two([ins(1, "comm.send", [0], [], { peer: 1 })])), /device 0 instruction 0 \(comm\.send\): attrs\.tag must be an integer/],
+      ["a recv from no device", () => createNativeCluster(two([ins(1, "comm.recv", [], [0], { peer: 2, tag: 0 })])), /peer 2 is not a device/],
+      ["a comm op on an i32 slot", () => createNativeCluster(two([ins(1, "comm.allReduce", [3], [3], { group: [0] })])), /f32 slots only/],
+      ["an unknown slot", () => createNativeCluster(two([ins(0, "fsm_copy", [0], [9])])), /device 0 instruction 0 \(fsm_copy\) uses unknown slot 9/],
+      ["an unknown op", () => createNativeCluster(two([ins(0, "no_such_op", [0], [1])])),
+        /^device 0 instruction 0 \(no_such_op\): not implemented: native kernel for op 'no_such_op'$/],
+      ["a bad stream", () => createNativeCluster(two([{ ...ins(0, "fsm_copy", [0], [1]), stream: 2 as 0 }])), /stream must be 0 \(compute\) or 1 \(communication\)/],
+    ];
+    for (const [name, make, message] of cases) it(name, () => expect(make).toThrow(message));
+  });
+
+  it("is deterministic: the same matmul + all-reduce on 4 devices gives identical bits 3 times, the fp32 ordered sum", async () => {
+    const world = range(4);
+    // Slots: 0 x[16,32], 1 W[32,8], 2 y[16,8], 3 local[16,8] (this device's product, before the all-reduce).
+    const program = (): NativeClusterDevice =>
+      device([{ shape: [16, 32] }, { shape: [32, 8] }, { shape: [16, 8] }, { shape: [16, 8] }], [
+        ins(0, "matmul", [0, 1], [2]),
+        ins(0, "fsm_copy", [2], [3]),
+        ins(1, "comm.allReduce", [2], [2], { group: world }, [1]),
+      ]);
+    const c = createNativeCluster({ devices: world.map(program) });
+    const next = rng(42);
+    for (const d of world) {
+      c.set(d, 0, randomData(16 * 32, next));
+      c.set(d, 1, randomData(32 * 8, next));
+    }
+    const runs: number[][][] = [];
+    for (let r = 0; r < 3; r++) {
+      await c.run();
+      runs.push(world.map((d) => bits(c.get(d, 2))));
+    }
+    const want = bits(orderedSum(world.map((d) => c.get(d, 3) as Float32Array)));
+    for (const run of runs) for (const got of run) expect(got).toEqual(want);
+  });
+});

@@ -1,0 +1,105 @@
+// The cluster lowering (one program per device, shard strategies, communication) against the 1-device plan
+// of the same model and seed: per-step losses and final weights, run on the sequential cluster reference.
+import { describe, expect, it } from "vitest";
+import { checkFile } from "../../src/check/check.js";
+import { compileModel } from "../../src/compile/compile.js";
+import { syntheticData } from "../../src/data/synthetic.js";
+import { initParams } from "../../src/interp/init.js";
+import { TrainingSession } from "../../src/interp/session.js";
+import { floats } from "../../src/interp/tensor.js";
+import { graphFromJson } from "../../src/plan/graph-from-json.js";
+import type { Plan } from "../../src/plan/plan.js";
+import { lowerCluster } from "../../src/runtime/cluster-program.js";
+import { ClusterReference } from "../../src/runtime/cluster-reference.js";
+import { createNativeCluster } from "../../src/native/binding.js";
+import { feedBatch, meanLoss, readParam, writeParams } from "../../src/runtime/cluster-step.js";
+import { samplePath, sets } from "../compile/helpers.js";
+
+type Overrides = Record<string, string | number>;
+type Sample = "mlp" | "gpt-tiny";
+const adam = { "train.optimizer": "adam(lr: 3e-3, betas: (0.9, 0.99), eps: 1e-3)" };
+
+function planFor(name: Sample, overrides: Overrides, devices: number): Plan {
+  const model = checkFile(samplePath(name), { overrides: sets(overrides) }).model!;
+  return compileModel(model, { cluster: "cpu", devices, source: name, fsmVersion: "test" }).plan;
+}
+
+type Trained = { losses: number[]; params: Map<string, Float32Array> };
+
+/** Trains on the native cluster (threads, communicator) or the sequential reference executor. */
+async function train(plan: Plan, steps: number, native: boolean): Promise<Trained> {
+  const graph = graphFromJson(plan.model.name, plan.graph);
+  const program = lowerCluster(plan, graph);
+  const cluster = native ? createNativeCluster({ devices: program.devices, timeoutSeconds: 20 }) : new ClusterReference(program.devices);
+  const init = initParams(graph, 5, "f32");
+  writeParams(cluster, program, (n) => init.get(n)!.data as Float32Array);
+  const data = syntheticData(graph, { batch: plan.settings.batch, ...(plan.settings.seq !== null && { seq: plan.settings.seq }), seed: 3 });
+  const losses: number[] = [];
+  for (let s = 0; s < steps; s++) {
+    feedBatch(cluster, program, data.batch(s), plan.settings.microBatches, plan.settings.microBatchSize);
+    await cluster.run();
+    losses.push(meanLoss(cluster, program));
+  }
+  return { losses, params: new Map(graph.params().map((p) => [p.name, readParam(cluster, program, p.name)])) };
+}
+
+const RTOL = 1e-5;
+const ATOL = 1e-6;
+
+async function parity(name: Sample, overrides: Overrides, devices: number, steps = 10): Promise<void> {
+  const base = { ...(name === "gpt-tiny" && adam), ...overrides };
+  const one = await train(planFor(name, { ...base, stages: 1, data_parallel: 1, shard: "none", chunks: 1, schedule: "1f1b", virtual_stages: 1, checkpoint: "never" }, 1), steps, true);
+  const plan = planFor(name, base, devices);
+  const many = await train(plan, steps, true);
+  const spec = await train(plan, 2, false);
+  for (let s = 0; s < steps; s++) {
+    const [got, want] = [many.losses[s]!, one.losses[s]!];
+    expect(Math.abs(got - want), `step ${s + 1}: ${got} vs ${want}`).toBeLessThanOrEqual(ATOL + RTOL * Math.abs(want));
+  }
+  // The threads compute exactly what the sequential specification does.
+  expect(many.losses.slice(0, 2)).toEqual(spec.losses);
+  for (const [p, want] of one.params) {
+    const got = many.params.get(p)!;
+    for (let i = 0; i < want.length; i++) {
+      if (Math.abs(got[i]! - want[i]!) > ATOL + RTOL * Math.abs(want[i]!)) expect.fail(`${p}[${i}]: ${got[i]} vs ${want[i]} after ${steps} steps`);
+    }
+  }
+}
+
+const cases: [Sample, Overrides, number][] = [];
+for (const shard of ["none", "oss", "sddp", "fsdp"]) {
+  for (const name of ["mlp", "gpt-tiny"] as const) {
+    cases.push([name, { stages: 2, data_parallel: 2, chunks: 2, shard, checkpoint: "never" }, 4]);
+    cases.push([name, { stages: 1, data_parallel: 4, chunks: 2, shard, checkpoint: "never" }, 4]);
+  }
+}
+cases.push(["gpt-tiny", { stages: 2, data_parallel: 2, chunks: 4, shard: "fsdp", checkpoint: "except_last", schedule: "gpipe" }, 4]);
+cases.push(["gpt-tiny", { stages: 2, data_parallel: 1, chunks: 4, shard: "none", checkpoint: "always", schedule: "zero_bubble" }, 2]);
+cases.push(["gpt-tiny", { stages: 2, data_parallel: 1, chunks: 4, shard: "none", checkpoint: "never", schedule: "interleaved", virtual_stages: 2 }, 2]);
+cases.push(["mlp", { stages: 3, data_parallel: 1, chunks: 4, shard: "none", checkpoint: "always", schedule: "1f1b" }, 3]);
+
+describe("the 1-device plan on the native cluster equals the reference interpreter", () => {
+  for (const name of ["mlp", "gpt-tiny"] as const) {
+    it(name, async () => {
+      const plan = planFor(name, { ...(name === "gpt-tiny" && adam), stages: 1, data_parallel: 1, shard: "none", chunks: 1, checkpoint: "never" }, 1);
+      const steps = 5;
+      const got = await train(plan, steps, true);
+      const graph = graphFromJson(plan.model.name, plan.graph);
+      const session = new TrainingSession(graph, { seed: 5, float: "f32" });
+      const data = syntheticData(graph, { batch: plan.settings.batch, ...(plan.settings.seq !== null && { seq: plan.settings.seq }), seed: 3 });
+      for (let s = 0; s < steps; s++) {
+        const want = session.step(data.batch(s)).loss;
+        expect(Math.abs(got.losses[s]! - want), `step ${s + 1}`).toBeLessThanOrEqual(1e-5 * Math.abs(want));
+      }
+      for (const [p, t] of session.params) {
+        const want = floats(t);
+        const mine = got.params.get(p)!;
+        for (let i = 0; i < want.length; i++) if (Math.abs(mine[i]! - want[i]!) > 1e-6 + 1e-4 * Math.abs(want[i]!)) expect.fail(`${p}[${i}]: ${mine[i]} vs ${want[i]}`);
+      }
+    });
+  }
+});
+
+describe("cluster lowering: N devices equal the 1-device plan", () => {
+  for (const [name, o, devices] of cases) it(`${name} ${JSON.stringify(o)}`, () => parity(name, o, devices));
+});
