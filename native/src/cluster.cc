@@ -275,7 +275,9 @@ NativeCluster::NativeCluster(const Napi::CallbackInfo& info) : Napi::ObjectWrap<
         auto it = kernelRegistry().find(ins.op);
         if (it == kernelRegistry().end()) throw Napi::Error::New(env, at + ": not implemented: native kernel for op '" + ins.op + "'");
         ins.kernel = it->second;
-        ins.inPlace = ins.op == "fsm_add_inplace";
+        // In place: the kernel updates its operands (an accumulator, a gradient scaled, an optimizer update
+        // written over the parameter and its state), so its outputs must not be zeroed first.
+        ins.inPlace = ins.op == "fsm_add_inplace" || o.Get("inPlace").ToBoolean().Value();
       }
       position[i] = dev->streams[ins.stream].size();
       dev->streams[ins.stream].push_back(i);

@@ -248,6 +248,8 @@ export interface NativeClusterInstruction {
   /** Indices into this device's instruction list (either stream) that must complete before this one starts;
    *  on its own stream only earlier ones (stream order is implicit), and never forming a cycle. */
   readonly waits: readonly number[];
+  /** The kernel updates operands in place (outputs alias inputs): its outputs are not zeroed first. */
+  readonly inPlace?: boolean;
 }
 
 export interface NativeClusterDevice {

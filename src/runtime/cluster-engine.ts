@@ -39,6 +39,7 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
   let steps = 0;
   return {
     trace: () => events,
+    lastTimings: () => program.devices.map((d, i) => ({ program: d, timings: trace ? cluster.timings(i) : new Float64Array(0) })),
     step: async (batch) => {
       feedBatch(cluster, program, batch, m, mbs);
       const startUs = (performance.now() - origin) * 1e3;

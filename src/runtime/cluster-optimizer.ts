@@ -4,7 +4,7 @@
 // first averaged (× 1/(dp·m)); for clipping, each device sums the squares of the gradient elements it
 // counts (every element once across all devices: replica 0 for replicated ones, the owner or the shard
 // for sharded ones, the first holder stage for tied ones), one all-reduce over every device gives the
-// global sum, and the graph's own global_norm / clip_coef / update ops run on it.
+// global sum, and the graph's own global_norm / clip_coef / update ops run on it, the updates in place.
 import type { Graph, OpNode, TensorId } from "../graph/graph.js";
 import { concreteShape } from "../interp/run.js";
 import { concreteAttrs } from "../native/kernels.js";
@@ -68,12 +68,13 @@ export function lowerOptimizer(
   let total: number | undefined;
   let shared: Map<TensorId, number> | undefined;
 
+  // Averaging scales each summed gradient in place: no second copy of the gradients.
   const average = (list: readonly UpdateItem[], stream: Stream, text: string): void => {
     for (const item of list) {
       if (scaled.has(item.key)) continue;
-      const out = b.slot(item.shape);
-      b.emit(stream, "fsm_accumulate", [gradSlot(item)], [out], { scale }, text);
-      scaled.set(item.key, out);
+      const grad = gradSlot(item);
+      b.emit(stream, "fsm_scale", [grad], [grad], { scale }, text, true);
+      scaled.set(item.key, grad);
     }
   };
 
@@ -155,13 +156,14 @@ export function lowerOptimizer(
           if (role !== undefined) return stateSlots.get(`${item.key}:${role}`)!;
           return shared!.get(t) ?? fail(`internal: ${text}: update of '${name}' reads %${t}`);
         });
-        const outputs = op.outputs.map(() => b.slot(item.shape));
-        b.emit(COMPUTE, op.op, inputs, outputs, concreteAttrs(op.attrs), text);
-        op.outputs.forEach((t, i) => {
+        // Elementwise updates written over the parameter and its state (each element read before written).
+        const outputs = op.outputs.map((t) => {
           const target = targetOf.get(t);
-          if (target === param.tensor) b.emit(COMPUTE, "fsm_copy", [outputs[i]!], [item.param], {}, text);
-          else if (target !== undefined && roleOf.has(target)) b.emit(COMPUTE, "fsm_copy", [outputs[i]!], [stateSlots.get(`${item.key}:${roleOf.get(target)}`)!], {}, text);
+          if (target === param.tensor) return item.param;
+          if (target !== undefined && roleOf.has(target)) return stateSlots.get(`${item.key}:${roleOf.get(target)}`)!;
+          return b.slot(item.shape);
         });
+        b.emit(COMPUTE, op.op, inputs, outputs, concreteAttrs(op.attrs), text, true);
       }
     },
   };

@@ -130,6 +130,8 @@ class DeviceLowering {
   private readonly accFlat = new Map<string, number>();
   private readonly mbFlat = new Map<string, { slot: number; views: Map<string, number> }>();
   private readonly started = new Set<string>();
+  /** Ops whose gradient output was placed where it belongs (nothing to accumulate after them). */
+  private readonly direct = new Set<number>();
   private readonly recomputed = new Set<string>();
   private readonly recomputeLayers: ReadonlySet<number>;
   private readonly items = new Map<number, UpdateItem[]>();
@@ -318,7 +320,7 @@ class DeviceLowering {
       const ins = o.inputs.map((t) => this.read(k, j, t, text));
       const outs = o.outputs.map((t) => {
         const param = contributions.get(t);
-        const slot = param !== undefined ? this.gradTarget(k, j, param) : undefined;
+        const slot = param !== undefined ? this.gradTarget(k, j, param, o.id) : undefined;
         const s = slot ?? this.b.slot(this.shapeOf(t), isFloatDType(this.g.tensor(t).type.dtype) ? "f32" : "i32");
         this.values[j]!.set(t, s);
         // The loss as its forward first computes it (a recompute computes it again, unread).
@@ -331,8 +333,9 @@ class DeviceLowering {
       this.b.emit(COMPUTE, o.op, ins, outs, concreteAttrs(o.attrs), text);
       for (const t of o.outputs) {
         const param = contributions.get(t);
-        if (param !== undefined) this.afterGrad(k, j, param, this.values[j]!.get(t)!, text);
+        if (param !== undefined && !this.direct.has(o.id)) this.accumulate(k, param, this.values[j]!.get(t)!, COMPUTE, text);
       }
+      this.direct.delete(o.id);
     }
   }
 
@@ -344,12 +347,22 @@ class DeviceLowering {
     return this.routes.holders.has(p) && (this.strategy[k] === "fsdp" || this.strategy[k] === "sddp");
   }
 
-  /** sddp/fsdp: a micro-batch's gradient is written straight into its flat buffer (a bucket or a unit). */
-  private gradTarget(k: number, j: number, p: string): number | undefined {
+  /** Where an op writes a gradient of p: sddp/fsdp straight into the micro-batch's flat buffer (a bucket or a
+   *  unit); none/oss the first micro-batch's straight into the step's accumulator (undefined: a fresh slot,
+   *  added to the accumulator after the op). */
+  private gradTarget(k: number, j: number, p: string, op: number): number | undefined {
     const s = this.strategy[k];
-    if (s !== "fsdp" && s !== "sddp") return undefined;
-    if ([...this.routes.contributions[k]!.values()].filter((x) => x === p).length > 1) throw new Error(`not implemented: parameter '${p}' has several gradient partials on stage ${k} under ${s}`);
-    return this.mbBuffer(k, j, p).views.get(p)!;
+    const single = [...this.routes.contributions[k]!.values()].filter((x) => x === p).length === 1;
+    if (s === "fsdp" || s === "sddp") {
+      if (!single) throw new Error(`not implemented: parameter '${p}' has several gradient partials on stage ${k} under ${s}`);
+      this.direct.add(op);
+      return this.mbBuffer(k, j, p).views.get(p)!;
+    }
+    const key = `${k}:${p}`;
+    if (!single || this.started.has(key)) return undefined;
+    this.started.add(key);
+    this.direct.add(op);
+    return this.accumulator(k, p);
   }
 
   private mbBuffer(k: number, j: number, p: string): { slot: number; views: Map<string, number> } {
@@ -411,13 +424,6 @@ class DeviceLowering {
       this.started.add(key);
       this.b.emit(stream, "fsm_copy", [from], [into], {}, text);
     }
-  }
-
-  private afterGrad(k: number, _j: number, p: string, slot: number, text: string): void {
-    const s = this.strategy[k];
-    // sddp/fsdp gradients already sit in their micro-batch buffer; tied ones wait there for their all-reduce.
-    if (s === "fsdp" || s === "sddp") return;
-    this.accumulate(k, p, slot, COMPUTE, text);
   }
 
   // ---- point to point -----------------------------------------------------------------------------------

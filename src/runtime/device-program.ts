@@ -35,6 +35,8 @@ export interface DeviceInstruction {
   readonly waits: readonly number[];
   /** The plan action it belongs to (for errors and traces). */
   readonly action: string;
+  /** Outputs alias inputs (an elementwise update in place): not zeroed before the kernel. */
+  readonly inPlace?: boolean;
 }
 
 export interface DeviceProgram {
@@ -88,8 +90,8 @@ export class DeviceBuilder {
     return this.slots[slot]!.shape;
   }
 
-  emit(stream: Stream, op: string, inputs: readonly number[], outputs: readonly number[], attrs: NativeAttrs, action: string): number {
-    this.list.push({ stream, op, inputs: [...inputs], outputs: [...outputs], attrs, action });
+  emit(stream: Stream, op: string, inputs: readonly number[], outputs: readonly number[], attrs: NativeAttrs, action: string, inPlace = false): number {
+    this.list.push({ stream, op, inputs: [...inputs], outputs: [...outputs], attrs, action, ...(inPlace && { inPlace }) });
     return this.list.length - 1;
   }
 

@@ -1,6 +1,7 @@
 // What every engine of `fsm run` offers (engines.ts picks one): a step on a batch, parameters read back,
 // a trace when asked and the memory it holds.
 import type { Batch } from "../interp/session.js";
+import type { DeviceProgram } from "./device-program.js";
 import type { TraceEvent } from "./trace.js";
 
 export class EngineError extends Error {}
@@ -10,6 +11,9 @@ export interface StepEngine {
   step(batch: Batch): Promise<number>;
   /** Trace events of the steps run so far, when the engine records them (the native engine, asked to). */
   trace?(): TraceEvent[];
+  /** Per device: its program and the per-instruction [start, end] timings (seconds, one origin for all
+   *  devices) of the last traced step (the native engine with a trace; empty arrays before one). */
+  lastTimings?(): { program: DeviceProgram; timings: Float64Array }[];
   /** The current value of a parameter (for tests and checkpoints). */
   param(name: string): Float32Array;
   /** Bytes the engine holds for a step, all devices together (the native arenas). */

@@ -64,7 +64,7 @@ describe("fsm run", () => {
     const trace = join(dir, "trace.json");
     const r = await run("run", samplePath("gpt-tiny"), "--devices", "4", "--steps", "2", "--engine", "native", "--trace", trace);
     expect(r.code, r.stderr).toBe(0);
-    const events = (JSON.parse(readFileSync(trace, "utf8")) as { traceEvents: { name: string; ph: string; pid: number; ts?: number; dur?: number; args?: { step?: number } }[] }).traceEvents;
+    const events = (JSON.parse(readFileSync(trace, "utf8")) as { traceEvents: { name: string; ph: string; pid: number; tid: number; ts?: number; dur?: number; args?: { step?: number } }[] }).traceEvents;
     const spans = events.filter((e) => e.ph === "X");
     expect(new Set(spans.map((e) => e.pid))).toEqual(new Set([0, 1, 2, 3]));
     for (const step of [1, 2]) {

@@ -1,6 +1,6 @@
-// The ops a lowered step program adds to the graph's (src/runtime/step-program.ts): summing a micro-batch's
-// gradient into its replica's accumulator, averaging the accumulators over replicas, and copying a value
-// (a first gradient, an update into its parameter's or state's slot).
+// The ops a lowered step program adds to the graph's (src/runtime/step-program.ts, cluster-program.ts):
+// summing a micro-batch's gradient into its replica's accumulator, averaging the accumulators over replicas,
+// scaling a gradient sum, and copying a value (a first gradient, an update into its parameter's or state's slot).
 #include <cstring>
 
 #include "kernel.h"
@@ -34,6 +34,17 @@ void addInPlace(const std::vector<Tensor>& in, std::vector<Tensor>& out, const A
   for (int64_t i = 0; i < n; i++) y[i] = static_cast<float>(static_cast<double>(y[i]) + static_cast<double>(x[i]));
 }
 
+// y = scale · x, elementwise (y may be x: the cluster scales a gradient sum in place), the product in double
+// then rounded as fsm_accumulate's.
+void scale(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
+  if (in[0].numel() != out[0].numel()) throw std::invalid_argument("fsm_scale: operands differ in size");
+  const double k = attrs.number("scale");
+  const float* x = in[0].f32();
+  float* y = out[0].f32();
+  const int64_t n = out[0].numel();
+  for (int64_t i = 0; i < n; i++) y[i] = static_cast<float>(static_cast<double>(x[i]) * k);
+}
+
 void copy(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
   if (in[0].numel() != out[0].numel() || in[0].dtype != out[0].dtype) throw std::invalid_argument("fsm_copy: operands differ in size or type");
   std::memcpy(out[0].data, in[0].data, static_cast<size_t>(in[0].numel()) * 4);
@@ -43,6 +54,7 @@ void copy(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&)
 
 REGISTER_KERNEL("fsm_accumulate", accumulate);
 REGISTER_KERNEL("fsm_copy", copy);
+REGISTER_KERNEL("fsm_scale", scale);
 REGISTER_KERNEL("fsm_add_inplace", addInPlace);
 
 }  // namespace fsm
