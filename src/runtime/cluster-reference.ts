@@ -40,7 +40,10 @@ export class ClusterReference {
     return this.view(device, slot).slice();
   }
 
-  run(): void {
+  /** Runs one step. With `random`, streams advance in a random interleaving (one instruction per visit, in
+   *  a shuffled order) instead of greedily: every interleaving the waits allow must give the same result,
+   *  which is how tests check that waits and shared bytes are safe. */
+  run(random?: () => number): void {
     const n = this.devices.length;
     // Per device, per stream: the indices of its instructions, and how many have run.
     const streams = this.devices.map((d) => [0, 1].map((s) => d.instructions.flatMap((ins, i) => (ins.stream === s ? [i] : []))));
@@ -52,22 +55,29 @@ export class ClusterReference {
     let remaining = this.devices.reduce((a, d) => a + d.instructions.length, 0);
     while (remaining > 0) {
       let progress = false;
-      for (let d = 0; d < n; d++) {
-        for (const s of [0, 1]) {
-          for (;;) {
-            const i = streams[d]![s]![next[d]![s]!];
-            if (i === undefined) break;
-            const ins = this.devices[d]!.instructions[i]!;
-            if (!ins.waits.every((w) => done[d]![w])) break;
-            const ran = this.step(d, ins, mail, posted, (dev, idx) => {
-              done[dev]![idx] = true;
-              next[dev]![this.devices[dev]!.instructions[idx]!.stream]!++;
-              remaining--;
-            }, i);
-            if (!ran) break;
-            progress = true;
-          }
+      const visits = Array.from({ length: 2 * n }, (_, v) => v);
+      if (random) {
+        for (let v = visits.length - 1; v > 0; v--) {
+          const w = Math.floor(random() * (v + 1));
+          [visits[v], visits[w]] = [visits[w]!, visits[v]!];
         }
+      }
+      for (const visit of visits) {
+        const d = visit >> 1;
+        const s = visit & 1;
+        do {
+          const i = streams[d]![s]![next[d]![s]!];
+          if (i === undefined) break;
+          const ins = this.devices[d]!.instructions[i]!;
+          if (!ins.waits.every((w) => done[d]![w])) break;
+          const ran = this.step(d, ins, mail, posted, (dev, idx) => {
+            done[dev]![idx] = true;
+            next[dev]![this.devices[dev]!.instructions[idx]!.stream]!++;
+            remaining--;
+          }, i);
+          if (!ran) break;
+          progress = true;
+        } while (random === undefined);
       }
       if (!progress) {
         const heads = this.devices.map((dev, d) => [0, 1].map((s) => {

@@ -52,6 +52,11 @@ export async function runPlan(plan: Plan, options: RunOptions = {}): Promise<Run
   if (run.data.kind !== "synthetic") {
     throw new RunError(`data = ${run.data.kind}(...) is not implemented yet: \`fsm run\` reads synthetic data only so far (token and .npy loaders come with checkpoints and real data)`);
   }
+  // Mixed precision (bf16/fp16 storage with fp32 accumulation, fp16 loss scaling) is planned but not run yet:
+  // running such a plan in fp32 would silently differ from its memory plan and numerics.
+  if (plan.settings.precision !== "fp32") {
+    throw new RunError(`precision ${plan.settings.precision} is not implemented yet in the runtime (it runs fp32 only so far): compile with --set train.precision=fp32 to train this model in fp32`);
+  }
   const steps = options.steps ?? run.steps;
   if (!(Number.isInteger(steps) && steps >= 1)) throw new RunError(`steps must be a positive integer, got ${steps}`);
   const graph = graphFromJson(plan.model.name, plan.graph);

@@ -14,6 +14,7 @@ import { ClusterReference } from "../../src/runtime/cluster-reference.js";
 import { createNativeCluster } from "../../src/native/binding.js";
 import { feedBatch, meanLoss, readParam, writeParams } from "../../src/runtime/cluster-step.js";
 import { samplePath, sets } from "../compile/helpers.js";
+import { rng } from "../support/prng.js";
 
 type Overrides = Record<string, string | number>;
 type Sample = "mlp" | "gpt-tiny";
@@ -27,7 +28,7 @@ function planFor(name: Sample, overrides: Overrides, devices: number): Plan {
 type Trained = { losses: number[]; params: Map<string, Float32Array> };
 
 /** Trains on the native cluster (threads, communicator) or the sequential reference executor. */
-async function train(plan: Plan, steps: number, native: boolean): Promise<Trained> {
+async function train(plan: Plan, steps: number, native: boolean, random?: () => number): Promise<Trained> {
   const graph = graphFromJson(plan.model.name, plan.graph);
   const program = lowerCluster(plan, graph);
   const cluster = native ? createNativeCluster({ devices: program.devices, timeoutSeconds: 20 }) : new ClusterReference(program.devices);
@@ -37,7 +38,7 @@ async function train(plan: Plan, steps: number, native: boolean): Promise<Traine
   const losses: number[] = [];
   for (let s = 0; s < steps; s++) {
     feedBatch(cluster, program, data.batch(s), plan.settings.microBatches, plan.settings.microBatchSize);
-    await cluster.run();
+    await (cluster instanceof ClusterReference ? cluster.run(random) : cluster.run());
     losses.push(meanLoss(cluster, program));
   }
   return { losses, params: new Map(graph.params().map((p) => [p.name, readParam(cluster, program, p.name)])) };
@@ -102,4 +103,34 @@ describe("the 1-device plan on the native cluster equals the reference interpret
 
 describe("cluster lowering: N devices equal the 1-device plan", () => {
   for (const [name, o, devices] of cases) it(`${name} ${JSON.stringify(o)}`, () => parity(name, o, devices));
+});
+
+describe("the cluster step is safe and deterministic", () => {
+  const shapes: [Sample, Overrides, number][] = [
+    ["gpt-tiny", { stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp", checkpoint: "except_last" }, 4],
+    ["gpt-tiny", { stages: 2, data_parallel: 2, chunks: 4, shard: "sddp", checkpoint: "never", schedule: "zero_bubble" }, 4],
+    ["mlp", { stages: 2, data_parallel: 2, chunks: 4, shard: "oss", checkpoint: "never" }, 4],
+  ];
+  for (const [name, o, devices] of shapes) {
+    it(`${name} ${JSON.stringify(o)}: every interleaving the waits allow computes the same bits`, async () => {
+      // Communication instructions run as early or as late as their waits let them: if two values shared
+      // bytes while one of them could still be in use, some interleaving would corrupt it.
+      const plan = planFor(name, { ...(name === "gpt-tiny" && adam), ...o }, devices);
+      const inOrder = await train(plan, 2, false);
+      for (const seed of [1, 2, 3, 4]) {
+        const shuffled = await train(plan, 2, false, rng(seed));
+        expect(shuffled.losses).toEqual(inOrder.losses);
+        for (const [p, v] of inOrder.params) expect(Array.from(shuffled.params.get(p)!), p).toEqual(Array.from(v));
+      }
+    });
+  }
+
+  it("the native cluster gives bit-identical losses and weights run to run", async () => {
+    const plan = planFor("gpt-tiny", { ...adam, stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp", checkpoint: "never" }, 4);
+    const runs = [await train(plan, 5, true), await train(plan, 5, true), await train(plan, 5, true)];
+    for (const r of runs.slice(1)) {
+      expect(r.losses).toEqual(runs[0]!.losses);
+      for (const [p, v] of runs[0]!.params) expect(Array.from(r.params.get(p)!), p).toEqual(Array.from(v));
+    }
+  });
 });

@@ -1,9 +1,15 @@
 // Communication/compute overlap from per-instruction timings: the union of comm intervals, the part of it
 // the compute stream covered, with hand-computed expectations and a brute-force check on random intervals.
 import { describe, expect, it } from "vitest";
+import { checkFile } from "../../src/check/check.js";
+import { compileModel } from "../../src/compile/compile.js";
+import { syntheticData } from "../../src/data/synthetic.js";
+import { graphFromJson } from "../../src/plan/graph-from-json.js";
+import { createEngine } from "../../src/runtime/engines.js";
 import type { DeviceInstruction, DeviceProgram, Stream } from "../../src/runtime/device-program.js";
 import { clusterOverlap, overlapFromTimings, overlapOfIntervals, unionIntervals } from "../../src/runtime/overlap.js";
 import { rng } from "../support/prng.js";
+import { samplePath, sets } from "../compile/helpers.js";
 
 /** A program of instructions (stream, op) and their [start, end] timings, in the order given. */
 function traced(list: readonly [Stream, string, number, number][]): { program: DeviceProgram; timings: Float64Array } {
@@ -135,5 +141,30 @@ describe("clusterOverlap", () => {
       [1, "comm.allGather", 1, 2],
     ]); // comm 1, hidden 0
     expect(clusterOverlap([a.program, b.program], [a.timings, b.timings])).toEqual({ commSeconds: 4, hiddenSeconds: 3, hiddenFraction: 0.75, computeSeconds: 11 });
+  });
+});
+
+describe("the native engine's lastTimings", () => {
+  it("gives every device's program and one traced step's timings, which overlapFromTimings reads", async () => {
+    const model = checkFile(samplePath("mlp"), { overrides: sets({ "parallel.shard": "fsdp", "parallel.stages": 1, "parallel.data_parallel": 2, "parallel.chunks": 2 }) }).model!;
+    const plan = compileModel(model, { cluster: "cpu", devices: 2, source: "mlp", fsmVersion: "test" }).plan;
+    const graph = graphFromJson(plan.model.name, plan.graph);
+    const data = syntheticData(graph, { batch: plan.settings.batch, seed: 1 });
+    const untraced = createEngine("native", plan, graph, 1, false);
+    await untraced.step(data.batch(0));
+    expect(untraced.lastTimings!().map((d) => d.timings.length)).toEqual([0, 0]);
+    const engine = createEngine("native", plan, graph, 1, true);
+    await engine.step(data.batch(0));
+    const last = engine.lastTimings!();
+    expect(last).toHaveLength(2);
+    for (const { program, timings } of last) {
+      expect(timings.length).toBe(2 * program.instructions.length);
+      for (let i = 0; i < program.instructions.length; i++) expect(timings[2 * i + 1]!).toBeGreaterThanOrEqual(timings[2 * i]!);
+      const o = overlapFromTimings(program, timings);
+      expect(o.commSeconds).toBeGreaterThan(0); // FSDP gathers and reduce-scatters
+      expect(o.hiddenSeconds).toBeLessThanOrEqual(o.commSeconds);
+      expect(o.hiddenFraction).toBeGreaterThanOrEqual(0);
+      expect(o.hiddenFraction).toBeLessThanOrEqual(1);
+    }
   });
 });
