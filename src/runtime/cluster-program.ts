@@ -301,7 +301,7 @@ class DeviceLowering {
       this.run(k, j, ops.forward, text);
       return;
     }
-    const list = act.kind === "I" ? ops.backwardInput : act.kind === "W" ? ops.backwardWeight : [...ops.backwardInput, ...ops.backwardWeight];
+    const list = act.kind === "I" ? ops.backwardInput : act.kind === "W" ? ops.backwardWeight : ops.backward;
     // Layer-level checkpointing: a layer's forward is redone right before its first backward op, unless
     // the whole stage was recomputed (R) for this micro-batch.
     for (const o of list) {

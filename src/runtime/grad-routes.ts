@@ -62,10 +62,10 @@ export function gradRoutes(g: Graph, stages: readonly PlanStage[]): GradRoutes {
   }
   for (const [name, on] of [...holders]) if (on.length === 1) holders.delete(name);
   const drop = (list: readonly OpNode[]): OpNode[] => list.filter((o) => !tree.has(o.id));
-  const ops = sliced.map((s) => ({ forward: s.forward, backwardInput: drop(s.backwardInput), backwardWeight: drop(s.backwardWeight) }));
+  const ops = sliced.map((s) => ({ forward: s.forward, backwardInput: drop(s.backwardInput), backwardWeight: drop(s.backwardWeight), backward: drop(s.backward) }));
   const gradsBack = ops.map((s, k) => {
     const out: TensorId[] = [];
-    for (const o of [...s.backwardInput, ...s.backwardWeight]) {
+    for (const o of s.backward) {
       for (const t of o.inputs) {
         const p = g.tensor(t).producer;
         if (p === undefined || g.op(p).phase === "forward" || out.includes(t)) continue;

@@ -10,18 +10,23 @@ export interface StageOps {
   readonly forward: readonly OpNode[];
   readonly backwardInput: readonly OpNode[];
   readonly backwardWeight: readonly OpNode[];
+  /** Both, in graph order (each weight gradient right after the input gradient it reads): what an unsplit
+   *  backward (B) runs, so an activation gradient dies as soon as its layer is done instead of waiting for
+   *  every weight gradient at the end. */
+  readonly backward: readonly OpNode[];
 }
 
 export function stageOps(g: Graph, stages: readonly PlanStage[]): StageOps[] {
   const stageOfLayer = new Array<number>(g.layers().length).fill(-1);
   for (const s of stages) for (let l = s.layers[0]; l <= s.layers[1]; l++) stageOfLayer[l] = s.index;
-  const out = stages.map(() => ({ forward: [] as OpNode[], backwardInput: [] as OpNode[], backwardWeight: [] as OpNode[] }));
+  const out = stages.map(() => ({ forward: [] as OpNode[], backwardInput: [] as OpNode[], backwardWeight: [] as OpNode[], backward: [] as OpNode[] }));
   for (const o of g.ops()) {
     const s = stageOfLayer[o.layer]!;
     if (s < 0) throw new Error(`internal: layer ${o.layer} is on no stage`);
     if (o.phase === "forward") out[s]!.forward.push(o);
     else if (o.phase === "backward") out[s]!.backwardInput.push(o);
     else if (o.phase === "weight_grad") out[s]!.backwardWeight.push(o);
+    if (o.phase === "backward" || o.phase === "weight_grad") out[s]!.backward.push(o);
   }
   return out;
 }
@@ -61,7 +66,7 @@ export interface ComputeStep {
 /**
  * Every program's compute actions in the plan's predicted start order (ties by end, program, position) — a
  * single order consistent with every dependency — each with the ops it runs: F the forward, I/W/B the input
- * gradients, the weight gradients or both. R (recompute) runs nothing here: executors that keep every
+ * gradients, the weight gradients or both (in graph order). R (recompute) runs nothing here: executors that keep every
  * value have nothing to redo. Checks the stage slices against the plan's sends first.
  */
 export function computeSteps(g: Graph, plan: Plan): ComputeStep[] {
@@ -74,7 +79,7 @@ export function computeSteps(g: Graph, plan: Plan): ComputeStep[] {
     const a = actionFromText(text);
     if (a.mb === undefined) continue;
     const st = ops[a.stage]!;
-    const list = a.kind === "F" ? st.forward : a.kind === "I" ? st.backwardInput : a.kind === "W" ? st.backwardWeight : a.kind === "B" ? [...st.backwardInput, ...st.backwardWeight] : undefined;
+    const list = a.kind === "F" ? st.forward : a.kind === "I" ? st.backwardInput : a.kind === "W" ? st.backwardWeight : a.kind === "B" ? st.backward : undefined;
     if (list !== undefined) out.push({ text, stage: a.stage, mb: a.mb, ops: list });
   }
   return out;
