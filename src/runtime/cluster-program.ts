@@ -129,6 +129,8 @@ class DeviceLowering {
   private readonly acc = new Map<string, number>();
   private readonly accFlat = new Map<string, number>();
   private readonly mbFlat = new Map<string, { slot: number; views: Map<string, number> }>();
+  /** fsdp: per stage and unit, the instruction of its latest reduce-scatter. */
+  private readonly lastReduceScatter = new Map<string, number>();
   private readonly started = new Set<string>();
   /** Ops whose gradient output was placed where it belongs (nothing to accumulate after them). */
   private readonly direct = new Set<number>();
@@ -371,9 +373,13 @@ class DeviceLowering {
       const u = shard.units.find((x) => x.params.some(([n]) => n === p))!;
       const key = `${k}:u${u.index}:${j}`;
       if (!this.mbFlat.has(key)) {
-        // Zeroed first: padding and any member without a gradient must add nothing to the shards.
+        // Zeroed first: padding and any member without a gradient must add nothing to the shards. The fill
+        // waits for the unit's previous reduce-scatter, so that micro-batch's buffer is free by then (as the
+        // plan's memory model has it) rather than held until the optimizer.
         const slot = this.b.slot([u.paddedNumel]);
-        this.b.emit(COMPUTE, "fill", [], [slot], { value: 0 }, `${k}B${j}`);
+        const fill = this.b.emit(COMPUTE, "fill", [], [slot], { value: 0 }, `${k}B${j}`);
+        const previous = this.lastReduceScatter.get(`${k}:${u.index}`);
+        if (previous !== undefined) this.b.waitAlso(fill, previous);
         this.mbFlat.set(key, { slot, views: new Map(u.params.map(([n, offset]) => [n, this.b.view(slot, offset, this.paramShape(n))])) });
       }
       return this.mbFlat.get(key)!;
@@ -490,10 +496,10 @@ class DeviceLowering {
     // The first micro-batch lands in the shard's accumulator itself; later ones are added to it.
     if (item.grad < 0) {
       item.grad = this.b.slot([u.shardNumel]);
-      this.b.emit(COMM, "comm.reduceScatter", [buf.slot], [item.grad], { group: this.group(k) }, text);
+      this.lastReduceScatter.set(`${k}:${u.index}`, this.b.emit(COMM, "comm.reduceScatter", [buf.slot], [item.grad], { group: this.group(k) }, text));
     } else {
       const tmp = this.b.slot([u.shardNumel]);
-      this.b.emit(COMM, "comm.reduceScatter", [buf.slot], [tmp], { group: this.group(k) }, text);
+      this.lastReduceScatter.set(`${k}:${u.index}`, this.b.emit(COMM, "comm.reduceScatter", [buf.slot], [tmp], { group: this.group(k) }, text));
       this.b.emit(COMM, "fsm_add_inplace", [item.grad, tmp], [item.grad], {}, text);
     }
   }

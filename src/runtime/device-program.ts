@@ -61,6 +61,8 @@ export class DeviceBuilder {
   private readonly slots: SlotRecord[] = [];
   private readonly list: Omit<DeviceInstruction, "waits">[] = [];
   private readonly pinned = new Set<number>();
+  /** Waits asked for explicitly (beyond the data's), by instruction. */
+  private readonly extra = new Map<number, number[]>();
 
   /** A new slot of its own bytes. */
   slot(shape: readonly number[], dtype: "f32" | "i32" = "f32"): number {
@@ -95,6 +97,13 @@ export class DeviceBuilder {
     return this.list.length - 1;
   }
 
+  /** Makes instruction `i` also wait for `on` (an earlier instruction of the other stream): a release point,
+   *  so bytes `on` touches can be reused from `i` on instead of only after the step's last wait on it. */
+  waitAlso(i: number, on: number): void {
+    if (on >= i || this.list[on]!.stream === this.list[i]!.stream) throw new Error(`internal: instruction ${i} cannot wait for ${on}`);
+    this.extra.set(i, [...(this.extra.get(i) ?? []), on]);
+  }
+
   get length(): number {
     return this.list.length;
   }
@@ -126,6 +135,7 @@ export class DeviceBuilder {
       };
       for (const s of ins.inputs) touch(s, false);
       for (const s of ins.outputs) touch(s, true);
+      for (const w of this.extra.get(i) ?? []) latest = Math.max(latest, w);
       return latest >= 0 ? [latest] : [];
     });
   }
