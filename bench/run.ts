@@ -1,5 +1,5 @@
 // bench/run: training step time of mlp and gpt-tiny on one CPU device with each engine (reference,
-// native-kernels, native: see src/runtime/engines.ts), achieved GFLOP/s, and
+// native-kernels, native-fused, native: see src/runtime/engines.ts), achieved GFLOP/s, and
 // that as a fraction of this machine's sgemm peak measured in the same run. Prints one JSON object; run with
 // `npm run bench:run`.
 import { spawnSync } from "node:child_process";
@@ -44,7 +44,7 @@ for (const { name, steps } of CASES) {
   const plan = compileModel(model, { cluster: "cpu", devices: 1, source: name, fsmVersion: "bench" }).plan;
   const flops = plan.predicted.flopsPerStep;
   const engines = [];
-  for (const engine of ["reference", "native-kernels", "native"] as const) {
+  for (const engine of ["reference", "native-kernels", "native-fused", "native"] as const) {
     const seconds = await stepSeconds(plan, engine, steps);
     const gflops = flops / seconds / 1e9;
     engines.push({ engine, stepMs: Number((seconds * 1e3).toFixed(3)), gflops: Number(gflops.toFixed(3)), fractionOfSgemmPeak: Number((gflops / peak).toFixed(4)) });

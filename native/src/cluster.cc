@@ -442,30 +442,14 @@ const Tensor& NativeCluster::slot(const Napi::Env& env, const ClusterDevice& dev
 Napi::Value NativeCluster::Set(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   checkIdle(env);
-  const Tensor& t = slot(env, device(env, info[0]), info[1]);
-  if (!info[2].IsTypedArray()) throw Napi::TypeError::New(env, "set(device, slot, data): data must be a Float32Array or an Int32Array");
-  Napi::TypedArray a = info[2].As<Napi::TypedArray>();
-  const bool f32 = a.TypedArrayType() == napi_float32_array;
-  const bool i32 = a.TypedArrayType() == napi_int32_array;
-  if (!(f32 && t.dtype == DType::F32) && !(i32 && t.dtype == DType::I32)) throw Napi::TypeError::New(env, "set(device, slot, data): the data's element type does not match the slot's");
-  if (static_cast<int64_t>(a.ElementLength()) != t.numel()) throw Napi::RangeError::New(env, "set(device, slot, data): the data's length does not match the slot's");
-  std::memcpy(t.data, static_cast<uint8_t*>(a.ArrayBuffer().Data()) + a.ByteOffset(), a.ByteLength());
+  copyIntoTensor(env, slot(env, device(env, info[0]), info[1]), info[2], "set(device, slot, data)");
   return env.Undefined();
 }
 
 Napi::Value NativeCluster::Get(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   checkIdle(env);
-  const Tensor& t = slot(env, device(env, info[0]), info[1]);
-  const size_t n = static_cast<size_t>(t.numel());
-  if (t.dtype == DType::I32) {
-    Napi::Int32Array a = Napi::Int32Array::New(env, n);
-    std::memcpy(a.Data(), t.data, n * 4);
-    return a;
-  }
-  Napi::Float32Array a = Napi::Float32Array::New(env, n);
-  std::memcpy(a.Data(), t.data, n * 4);
-  return a;
+  return tensorCopy(env, slot(env, device(env, info[0]), info[1]));
 }
 
 Napi::Value NativeCluster::Run(const Napi::CallbackInfo& info) {
@@ -483,10 +467,7 @@ Napi::Value NativeCluster::Run(const Napi::CallbackInfo& info) {
 Napi::Value NativeCluster::Timings(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   checkIdle(env);
-  const ClusterDevice& dev = device(env, info[0]);
-  Napi::Float64Array a = Napi::Float64Array::New(env, dev.timings.size());
-  std::memcpy(a.Data(), dev.timings.data(), dev.timings.size() * sizeof(double));
-  return a;
+  return timingsArray(env, device(env, info[0]).timings);
 }
 
 Napi::Value NativeCluster::ArenaBytes(const Napi::CallbackInfo& info) {

@@ -1,6 +1,8 @@
 // js_values.h: shapes and attributes from JS values.
 #include "js_values.h"
 
+#include <cstring>
+
 namespace fsm {
 
 std::vector<int64_t> shapeOf(const Napi::Env& env, const Napi::Value& v, const std::string& what) {
@@ -31,6 +33,34 @@ Attrs attrsOf(const Napi::Env& env, const Napi::Value& v, const std::string& wha
     else throw Napi::TypeError::New(env, what + ": attribute " + k + " must be a number, boolean, string or shape");
   }
   return attrs;
+}
+
+void copyIntoTensor(const Napi::Env& env, const Tensor& t, const Napi::Value& data, const std::string& call) {
+  if (!data.IsTypedArray()) throw Napi::TypeError::New(env, call + ": data must be a Float32Array or an Int32Array");
+  Napi::TypedArray a = data.As<Napi::TypedArray>();
+  const bool f32 = a.TypedArrayType() == napi_float32_array;
+  const bool i32 = a.TypedArrayType() == napi_int32_array;
+  if (!(f32 && t.dtype == DType::F32) && !(i32 && t.dtype == DType::I32)) throw Napi::TypeError::New(env, call + ": the data's element type does not match the slot's");
+  if (static_cast<int64_t>(a.ElementLength()) != t.numel()) throw Napi::RangeError::New(env, call + ": the data's length does not match the slot's");
+  std::memcpy(t.data, static_cast<uint8_t*>(a.ArrayBuffer().Data()) + a.ByteOffset(), a.ByteLength());
+}
+
+Napi::Value tensorCopy(const Napi::Env& env, const Tensor& t) {
+  const size_t n = static_cast<size_t>(t.numel());
+  if (t.dtype == DType::I32) {
+    Napi::Int32Array a = Napi::Int32Array::New(env, n);
+    std::memcpy(a.Data(), t.data, n * 4);
+    return a;
+  }
+  Napi::Float32Array a = Napi::Float32Array::New(env, n);
+  std::memcpy(a.Data(), t.data, n * 4);
+  return a;
+}
+
+Napi::Value timingsArray(const Napi::Env& env, const std::vector<double>& timings) {
+  Napi::Float64Array a = Napi::Float64Array::New(env, timings.size());
+  std::memcpy(a.Data(), timings.data(), timings.size() * sizeof(double));
+  return a;
 }
 
 }  // namespace fsm

@@ -1,5 +1,6 @@
-// Reading kernel descriptions from JS values, shared by runKernel/timeKernel and NativeProgram: shapes and
-// attributes, each mistake a TypeError naming what is wrong.
+// Moving values between JS and native tensors, shared by runKernel/timeKernel, NativeProgram and
+// NativeCluster: shapes and attributes read from descriptions (each mistake a TypeError naming what is
+// wrong), slot contents copied in and out, timings handed back.
 #pragma once
 #include <napi.h>
 
@@ -15,5 +16,15 @@ std::vector<int64_t> shapeOf(const Napi::Env& env, const Napi::Value& v, const s
 
 /** {name: number | boolean | string | number[]} (undefined/null: none); `what` names the owner in errors. */
 Attrs attrsOf(const Napi::Env& env, const Napi::Value& v, const std::string& what);
+
+/** Copies a Float32Array/Int32Array into a tensor's storage (element type and length must match); `call`
+ *  names the JS call in errors, e.g. "set(slot, data)". */
+void copyIntoTensor(const Napi::Env& env, const Tensor& t, const Napi::Value& data, const std::string& call);
+
+/** A copy of a tensor's storage as a Float32Array or Int32Array. */
+Napi::Value tensorCopy(const Napi::Env& env, const Tensor& t);
+
+/** Timings as a Float64Array. */
+Napi::Value timingsArray(const Napi::Env& env, const std::vector<double>& timings);
 
 }  // namespace fsm

@@ -118,30 +118,14 @@ const Tensor& NativeProgram::slot(const Napi::Env& env, const Napi::Value& v) co
 Napi::Value NativeProgram::Set(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   checkIdle(env);
-  const Tensor& t = slot(env, info[0]);
-  if (!info[1].IsTypedArray()) throw Napi::TypeError::New(env, "set(slot, data): data must be a Float32Array or an Int32Array");
-  Napi::TypedArray a = info[1].As<Napi::TypedArray>();
-  const bool f32 = a.TypedArrayType() == napi_float32_array;
-  const bool i32 = a.TypedArrayType() == napi_int32_array;
-  if (!(f32 && t.dtype == DType::F32) && !(i32 && t.dtype == DType::I32)) throw Napi::TypeError::New(env, "set(slot, data): the data's element type does not match the slot's");
-  if (static_cast<int64_t>(a.ElementLength()) != t.numel()) throw Napi::RangeError::New(env, "set(slot, data): the data's length does not match the slot's");
-  std::memcpy(t.data, static_cast<uint8_t*>(a.ArrayBuffer().Data()) + a.ByteOffset(), a.ByteLength());
+  copyIntoTensor(env, slot(env, info[0]), info[1], "set(slot, data)");
   return env.Undefined();
 }
 
 Napi::Value NativeProgram::Get(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   checkIdle(env);
-  const Tensor& t = slot(env, info[0]);
-  const size_t n = static_cast<size_t>(t.numel());
-  if (t.dtype == DType::I32) {
-    Napi::Int32Array a = Napi::Int32Array::New(env, n);
-    std::memcpy(a.Data(), t.data, n * 4);
-    return a;
-  }
-  Napi::Float32Array a = Napi::Float32Array::New(env, n);
-  std::memcpy(a.Data(), t.data, n * 4);
-  return a;
+  return tensorCopy(env, slot(env, info[0]));
 }
 
 Napi::Value NativeProgram::Run(const Napi::CallbackInfo& info) {
@@ -159,9 +143,7 @@ Napi::Value NativeProgram::Run(const Napi::CallbackInfo& info) {
 Napi::Value NativeProgram::Timings(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   checkIdle(env);
-  Napi::Float64Array a = Napi::Float64Array::New(env, timings_.size());
-  std::memcpy(a.Data(), timings_.data(), timings_.size() * sizeof(double));
-  return a;
+  return timingsArray(env, timings_);
 }
 
 Napi::Value NativeProgram::ArenaBytes(const Napi::CallbackInfo& info) {

@@ -11,18 +11,7 @@ import {
   sgemm,
   sgemmAsync,
 } from "../../src/native/binding.js";
-
-// A deterministic generator (mulberry32) so a failure reproduces.
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { rng } from "../support/prng.js";
 
 function randomArray(n: number, next: () => number): Float32Array {
   const a = new Float32Array(n);

@@ -9,6 +9,7 @@ import {
   type NativeClusterDevice,
   type NativeClusterInstruction,
 } from "../../src/native/binding.js";
+import { rng, spreadData } from "../support/prng.js";
 
 type SlotSpec = { shape: number[]; dtype?: "f32" | "i32" };
 
@@ -25,25 +26,6 @@ function device(specs: readonly SlotSpec[], instructions: readonly NativeCluster
 
 function ins(stream: 0 | 1, op: string, inputs: number[], outputs: number[], attrs: NativeAttrs = {}, waits: number[] = []): NativeClusterInstruction {
   return { stream, op, inputs, outputs, attrs, waits };
-}
-
-// A deterministic generator (mulberry32) so a failure reproduces.
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-// Magnitudes spread over several decades, so a different summation order gives different bits.
-function randomData(n: number, next: () => number): Float32Array {
-  const a = new Float32Array(n);
-  for (let i = 0; i < n; i++) a[i] = (next() * 2 - 1) * 10 ** Math.floor(next() * 6 - 3);
-  return a;
 }
 
 // ((x0 + x1) + x2) + ... in fp32: the communicator's reduction order.
@@ -150,8 +132,8 @@ describe("native cluster", () => {
     const c = createNativeCluster({ devices: [program(), program()] });
     const next = rng(3);
     for (const d of [0, 1]) {
-      c.set(d, 0, randomData(n * n, next));
-      c.set(d, 1, randomData(n * n, next));
+      c.set(d, 0, spreadData(n * n, next, 6));
+      c.set(d, 1, spreadData(n * n, next, 6));
     }
     let overlapped = false;
     for (let attempt = 0; attempt < 3 && !overlapped; attempt++) {
@@ -273,8 +255,8 @@ describe("native cluster", () => {
     const c = createNativeCluster({ devices: world.map(program) });
     const next = rng(42);
     for (const d of world) {
-      c.set(d, 0, randomData(16 * 32, next));
-      c.set(d, 1, randomData(32 * 8, next));
+      c.set(d, 0, spreadData(16 * 32, next, 6));
+      c.set(d, 1, spreadData(32 * 8, next, 6));
     }
     const runs: number[][][] = [];
     for (let r = 0; r < 3; r++) {

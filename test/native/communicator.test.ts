@@ -4,25 +4,7 @@
 // quickly with a message instead of hanging.
 import { describe, expect, it } from "vitest";
 import { nativeCommRun, type CommScriptOp } from "../../src/native/binding.js";
-
-// A deterministic generator (mulberry32) so a failure reproduces.
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-// Magnitudes spread over 8 decades, so a different summation order gives different bits.
-function randomData(n: number, next: () => number): Float32Array {
-  const a = new Float32Array(n);
-  for (let i = 0; i < n; i++) a[i] = (next() * 2 - 1) * 10 ** Math.floor(next() * 8 - 4);
-  return a;
-}
+import { rng, spreadData } from "../support/prng.js";
 
 // The spec: ((x0 + x1) + x2) + ... in fp32, members in group order; avg divides the fp32 sum once.
 function orderedSum(inputs: readonly Float32Array[], avg = false): Float32Array {
@@ -54,7 +36,7 @@ describe("in-process communicator", () => {
     it(`allReduce (sum and avg) on a world of ${n} is the ordered fp32 sum on every rank`, async () => {
       const next = rng(100 + n);
       const count = 1001; // not a multiple of n: uneven slices
-      const inputs = range(n).map(() => randomData(count, next));
+      const inputs = range(n).map(() => spreadData(count, next, 8));
       const world = range(n);
       const script = range(n).map((r): CommScriptOp[] => [
         { op: "allReduce", group: world, data: inputs[r]! },
@@ -70,8 +52,8 @@ describe("in-process communicator", () => {
     it(`reduceScatter and allGather on a world of ${n}`, async () => {
       const next = rng(200 + n);
       const per = 37;
-      const inputs = range(n).map(() => randomData(per * n, next));
-      const shards = range(n).map(() => randomData(per, next));
+      const inputs = range(n).map(() => spreadData(per * n, next, 8));
+      const shards = range(n).map(() => spreadData(per, next, 8));
       const world = range(n);
       const script = range(n).map((r): CommScriptOp[] => [
         { op: "reduceScatter", group: world, data: inputs[r]! },
@@ -93,7 +75,7 @@ describe("in-process communicator", () => {
     it(`broadcast and reduce on a world of ${n}`, async () => {
       const next = rng(300 + n);
       const count = 257;
-      const inputs = range(n).map(() => randomData(count, next));
+      const inputs = range(n).map(() => spreadData(count, next, 8));
       const world = range(n);
       const bRoot = n - 1;
       const rRoot = Math.floor(n / 2);
@@ -111,14 +93,14 @@ describe("in-process communicator", () => {
 
   it("the test data is order-sensitive: a reversed sum differs, so bit equality means the order was kept", () => {
     const next = rng(108);
-    const inputs = range(8).map(() => randomData(1001, next));
+    const inputs = range(8).map(() => spreadData(1001, next, 8));
     expect(bits(orderedSum([...inputs].reverse()))).not.toEqual(bits(orderedSum(inputs)));
   });
 
   it("is deterministic: the same all-reduce 20 times under random thread sleeps gives identical bits", async () => {
     const n = 8;
     const next = rng(7);
-    const inputs = range(n).map(() => randomData(4096, next));
+    const inputs = range(n).map(() => spreadData(4096, next, 8));
     const want = bits(orderedSum(inputs));
     const script = range(n).map((r): CommScriptOp[] => [{ op: "allReduce", group: range(n), data: inputs[r]! }]);
     for (let run = 0; run < 20; run++) {
@@ -132,9 +114,9 @@ describe("in-process communicator", () => {
     const next = rng(11);
     const pairOf = (r: number): number[] => [r & ~1, r | 1];
     const parityOf = (r: number): number[] => range(n).filter((x) => x % 2 === r % 2);
-    const a = range(n).map(() => randomData(333, next));
-    const b = range(n).map(() => randomData(333, next));
-    const c = range(n).map(() => randomData(64, next));
+    const a = range(n).map(() => spreadData(333, next, 8));
+    const b = range(n).map(() => spreadData(333, next, 8));
+    const c = range(n).map(() => spreadData(64, next, 8));
     const script = range(n).map((r): CommScriptOp[] => [
       { op: "allReduce", group: pairOf(r), data: a[r]! },
       { op: "allReduce", group: parityOf(r), data: b[r]! },
@@ -157,9 +139,9 @@ describe("in-process communicator", () => {
   it("send/recv: a pipeline forward and backward, both neighbours sending first, messages kept in order", async () => {
     const n = 4;
     const next = rng(5);
-    const fwd = range(n).map(() => randomData(50, next));
-    const bwd = range(n).map(() => randomData(50, next));
-    const extra = randomData(3, next);
+    const fwd = range(n).map(() => spreadData(50, next, 8));
+    const bwd = range(n).map(() => spreadData(50, next, 8));
+    const extra = spreadData(3, next, 8);
     const script = range(n).map((r): CommScriptOp[] => {
       const ops: CommScriptOp[] = [];
       // Forward: receive activations from r - 1, send to r + 1; backward: the reverse. Every rank sends before
