@@ -225,13 +225,13 @@ NativeCluster::NativeCluster(const Napi::CallbackInfo& info) : Napi::ObjectWrap<
       Napi::Object s = objectOf(env, slots.Get(i), sn);
       Tensor t;
       t.shape = shapeOf(env, s.Get("shape"), sn);
-      const Napi::Value dtype = s.Get("dtype");
-      const std::string dt = dtype.IsString() ? dtype.As<Napi::String>().Utf8Value() : "";
-      if (dt != "f32" && dt != "i32") throw Napi::TypeError::New(env, sn + ": dtype must be \"f32\" or \"i32\"");
-      t.dtype = dt == "i32" ? DType::I32 : DType::F32;
+      t.dtype = dtypeOf(env, s.Get("dtype"), sn);
       const size_t offset = sizeOf(env, s.Get("offset"), sn + ": offset");
-      const size_t bytes = static_cast<size_t>(t.numel()) * 4;
-      if (offset % 4 != 0) throw Napi::RangeError::New(env, sn + ": offset " + std::to_string(offset) + " is not a multiple of 4");
+      const size_t bytes = t.bytes(), align = elementBytes(t.dtype);
+      if (offset % align != 0) {
+        throw Napi::RangeError::New(env, sn + ": offset " + std::to_string(offset) + " is not a multiple of " + std::to_string(align) +
+                                             " (the size of a " + dtypeName(t.dtype) + " element)");
+      }
       if (offset > dev->arenaBytes || bytes > dev->arenaBytes - offset) {
         throw Napi::RangeError::New(env, sn + " (bytes " + std::to_string(offset) + ".." + std::to_string(offset + bytes) +
                                              ") lies outside the arena of " + std::to_string(dev->arenaBytes) + " bytes");
@@ -278,6 +278,28 @@ NativeCluster::NativeCluster(const Napi::CallbackInfo& info) : Napi::ObjectWrap<
         // In place: the kernel updates its operands (an accumulator, a gradient scaled, an optimizer update
         // written over the parameter and its state), so its outputs must not be zeroed first.
         ins.inPlace = ins.op == "fsm_add_inplace" || o.Get("inPlace").ToBoolean().Value();
+      }
+      const Napi::Value guard = o.Get("guard");
+      if (!guard.IsUndefined()) {
+        const size_t g = sizeOf(env, guard, at + ": guard");
+        if (g >= dev->slots.size()) throw Napi::RangeError::New(env, at + ": guard slot " + std::to_string(g) + " does not exist");
+        const Tensor& gs = dev->slots[g];
+        if (gs.dtype != DType::F32 || gs.numel() != 1) {
+          throw Napi::TypeError::New(env, at + ": guard slot " + std::to_string(g) + " must be an f32 scalar (one element), not " +
+                                              dtypeName(gs.dtype) + " with " + std::to_string(gs.numel()) + " elements");
+        }
+        // A collective or a send/recv skipped on one device would leave its peers waiting: guards gate kernels.
+        if (ins.kind != ClusterOp::Kernel) throw Napi::TypeError::New(env, at + ": only kernel instructions can have a guard");
+        // Read, never written, by the instruction it guards: no output may share its bytes (slots can be views).
+        const auto* g0 = static_cast<const uint8_t*>(gs.data);
+        for (size_t k = 0; k < ins.outputs.size(); k++) {
+          const auto* o0 = static_cast<const uint8_t*>(ins.outputs[k].data);
+          if (o0 < g0 + gs.bytes() && g0 < o0 + ins.outputs[k].bytes()) {
+            throw Napi::RangeError::New(env, at + ": guard slot " + std::to_string(g) + " shares bytes with output " + std::to_string(k) +
+                                                 " (slot " + std::to_string(ids[1][k]) + "): the guard is only read");
+          }
+        }
+        ins.guard = gs;
       }
       position[i] = dev->streams[ins.stream].size();
       dev->streams[ins.stream].push_back(i);
@@ -349,8 +371,10 @@ void NativeCluster::runStream(size_t d, int s, Communicator& comm, Clock::time_p
         if (dev.completed[other] < ins.need[other]) throw std::logic_error("internal: its waits name an instruction the other stream never ran");
       }
       if (tracing_) dev.timings[2 * i] = secondsSince(origin);
-      execute(d, ins, comm);
-      if (tracing_) dev.timings[2 * i + 1] = secondsSince(origin);
+      // A guarded instruction whose guard is set (nonzero, NaN included) is skipped but counts as completed.
+      const bool skip = ins.guard.data != nullptr && *static_cast<const float*>(ins.guard.data) != 0.0f;
+      if (!skip) execute(d, ins, comm);
+      if (tracing_) dev.timings[2 * i + 1] = skip ? dev.timings[2 * i] : secondsSince(origin);
       {
         std::lock_guard<std::mutex> lk(dev.mutex);
         dev.completed[s]++;
@@ -374,7 +398,7 @@ void NativeCluster::execute(size_t d, ClusterInstruction& ins, Communicator& com
   switch (ins.kind) {
     case ClusterOp::Kernel:
       if (!ins.inPlace)
-        for (Tensor& t : ins.outputs) std::memset(t.data, 0, static_cast<size_t>(t.numel()) * 4);
+        for (Tensor& t : ins.outputs) std::memset(t.data, 0, t.bytes());
       ins.kernel(ins.inputs, ins.outputs, ins.attrs);
       return;
     case ClusterOp::AllReduce:

@@ -31,6 +31,9 @@ struct ClusterInstruction {
   Attrs attrs;
   /** Its output is an input (fsm_add_inplace): not zeroed before the kernel runs. */
   bool inPlace = false;
+  /** A kernel instruction skipped when this f32 scalar slot of its device holds a nonzero value (read once its
+   *  waits are met, never written by it); data == nullptr: unguarded. */
+  Tensor guard;
   // Communication operands, checked at construction so the hot path only calls the communicator.
   std::vector<int> group;
   int root = -1;

@@ -35,12 +35,24 @@ Attrs attrsOf(const Napi::Env& env, const Napi::Value& v, const std::string& wha
   return attrs;
 }
 
+DType dtypeOf(const Napi::Env& env, const Napi::Value& v, const std::string& what) {
+  DType dtype;
+  if (!v.IsString() || !parseDType(v.As<Napi::String>().Utf8Value(), dtype)) {
+    throw Napi::TypeError::New(env, what + ": dtype must be \"f32\", \"i32\", \"bf16\" or \"f16\"");
+  }
+  return dtype;
+}
+
 void copyIntoTensor(const Napi::Env& env, const Tensor& t, const Napi::Value& data, const std::string& call) {
-  if (!data.IsTypedArray()) throw Napi::TypeError::New(env, call + ": data must be a Float32Array or an Int32Array");
+  if (!data.IsTypedArray()) throw Napi::TypeError::New(env, call + ": data must be a Float32Array, an Int32Array or a Uint16Array");
   Napi::TypedArray a = data.As<Napi::TypedArray>();
-  const bool f32 = a.TypedArrayType() == napi_float32_array;
-  const bool i32 = a.TypedArrayType() == napi_int32_array;
-  if (!(f32 && t.dtype == DType::F32) && !(i32 && t.dtype == DType::I32)) throw Napi::TypeError::New(env, call + ": the data's element type does not match the slot's");
+  const napi_typedarray_type type = a.TypedArrayType();
+  const bool match = (type == napi_float32_array && t.dtype == DType::F32) || (type == napi_int32_array && t.dtype == DType::I32) ||
+                     (type == napi_uint16_array && (t.dtype == DType::BF16 || t.dtype == DType::F16));
+  if (!match) {
+    const char* want = t.dtype == DType::F32 ? "Float32Array" : t.dtype == DType::I32 ? "Int32Array" : "Uint16Array";
+    throw Napi::TypeError::New(env, call + ": the data's element type does not match the slot's (" + dtypeName(t.dtype) + ", a " + want + ")");
+  }
   if (static_cast<int64_t>(a.ElementLength()) != t.numel()) throw Napi::RangeError::New(env, call + ": the data's length does not match the slot's");
   std::memcpy(t.data, static_cast<uint8_t*>(a.ArrayBuffer().Data()) + a.ByteOffset(), a.ByteLength());
 }
@@ -49,11 +61,16 @@ Napi::Value tensorCopy(const Napi::Env& env, const Tensor& t) {
   const size_t n = static_cast<size_t>(t.numel());
   if (t.dtype == DType::I32) {
     Napi::Int32Array a = Napi::Int32Array::New(env, n);
-    std::memcpy(a.Data(), t.data, n * 4);
+    std::memcpy(a.Data(), t.data, t.bytes());
+    return a;
+  }
+  if (t.dtype == DType::BF16 || t.dtype == DType::F16) {
+    Napi::Uint16Array a = Napi::Uint16Array::New(env, n);
+    std::memcpy(a.Data(), t.data, t.bytes());
     return a;
   }
   Napi::Float32Array a = Napi::Float32Array::New(env, n);
-  std::memcpy(a.Data(), t.data, n * 4);
+  std::memcpy(a.Data(), t.data, t.bytes());
   return a;
 }
 

@@ -17,11 +17,14 @@ std::vector<int64_t> shapeOf(const Napi::Env& env, const Napi::Value& v, const s
 /** {name: number | boolean | string | number[]} (undefined/null: none); `what` names the owner in errors. */
 Attrs attrsOf(const Napi::Env& env, const Napi::Value& v, const std::string& what);
 
-/** Copies a Float32Array/Int32Array into a tensor's storage (element type and length must match); `call`
- *  names the JS call in errors, e.g. "set(slot, data)". */
+/** A slot's or operand's dtype: "f32", "i32", "bf16" or "f16" (anything else: a TypeError naming `what`). */
+DType dtypeOf(const Napi::Env& env, const Napi::Value& v, const std::string& what);
+
+/** Copies a Float32Array (f32), Int32Array (i32) or Uint16Array (the raw bits of bf16 or f16) into a tensor's
+ *  storage (element type and length must match); `call` names the JS call in errors, e.g. "set(slot, data)". */
 void copyIntoTensor(const Napi::Env& env, const Tensor& t, const Napi::Value& data, const std::string& call);
 
-/** A copy of a tensor's storage as a Float32Array or Int32Array. */
+/** A copy of a tensor's storage as a Float32Array, Int32Array, or Uint16Array (bf16 and f16: raw bits). */
 Napi::Value tensorCopy(const Napi::Env& env, const Tensor& t);
 
 /** Timings as a Float64Array. */

@@ -1,6 +1,7 @@
-// runKernel(op, inputs, attrs, outputs): inputs [{data: Float32Array|Int32Array, shape}], attrs {name:
-// number|boolean|string|number[]}, outputs [{shape, dtype: "f32"|"i32"}] → fresh zero-filled typed arrays the
-// kernel wrote. Argument mistakes are TypeErrors/RangeErrors naming what is wrong; kernel failures are Errors.
+// runKernel(op, inputs, attrs, outputs): inputs [{data: Float32Array|Int32Array|Uint16Array, shape, dtype?}],
+// attrs {name: number|boolean|string|number[]}, outputs [{shape, dtype: "f32"|"i32"|"bf16"|"f16"}] → fresh
+// zero-filled typed arrays the kernel wrote (Uint16Array, raw bits, for bf16 and f16). A Uint16Array operand
+// must say its dtype ("bf16" or "f16"); for the others dtype is optional and must match the array. Argument mistakes are TypeErrors/RangeErrors naming what is wrong; kernel failures are Errors.
 #include "kernel_binding.h"
 
 #include <algorithm>
@@ -44,17 +45,31 @@ Call prepare(const Napi::CallbackInfo& info, const char* usage) {
     Tensor t;
     t.shape = shapeOf(env, o.Get("shape"), what);
     Napi::Value data = o.Get("data");
-    if (data.IsTypedArray() && data.As<Napi::TypedArray>().TypedArrayType() == napi_float32_array) {
-      t.dtype = DType::F32;
-      t.data = data.As<Napi::Float32Array>().Data();
-      if (static_cast<int64_t>(data.As<Napi::Float32Array>().ElementLength()) != t.numel()) throw Napi::RangeError::New(env, what + ": data length does not match its shape");
-    } else if (data.IsTypedArray() && data.As<Napi::TypedArray>().TypedArrayType() == napi_int32_array) {
-      t.dtype = DType::I32;
-      t.data = data.As<Napi::Int32Array>().Data();
-      if (static_cast<int64_t>(data.As<Napi::Int32Array>().ElementLength()) != t.numel()) throw Napi::RangeError::New(env, what + ": data length does not match its shape");
-    } else {
-      throw Napi::TypeError::New(env, what + ": data must be a Float32Array or an Int32Array");
+    if (!data.IsTypedArray()) throw Napi::TypeError::New(env, what + ": data must be a Float32Array, an Int32Array or a Uint16Array");
+    Napi::TypedArray a = data.As<Napi::TypedArray>();
+    const bool given = !o.Get("dtype").IsUndefined();
+    switch (a.TypedArrayType()) {
+      case napi_float32_array:
+        t.dtype = DType::F32;
+        t.data = a.As<Napi::Float32Array>().Data();
+        break;
+      case napi_int32_array:
+        t.dtype = DType::I32;
+        t.data = a.As<Napi::Int32Array>().Data();
+        break;
+      case napi_uint16_array:
+        if (!given) throw Napi::TypeError::New(env, what + ": a Uint16Array operand needs dtype \"bf16\" or \"f16\"");
+        t.dtype = dtypeOf(env, o.Get("dtype"), what);
+        if (t.dtype != DType::BF16 && t.dtype != DType::F16) throw Napi::TypeError::New(env, what + ": a Uint16Array operand needs dtype \"bf16\" or \"f16\"");
+        t.data = a.As<Napi::Uint16Array>().Data();
+        break;
+      default:
+        throw Napi::TypeError::New(env, what + ": data must be a Float32Array, an Int32Array or a Uint16Array");
     }
+    if (given && dtypeOf(env, o.Get("dtype"), what) != t.dtype) {
+      throw Napi::TypeError::New(env, what + ": dtype \"" + o.Get("dtype").As<Napi::String>().Utf8Value() + "\" does not match its data");
+    }
+    if (static_cast<int64_t>(a.ElementLength()) != t.numel()) throw Napi::RangeError::New(env, what + ": data length does not match its shape");
     call.inputs.push_back(t);
   }
   call.attrs = attrsOf(env, info[2], "runKernel " + op);
@@ -66,20 +81,31 @@ Call prepare(const Napi::CallbackInfo& info, const char* usage) {
     Napi::Object o = outs.Get(i).As<Napi::Object>();
     Tensor t;
     t.shape = shapeOf(env, o.Get("shape"), what);
-    const std::string dtype = o.Get("dtype").IsString() ? o.Get("dtype").As<Napi::String>().Utf8Value() : "f32";
-    if (dtype == "i32") {
-      Napi::Int32Array a = Napi::Int32Array::New(env, static_cast<size_t>(t.numel()));
-      t.dtype = DType::I32;
-      t.data = a.Data();
-      call.result.Set(i, a);
-    } else if (dtype == "f32") {
-      Napi::Float32Array a = Napi::Float32Array::New(env, static_cast<size_t>(t.numel()));
-      t.dtype = DType::F32;
-      t.data = a.Data();
-      call.result.Set(i, a);
-    } else {
-      throw Napi::TypeError::New(env, what + ": dtype must be f32 or i32");
+    t.dtype = o.Get("dtype").IsUndefined() || o.Get("dtype").IsNull() ? DType::F32 : dtypeOf(env, o.Get("dtype"), what);
+    const size_t n = static_cast<size_t>(t.numel());
+    Napi::TypedArray a;
+    switch (t.dtype) {
+      case DType::I32: {
+        Napi::Int32Array b = Napi::Int32Array::New(env, n);
+        t.data = b.Data();
+        a = b;
+        break;
+      }
+      case DType::BF16:
+      case DType::F16: {
+        Napi::Uint16Array b = Napi::Uint16Array::New(env, n);
+        t.data = b.Data();
+        a = b;
+        break;
+      }
+      case DType::F32: {
+        Napi::Float32Array b = Napi::Float32Array::New(env, n);
+        t.data = b.Data();
+        a = b;
+        break;
+      }
     }
+    call.result.Set(i, a);
     call.outputs.push_back(t);
   }
   return call;
@@ -112,7 +138,7 @@ Napi::Value timeKernel(const Napi::CallbackInfo& info) {
   std::vector<double> times;
   for (int r = 0; r <= repeats; r++) {
     const auto t0 = std::chrono::steady_clock::now();
-    for (Tensor& t : call.outputs) std::memset(t.data, 0, static_cast<size_t>(t.numel()) * 4);
+    for (Tensor& t : call.outputs) std::memset(t.data, 0, t.bytes());
     invoke(env, call);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (r > 0) times.push_back(s);  // the first run warms caches up

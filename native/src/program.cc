@@ -30,7 +30,7 @@ class ProgramWorker : public Napi::AsyncWorker {
       ProgramInstruction& ins = list[i];
       if (tracing) timings[2 * i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - origin).count();
       if (!ins.inPlace)
-        for (Tensor& t : ins.outputs) std::memset(t.data, 0, static_cast<size_t>(t.numel()) * 4);
+        for (Tensor& t : ins.outputs) std::memset(t.data, 0, t.bytes());
       try {
         ins.kernel(ins.inputs, ins.outputs, ins.attrs);
       } catch (const std::exception& e) {
@@ -76,9 +76,9 @@ NativeProgram::NativeProgram(const Napi::CallbackInfo& info) : Napi::ObjectWrap<
     Napi::Object s = slots.Get(i).As<Napi::Object>();
     Tensor t;
     t.shape = shapeOf(env, s.Get("shape"), "slot " + std::to_string(i));
-    t.dtype = s.Get("dtype").As<Napi::String>().Utf8Value() == "i32" ? DType::I32 : DType::F32;
+    t.dtype = dtypeOf(env, s.Get("dtype"), "slot " + std::to_string(i));
     const size_t offset = static_cast<size_t>(s.Get("offset").As<Napi::Number>().DoubleValue());
-    if (offset + static_cast<size_t>(t.numel()) * 4 > arenaBytes_) throw Napi::RangeError::New(env, "slot " + std::to_string(i) + " lies outside the arena");
+    if (offset + t.bytes() > arenaBytes_) throw Napi::RangeError::New(env, "slot " + std::to_string(i) + " lies outside the arena");
     t.data = arena_ + offset;
     slots_.push_back(t);
   }

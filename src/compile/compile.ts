@@ -76,7 +76,8 @@ export function compileModel(model: CheckedModel, options: CompileOptions): Comp
   const compiled = compilePlan(model, options);
   // What `fsm run` needs from the train section travels with the plan.
   const train = model.train!;
-  return { ...compiled, plan: { ...compiled.plan, run: { steps: train.steps, seed: train.seed, data: train.data } } };
+  const run = { steps: train.steps, seed: train.seed, ...(train.precision === "fp16" && { lossScale: train.lossScale }), data: train.data };
+  return { ...compiled, plan: { ...compiled.plan, run } };
 }
 
 function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {

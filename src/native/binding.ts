@@ -21,25 +21,33 @@ interface Addon {
   sgemmAsync(...args: [...SgemmArgs, repeats: number]): Promise<number>;
   setLogger(fn: NativeLogger | null): void;
   logTest(n: number): Promise<void>;
-  runKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[]): (Float32Array | Int32Array)[];
+  runKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[]): NativeData[];
   kernelNames(): string[];
   timeKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[], repeats: number): number;
   NativeProgram: new (description: NativeProgramDescription) => NativeProgramHandle;
 }
 
+/** A slot's or operand's element type. bf16 and f16 are storage only (kernels compute in f32; fsm_cast converts),
+ *  2 bytes per element, passed to and from JS as their raw bits in a Uint16Array. */
+export type NativeDType = "f32" | "i32" | "bf16" | "f16";
+
+/** Element data as JS holds it: f32 in a Float32Array, i32 in an Int32Array, bf16/f16 bits in a Uint16Array. */
+export type NativeData = Float32Array | Int32Array | Uint16Array;
+
 /** A lowered step (src/runtime/step-program.ts) as the addon takes it. */
 export interface NativeProgramDescription {
   readonly arenaBytes: number;
-  readonly slots: readonly { readonly shape: readonly number[]; readonly dtype: "f32" | "i32"; readonly offset: number }[];
+  readonly slots: readonly { readonly shape: readonly number[]; readonly dtype: NativeDType; readonly offset: number }[];
   readonly instructions: readonly { readonly op: string; readonly inputs: readonly number[]; readonly outputs: readonly number[]; readonly attrs: NativeAttrs }[];
 }
 
 /** A step program living in the addon: one arena, instructions resolved once. */
 export interface NativeProgramHandle {
-  /** Copies data into a slot (element type and length must match). Throws while a step runs. */
-  set(slot: number, data: Float32Array | Int32Array): void;
-  /** A copy of a slot's contents. Throws while a step runs. */
-  get(slot: number): Float32Array | Int32Array;
+  /** Copies data into a slot (element type and length must match: a Uint16Array for bf16/f16). Throws while a
+   *  step runs. */
+  set(slot: number, data: NativeData): void;
+  /** A copy of a slot's contents (a Uint16Array of raw bits for bf16/f16). Throws while a step runs. */
+  get(slot: number): NativeData;
   /** Runs every instruction on a worker thread; rejects naming the instruction that failed. With `trace`,
    *  records each instruction's start and end (timings()). */
   run(trace?: boolean): Promise<void>;
@@ -48,15 +56,19 @@ export interface NativeProgramHandle {
   arenaBytes(): number;
 }
 
-/** An operand of a native kernel: fp32 or int32 data in row-major order. */
+/** An operand of a native kernel: data in row-major order. */
 export interface NativeOperand {
-  readonly data: Float32Array | Int32Array;
+  readonly data: NativeData;
   readonly shape: readonly number[];
+  /** Required for a Uint16Array ("bf16" or "f16": the array alone cannot tell which); optional otherwise, and
+   *  then it must match the array ("f32" for a Float32Array, "i32" for an Int32Array). */
+  readonly dtype?: NativeDType;
 }
 
 export interface NativeOutput {
   readonly shape: readonly number[];
-  readonly dtype: "f32" | "i32";
+  /** The output comes back as a Float32Array (f32), an Int32Array (i32) or a Uint16Array of raw bits (bf16, f16). */
+  readonly dtype: NativeDType;
 }
 
 /** Concrete attributes: numbers, booleans, strings and shapes. */
@@ -163,7 +175,7 @@ export async function nativeLogTest(n: number): Promise<void> {
  * Runs one op's native kernel on the calling thread: fresh zero-filled outputs of the given shapes and
  * types, written by the kernel. Throws "not implemented: native kernel for op ..." for an op without one.
  */
-export function runNativeKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[]): (Float32Array | Int32Array)[] {
+export function runNativeKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[]): NativeData[] {
   return addon().runKernel(op, inputs, attrs, outputs);
 }
 
@@ -250,12 +262,18 @@ export interface NativeClusterInstruction {
   readonly waits: readonly number[];
   /** The kernel updates operands in place (outputs alias inputs): its outputs are not zeroed first. */
   readonly inPlace?: boolean;
+  /** A slot id of this device holding an f32 scalar (one element). Once this instruction's waits are met the
+   *  guard is read: nonzero (NaN included) skips the instruction, which still counts as completed (traced with
+   *  start = end) and leaves its outputs untouched; 0 runs it. The guard is only read (no output may share its
+   *  bytes), so list in `waits` the instruction that writes it. Kernel instructions only: a skipped collective would strand its peers. */
+  readonly guard?: number;
 }
 
 export interface NativeClusterDevice {
   readonly arenaBytes: number;
-  /** offset: bytes from the arena start, a multiple of 4; slots may overlap (views, reused memory). */
-  readonly slots: readonly { readonly shape: readonly number[]; readonly dtype: "f32" | "i32"; readonly offset: number }[];
+  /** offset: bytes from the arena start, a multiple of the element size (4; 2 for bf16/f16); slots may overlap
+   *  (views, reused memory: an f32 view of a 16-bit slot moves its bits through the f32-only communicator). */
+  readonly slots: readonly { readonly shape: readonly number[]; readonly dtype: NativeDType; readonly offset: number }[];
   readonly instructions: readonly NativeClusterInstruction[];
 }
 
@@ -270,10 +288,11 @@ export interface NativeClusterDescription {
 
 /** A cluster living in the addon: one arena per device, instructions and their operands checked once. */
 export interface NativeClusterHandle {
-  /** Copies data into a device's slot (element type and length must match). Throws while a step runs. */
-  set(device: number, slot: number, data: Float32Array | Int32Array): void;
-  /** A copy of a device's slot. Throws while a step runs. */
-  get(device: number, slot: number): Float32Array | Int32Array;
+  /** Copies data into a device's slot (element type and length must match: a Uint16Array of raw bits for
+   *  bf16/f16). Throws while a step runs. */
+  set(device: number, slot: number, data: NativeData): void;
+  /** A copy of a device's slot (a Uint16Array of raw bits for bf16/f16). Throws while a step runs. */
+  get(device: number, slot: number): NativeData;
   /** Runs every device's streams concurrently (a compute and a communication thread each) off the main thread;
    *  rejects with the first failure, "device D instruction I (op): message", after stopping every thread. With
    *  `trace`, records each instruction's start and end (timings()). */

@@ -50,6 +50,9 @@ export interface Plan {
 export interface PlanRun {
   readonly steps: number;
   readonly seed: number;
+  /** fp16 only: dynamic loss scaling (start 2^16, halve on overflow, double after 2000 clean steps) or a
+   *  fixed scale. Absent for bf16/fp32 and in plans written before mixed precision ran. */
+  readonly lossScale?: "dynamic" | number;
   readonly data:
     | { readonly kind: "synthetic" }
     | { readonly kind: "tokens"; readonly path: string; readonly dtype: "u16" | "u32" }

@@ -124,6 +124,7 @@ function checkRun(v: Json): void {
   const o = object(v, "run");
   positive(field(o, "steps", "run"), "run.steps");
   integer(field(o, "seed", "run"), "run.seed", 0, Number.MAX_SAFE_INTEGER, "a seed");
+  if (o.lossScale !== undefined && o.lossScale !== "dynamic") positive(o.lossScale, "run.lossScale");
   const d = object(field(o, "data", "run"), "run.data");
   const kind = oneOf(field(d, "kind", "run.data"), "run.data.kind", ["synthetic", "tokens", "npy"]);
   if (kind === "tokens") {

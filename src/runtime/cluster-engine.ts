@@ -7,6 +7,7 @@ import type { FloatTensor } from "../interp/tensor.js";
 import { createNativeCluster } from "../native/binding.js";
 import type { Plan } from "../plan/plan.js";
 import { lowerCluster } from "./cluster-program.js";
+import { LossScaler } from "./loss-scaler.js";
 import { feedBatch, meanLoss, readParam, writeParams } from "./cluster-step.js";
 import { EngineError, type StepEngine } from "./engine-types.js";
 import { deviceEvents, traceMetadata, type TraceEvent } from "./trace.js";
@@ -37,11 +38,21 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
   const events: TraceEvent[] = trace ? traceMetadata(program.devices.length, false) : [];
   const origin = performance.now();
   let steps = 0;
+  const scaler = program.lossScaling ? LossScaler.of(plan.run?.lossScale) : undefined;
+  let last = { skipped: false, lossScale: scaler?.scale ?? 1 };
   return {
+    lastStep: () => last,
     trace: () => events,
     lastTimings: () => program.devices.map((d, i) => ({ program: d, timings: trace ? cluster.timings(i) : new Float64Array(0) })),
     step: async (batch) => {
       feedBatch(cluster, program, batch, m, mbs);
+      const scale = scaler?.scale;
+      if (scale !== undefined) {
+        program.lossScaling!.forEach((slots, d) => {
+          if (slots.scale !== undefined) cluster.set(d, slots.scale, Float32Array.of(scale));
+          cluster.set(d, slots.inverse, Float32Array.of(1 / scale));
+        });
+      }
       const startUs = (performance.now() - origin) * 1e3;
       try {
         await cluster.run(trace);
@@ -49,6 +60,12 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
         throw failedInstruction(e, program);
       }
       steps++;
+      if (scaler) {
+        // Every device all-reduced the same verdict; device 0's copy speaks for all.
+        const skipped = cluster.get(0, program.lossScaling![0]!.overflow)[0]! !== 0;
+        last = { skipped, lossScale: scaler.scale };
+        scaler.update(skipped);
+      }
       if (trace) program.devices.forEach((d, i) => events.push(...deviceEvents(i, d, cluster.timings(i), startUs, steps)));
       return meanLoss(cluster, program);
     },

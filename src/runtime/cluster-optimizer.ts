@@ -16,8 +16,11 @@ export interface UpdateItem {
   readonly stage: number;
   /** The graph parameters it covers (an FSDP unit: all its members). */
   readonly params: readonly string[];
-  /** The slot stepped: the full parameter or the rank's shard. */
+  /** The slot stepped: the full parameter or the rank's shard (fp32; the master weights under mixed
+   *  precision). */
   readonly param: number;
+  /** Mixed precision: the 16-bit copy compute reads, refreshed from `param` after each update. */
+  readonly copy?: number;
   readonly shape: readonly number[];
   /** Slot of its summed gradient once known (fsdp: the shard accumulator), else -1. */
   grad: number;
@@ -43,9 +46,13 @@ export function lowerOptimizer(
     readonly gradSlot: (item: UpdateItem) => number;
     /** Every gradient sum of the device, when it holds them all (one stage, replicated gradients). */
     readonly everyGradient: () => number[];
+    /** fp16 loss scaling: gradients are divided by S (the `inverse` slot holds 1/S) and the update is
+     *  skipped on every device when any gradient is not finite (`overflow`, all-reduced over every device). */
+    readonly scaling?: { readonly inverse: number; readonly overflow: number };
   },
 ): OptimizerLowering {
-  const { gradSlot } = grads;
+  const { gradSlot, scaling } = grads;
+  const guard = scaling ? { guard: scaling.overflow } : {};
   const { dataParallel: dp, microBatches: m } = plan.settings;
   const scale = 1 / (dp * m);
   const ops = g.ops().filter((o) => o.phase === "optimizer");
@@ -73,7 +80,8 @@ export function lowerOptimizer(
     for (const item of list) {
       if (scaled.has(item.key)) continue;
       const grad = gradSlot(item);
-      b.emit(stream, "fsm_scale", [grad], [grad], { scale }, text, true);
+      if (scaling) b.emit(stream, "fsm_scale_by", [grad, scaling.inverse], [grad], { scale }, text, { inPlace: true });
+      else b.emit(stream, "fsm_scale", [grad], [grad], { scale }, text, { inPlace: true });
       scaled.set(item.key, grad);
     }
   };
@@ -117,8 +125,14 @@ export function lowerOptimizer(
 
     optimizer(k, text) {
       if (!shared) {
-        // Once per device: the clip coefficient from the global sum and the step counter.
+        // Once per device: the overflow verdict (fp16), the clip coefficient from the global sum and the
+        // step counter.
         shared = new Map();
+        if (scaling) {
+          const all = [...items.values()].flat();
+          b.emit(COMM, "fsm_nonfinite", all.map((item) => gradSlot(item)), [scaling.overflow], {}, text);
+          b.emit(COMM, "comm.allReduce", [scaling.overflow], [scaling.overflow], { group: world }, text);
+        }
         // Without a gradient-norm all-reduce (one stage whose replicas all hold every averaged gradient), the
         // device's own sum is the global one: Σ squares of the sums × (1/(dp·m))².
         if (total === undefined && ops.some((o) => o.op === "global_norm")) {
@@ -129,6 +143,8 @@ export function lowerOptimizer(
           });
           total = b.slot([]);
           b.emit(COMPUTE, "fsm_accumulate", parts, [total], { scale: scale * scale }, text);
+          // fp16: the sums are of loss-scaled gradients; unscale the squares by (1/S)².
+          if (scaling) for (let i = 0; i < 2; i++) b.emit(COMPUTE, "fsm_scale_by", [total, scaling.inverse], [total], {}, text, { inPlace: true });
         }
         for (const o of ops) {
           if (o.op === "sum_squares" || updateOf.has(g.tensor(o.inputs[0]!).name)) continue;
@@ -137,7 +153,7 @@ export function lowerOptimizer(
           b.emit(COMPUTE, o.op, inputs, outputs, concreteAttrs(o.attrs), text);
           o.outputs.forEach((t, i) => {
             shared!.set(t, outputs[i]!);
-            if (stepState && targetOf.get(t) === stepState.tensor) b.emit(COMPUTE, "fsm_copy", [outputs[i]!], [stepSlot!], {}, text);
+            if (stepState && targetOf.get(t) === stepState.tensor) b.emit(COMPUTE, "fsm_copy", [outputs[i]!], [stepSlot!], {}, text, guard);
           });
         }
       }
@@ -163,7 +179,8 @@ export function lowerOptimizer(
           if (target !== undefined && roleOf.has(target)) return stateSlots.get(`${item.key}:${roleOf.get(target)}`)!;
           return b.slot(item.shape);
         });
-        b.emit(COMPUTE, op.op, inputs, outputs, concreteAttrs(op.attrs), text, true);
+        b.emit(COMPUTE, op.op, inputs, outputs, concreteAttrs(op.attrs), text, { inPlace: true, ...guard });
+        if (item.copy !== undefined) b.emit(COMPUTE, "fsm_cast", [item.param], [item.copy], {}, text, guard);
       }
     },
   };

@@ -22,7 +22,7 @@ import { concreteAttrs } from "../native/kernels.js";
 import type { Plan, PlanAction, PlanProgram } from "../plan/plan.js";
 import { actionFromText, type Action } from "../schedule/action.js";
 import { lowerOptimizer, type UpdateItem } from "./cluster-optimizer.js";
-import { COMM, COMPUTE, DeviceBuilder, type DeviceProgram } from "./device-program.js";
+import { BYTES, COMM, COMPUTE, DeviceBuilder, type DeviceProgram, type SlotDType } from "./device-program.js";
 import { gradRoutes, type GradRoutes } from "./grad-routes.js";
 
 /** Where a piece of a parameter lives: elements [from, from + count) of the parameter at element `at` of
@@ -30,6 +30,9 @@ import { gradRoutes, type GradRoutes } from "./grad-routes.js";
 export interface ParamPiece {
   readonly device: number;
   readonly slot: number;
+  /** f32: the weights the optimizer steps (fp32 master weights under mixed precision); bf16/f16: the
+   *  16-bit copy the forward and backward compute with. */
+  readonly dtype: SlotDType;
   readonly param: string;
   readonly from: number;
   readonly count: number;
@@ -46,6 +49,9 @@ export interface ClusterProgram {
   readonly paramReaders: ReadonlyMap<string, readonly ParamPiece[]>;
   /** The loss of every (replica, micro-batch), replica-major. */
   readonly lossSlots: readonly { readonly device: number; readonly slot: number }[];
+  /** fp16 loss scaling, per device: the slots holding the scale S (the loss gradient's seed) and 1/S, and
+   *  the step's overflow flag (nonzero: some gradient was not finite, so the update was skipped). */
+  readonly lossScaling?: readonly { readonly scale?: number; readonly inverse: number; readonly overflow: number }[];
 }
 
 type Strategy = "none" | "oss" | "sddp" | "fsdp";
@@ -82,6 +88,7 @@ export function lowerCluster(plan: Plan, g: Graph): ClusterProgram {
   const pieces: ParamPiece[] = [];
   const readers = new Map<string, ParamPiece[]>();
   const losses: { replica: number; mb: number; device: number; slot: number }[] = [];
+  const scaling: { scale?: number; inverse: number; overflow: number }[] = new Array(plan.cluster.devices);
   for (const program of plan.programs) {
     const order = actionOrder(program);
     program.ranks.forEach((device, replica) => {
@@ -89,6 +96,7 @@ export function lowerCluster(plan: Plan, g: Graph): ClusterProgram {
       for (const a of order) lowered.action(a);
       devices[device] = lowered.b.finish();
       inputs[device] = { replica, slots: lowered.inputSlots };
+      if (lowered.scaling) scaling[device] = lowered.scaling;
       pieces.push(...lowered.pieces);
       for (const l of lowered.losses) losses.push({ replica, ...l, device });
     });
@@ -96,7 +104,7 @@ export function lowerCluster(plan: Plan, g: Graph): ClusterProgram {
   // To read a parameter back: pieces that tile it from its first element, the longest first (a full copy
   // beats shards; replicas hold equal values, so any will do).
   for (const p of g.params()) {
-    const mine = pieces.filter((x) => x.param === p.name).sort((a, b) => a.from - b.from || b.count - a.count || a.device - b.device);
+    const mine = pieces.filter((x) => x.param === p.name && x.dtype === "f32").sort((a, b) => a.from - b.from || b.count - a.count || a.device - b.device);
     const total = numel(p.type.shape);
     const list: ParamPiece[] = [];
     for (let at = 0; at < total; ) {
@@ -108,7 +116,8 @@ export function lowerCluster(plan: Plan, g: Graph): ClusterProgram {
     readers.set(p.name, list);
   }
   losses.sort((a, b) => a.replica - b.replica || a.mb - b.mb);
-  return { devices, inputs, paramPieces: pieces, paramReaders: readers, lossSlots: losses.map(({ device, slot }) => ({ device, slot })) };
+  const lossScaling = plan.settings.precision === "fp16" ? { lossScaling: scaling } : {};
+  return { devices, inputs, paramPieces: pieces, paramReaders: readers, lossSlots: losses.map(({ device, slot }) => ({ device, slot })), ...lossScaling };
 }
 
 /** One device's lowering: its slots, value maps and the strategy's buffers, fed the program's actions. */
@@ -138,6 +147,15 @@ class DeviceLowering {
   private readonly recomputeLayers: ReadonlySet<number>;
   private readonly items = new Map<number, UpdateItem[]>();
   private readonly tail: ReturnType<typeof lowerOptimizer>;
+  /** Storage type of float values: f32, or the 16-bit type of mixed precision (kernels still compute in
+   *  f32: 16-bit operands are cast to f32 temporaries, results cast back). */
+  private readonly half: SlotDType;
+  /** fsdp under mixed precision: per stage and unit, the 16-bit copy of the rank's shard that is gathered. */
+  private readonly computeShards = new Map<string, number>();
+  /** fp16: this device's loss-scaling slots (see ClusterProgram.lossScaling). */
+  scaling: { scale?: number; inverse: number; overflow: number } | undefined;
+  /** fp16: the graph's loss-gradient seed (fill 1), replaced by the loss scale. */
+  private readonly seed: number | undefined;
 
   constructor(
     private readonly plan: Plan,
@@ -155,8 +173,16 @@ class DeviceLowering {
     }
     this.recomputeLayers = new Set([...(plan.settings.recomputeLayers ?? []), ...g.layers().filter((l) => l.annotations.checkpoint).map((l) => l.index)]);
     this.strategy = plan.shard.map((s) => (s.ranks.length === 1 ? "none" : (s.strategy as Strategy)));
+    this.half = plan.settings.precision === "bf16" ? "bf16" : plan.settings.precision === "fp16" ? "f16" : "f32";
+    if (plan.settings.precision === "fp16") {
+      this.scaling = { inverse: this.b.pin(this.b.slot([])), overflow: this.b.pin(this.b.slot([])) };
+      const seeds = g.ops().filter((o) => o.op === "fill" && o.phase === "backward" && o.attrs.value === 1 && g.tensor(o.outputs[0]!).type.shape.length === 0);
+      if (seeds.length !== 1) throw new Error(`not implemented: fp16 loss scaling needs exactly one loss-gradient seed, the graph has ${seeds.length}`);
+      this.seed = seeds[0]!.id;
+    }
     for (const k of program.stages) this.placeParams(k);
     this.tail = lowerOptimizer(this.b, g, plan, this.items, {
+      ...(this.scaling && { scaling: this.scaling }),
       gradSlot: (item) => (item.grad >= 0 ? item.grad : this.accumulator(item.stage, item.params[0]!)),
       everyGradient: () => this.everyGradient(),
     });
@@ -182,6 +208,8 @@ class DeviceLowering {
       for (const u of shard.units) {
         const slot = this.b.pin(this.b.slot([u.shardNumel]));
         byUnit.set(u.index, slot);
+        const copy = this.half === "f32" ? undefined : this.b.pin(this.b.slot([u.shardNumel], this.half));
+        if (copy !== undefined) this.computeShards.set(`${k}:${u.index}`, copy);
         const lo = r * u.shardNumel;
         const hi = lo + u.shardNumel;
         const norm: { at: number; count: number }[] = [];
@@ -189,11 +217,12 @@ class DeviceLowering {
           const a = Math.max(lo, offset);
           const z = Math.min(hi, offset + count);
           if (a < z) {
-            this.pieces.push({ device: this.device, slot, param: name, from: a - offset, count: z - a, at: a - lo });
+            this.pieces.push({ device: this.device, slot, dtype: "f32", param: name, from: a - offset, count: z - a, at: a - lo });
+            if (copy !== undefined) this.pieces.push({ device: this.device, slot: copy, dtype: this.half, param: name, from: a - offset, count: z - a, at: a - lo });
             if (firstHolder(name)) norm.push({ at: a - lo, count: z - a });
           }
         }
-        items.push({ stage: k, params: u.params.map(([n]) => n), param: slot, shape: [u.shardNumel], grad: -1, key: `u${k}:${u.index}`, norm });
+        items.push({ stage: k, params: u.params.map(([n]) => n), param: slot, ...(copy !== undefined && { copy }), shape: [u.shardNumel], grad: -1, key: `u${k}:${u.index}`, norm });
       }
       this.shards.set(k, byUnit);
       const held = new Set(shard.units.flatMap((u) => u.params.map(([n]) => n)));
@@ -204,7 +233,7 @@ class DeviceLowering {
     const slots = new Map<string, number>();
     // oss/sddp broadcast buckets are flat buffers of their parameters, so one broadcast moves a bucket.
     for (const bucket of strategy === "none" ? [] : shard.broadcastBuckets) {
-      const flat = this.b.pin(this.b.slot([bucket.numel]));
+      const flat = this.b.pin(this.b.slot([bucket.numel], this.half));
       this.accFlat.set(`p${k}:${bucket.index}`, flat);
       let at = 0;
       for (const name of bucket.params) {
@@ -214,12 +243,18 @@ class DeviceLowering {
       }
     }
     for (const name of this.routes.params[k]!) {
-      if (!slots.has(name)) slots.set(name, this.b.pin(this.b.slot(this.paramShape(name))));
+      if (!slots.has(name)) slots.set(name, this.b.pin(this.b.slot(this.paramShape(name), this.half)));
       const slot = slots.get(name)!;
       const count = this.paramShape(name).reduce((x, y) => x * y, 1);
-      this.pieces.push({ device: this.device, slot, param: name, from: 0, count, at: 0 });
+      this.pieces.push({ device: this.device, slot, dtype: this.half, param: name, from: 0, count, at: 0 });
       const owned = strategy === "none" || shard.owners[name] === r;
-      if (owned) items.push({ stage: k, params: [name], param: slot, shape: this.paramShape(name), grad: -1, key: `p${k}:${name}`, norm: (strategy === "none" ? r === 0 : true) && firstHolder(name) ? [{ at: 0, count }] : [] });
+      if (!owned) continue;
+      // Under mixed precision the owner also keeps fp32 master weights: the optimizer steps them and
+      // refreshes the 16-bit copy.
+      const master = this.half === "f32" ? slot : this.b.pin(this.b.slot(this.paramShape(name)));
+      if (master !== slot) this.pieces.push({ device: this.device, slot: master, dtype: "f32", param: name, from: 0, count, at: 0 });
+      const norm = (strategy === "none" ? r === 0 : true) && firstHolder(name) ? [{ at: 0, count }] : [];
+      items.push({ stage: k, params: [name], param: master, ...(master !== slot && { copy: slot }), shape: this.paramShape(name), grad: -1, key: `p${k}:${name}`, norm });
     }
     this.paramSlots.set(k, slots);
     this.items.set(k, items);
@@ -319,26 +354,61 @@ class DeviceLowering {
   private run(k: number, j: number, ops: readonly { id: number; op: string; inputs: readonly TensorId[]; outputs: readonly TensorId[]; attrs: Parameters<typeof concreteAttrs>[0] }[], text: string): void {
     const contributions = this.routes.contributions[k]!;
     for (const o of ops) {
-      const ins = o.inputs.map((t) => this.read(k, j, t, text));
+      // Kernels compute in f32: a 16-bit operand is widened into a temporary first.
+      const ins = o.inputs.map((t) => this.widen(this.read(k, j, t, text), text));
+      const casts: [number, number][] = [];
       const outs = o.outputs.map((t) => {
+        const info = this.g.tensor(t);
         const param = contributions.get(t);
-        const slot = param !== undefined ? this.gradTarget(k, j, param, o.id) : undefined;
-        const s = slot ?? this.b.slot(this.shapeOf(t), isFloatDType(this.g.tensor(t).type.dtype) ? "f32" : "i32");
+        const target = param !== undefined ? this.gradTarget(k, j, param, o.id) : undefined;
+        // Gradients of parameters (accumulated and reduced in f32), the loss and its seed stay f32; other
+        // float values are stored in the step's float type.
+        const keep = !isFloatDType(info.type.dtype) ? "i32" : param !== undefined || t === this.g.loss || o.id === this.seed ? "f32" : this.half;
+        const s = target ?? this.b.slot(this.shapeOf(t), keep);
         this.values[j]!.set(t, s);
         // The loss as its forward first computes it (a recompute computes it again, unread).
         if (t === this.g.loss && !this.losses.some((l) => l.mb === j)) {
           this.b.pin(s);
           this.losses.push({ mb: j, slot: s });
         }
-        return s;
+        if (this.b.dtype(s) === "f32" || this.b.dtype(s) === "i32") return s;
+        const wide = this.b.slot(this.shapeOf(t));
+        casts.push([wide, s]);
+        return wide;
       });
-      this.b.emit(COMPUTE, o.op, ins, outs, concreteAttrs(o.attrs), text);
+      // fp16: the loss gradient starts at the loss scale S instead of 1, so small gradients survive in f16.
+      if (o.id === this.seed) {
+        this.scaling!.scale ??= this.b.pin(this.b.slot([]));
+        this.b.emit(COMPUTE, "fsm_copy", [this.scaling!.scale], outs, {}, text);
+      } else this.b.emit(COMPUTE, o.op, ins, outs, concreteAttrs(o.attrs), text);
+      for (const [wide, narrow] of casts) this.b.emit(COMPUTE, "fsm_cast", [wide], [narrow], {}, text);
       for (const t of o.outputs) {
         const param = contributions.get(t);
         if (param !== undefined && !this.direct.has(o.id)) this.accumulate(k, param, this.values[j]!.get(t)!, COMPUTE, text);
       }
       this.direct.delete(o.id);
     }
+  }
+
+  /** A 16-bit slot widened into a fresh f32 temporary (other slots as they are). */
+  private widen(slot: number, text: string): number {
+    const dtype = this.b.dtype(slot);
+    if (dtype !== "bf16" && dtype !== "f16") return slot;
+    const wide = this.b.slot(this.b.shape(slot));
+    this.b.emit(COMPUTE, "fsm_cast", [slot], [wide], {}, text);
+    return wide;
+  }
+
+  /** What the f32-only communicator moves for a slot: the slot, or an f32 view of its bits (integer and
+   *  16-bit values; 16-bit ones need an even count). */
+  private wire(slot: number): number {
+    const dtype = this.b.dtype(slot);
+    if (dtype === "f32") return slot;
+    const shape = this.b.shape(slot);
+    const n = shape.reduce((x, y) => x * y, 1);
+    if (dtype === "i32") return this.b.view(slot, 0, shape, "f32");
+    if (n % 2 !== 0) throw new Error(`not implemented: moving ${n} ${dtype} values (an odd count) through the communicator`);
+    return this.b.view(slot, 0, [(n * BYTES[dtype]) / 4], "f32");
   }
 
   // ---- gradients ----------------------------------------------------------------------------------------
@@ -446,26 +516,25 @@ class DeviceLowering {
     const check = (n: number): void => {
       if (n > 256) throw new Error(`not implemented: more than 256 tensors cross between stages ${k} and its neighbour`);
     };
-    // Integer tensors (token positions) travel as their bits through an f32 view.
-    const wire = (slot: number, t: TensorId): number => (isFloatDType(this.g.tensor(t).type.dtype) ? slot : this.b.view(slot, 0, this.b.shape(slot), "f32"));
     if (act.kind === "SEND_F") {
       const sends = this.plan.stages[k]!.sends;
       check(sends.length);
-      sends.forEach((t, i) => this.b.emit(COMM, "comm.send", [wire(this.read(k, j, t, text), t)], [], { peer, tag: this.tag(k, j, 0, i) }, text));
+      sends.forEach((t, i) => this.b.emit(COMM, "comm.send", [this.wire(this.read(k, j, t, text))], [], { peer, tag: this.tag(k, j, 0, i) }, text));
     } else if (act.kind === "RECV_F") {
       this.plan.stages[k - 1]!.sends.forEach((t, i) => {
-        const s = this.b.slot(this.shapeOf(t), isFloatDType(this.g.tensor(t).type.dtype) ? "f32" : "i32");
-        this.b.emit(COMM, "comm.recv", [], [wire(s, t)], { peer, tag: this.tag(k - 1, j, 0, i) }, text);
+        // Stored as the sender stored it: its storage type follows the same rule on both sides.
+        const s = this.b.slot(this.shapeOf(t), isFloatDType(this.g.tensor(t).type.dtype) ? this.half : "i32");
+        this.b.emit(COMM, "comm.recv", [], [this.wire(s)], { peer, tag: this.tag(k - 1, j, 0, i) }, text);
         v.set(t, s);
       });
     } else if (act.kind === "SEND_B") {
       const grads = this.routes.gradsBack[k - 1]!;
       check(grads.length);
-      grads.forEach((t, i) => this.b.emit(COMM, "comm.send", [this.read(k, j, t, text)], [], { peer, tag: this.tag(k - 1, j, 1, i) }, text));
+      grads.forEach((t, i) => this.b.emit(COMM, "comm.send", [this.wire(this.read(k, j, t, text))], [], { peer, tag: this.tag(k - 1, j, 1, i) }, text));
     } else {
       this.routes.gradsBack[k]!.forEach((t, i) => {
-        const s = this.b.slot(this.shapeOf(t));
-        this.b.emit(COMM, "comm.recv", [], [s], { peer, tag: this.tag(k, j, 1, i) }, text);
+        const s = this.b.slot(this.shapeOf(t), this.half);
+        this.b.emit(COMM, "comm.recv", [], [this.wire(s)], { peer, tag: this.tag(k, j, 1, i) }, text);
         v.set(t, s);
       });
     }
@@ -476,8 +545,10 @@ class DeviceLowering {
   private allGather(act: Action, a: PlanAction): void {
     const k = act.stage;
     const u = this.plan.shard[k]!.units.find((x) => x.index === act.unit)!;
-    const slot = this.b.slot([u.paddedNumel]);
-    this.b.emit(COMM, "comm.allGather", [this.shards.get(k)!.get(u.index)!], [slot], { group: this.group(k) }, a.text);
+    // Under mixed precision the 16-bit copy of the shard is what travels and what compute reads.
+    const shard = this.computeShards.get(`${k}:${u.index}`) ?? this.shards.get(k)!.get(u.index)!;
+    const slot = this.b.slot([u.paddedNumel], this.half);
+    this.b.emit(COMM, "comm.allGather", [this.wire(shard)], [this.wire(slot)], { group: this.group(k) }, a.text);
     this.gathered.set(`${k}:${u.index}`, { action: a.id, views: new Map(u.params.map(([n, offset]) => [n, this.b.view(slot, offset, this.paramShape(n))])) });
   }
 
@@ -516,7 +587,8 @@ class DeviceLowering {
   private broadcast(act: Action, text: string): void {
     const flat = this.accFlat.get(`p${act.stage}:${act.unit}`);
     if (flat === undefined) throw new Error(`internal: device ${this.device}, ${text}: no broadcast bucket ${act.unit}`);
-    this.b.emit(COMM, "comm.broadcast", [flat], [flat], { group: this.group(act.stage), root: act.peer! }, text);
+    const wire = this.wire(flat);
+    this.b.emit(COMM, "comm.broadcast", [wire], [wire], { group: this.group(act.stage), root: act.peer! }, text);
   }
 
   private allReduce(act: Action, a: PlanAction): void {

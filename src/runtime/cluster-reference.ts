@@ -5,9 +5,9 @@
 // here without deadlock and with the right numbers is one the native threads can run; a lowering that
 // deadlocks is reported with every stream's next instruction instead of hanging.
 import { runNativeKernel, type NativeAttrs } from "../native/binding.js";
-import type { DeviceInstruction, DeviceProgram } from "./device-program.js";
+import { BYTES, type DeviceInstruction, type DeviceProgram } from "./device-program.js";
 
-type Arena = { f32: Float32Array; i32: Int32Array };
+type Arena = { f32: Float32Array; i32: Int32Array; u16: Uint16Array };
 
 export class ClusterReference {
   private readonly arenas: Arena[];
@@ -15,28 +15,29 @@ export class ClusterReference {
   constructor(private readonly devices: readonly DeviceProgram[]) {
     this.arenas = devices.map((d) => {
       const buf = new ArrayBuffer(d.arenaBytes + 64);
-      return { f32: new Float32Array(buf), i32: new Int32Array(buf) };
+      return { f32: new Float32Array(buf), i32: new Int32Array(buf), u16: new Uint16Array(buf) };
     });
   }
 
-  private view(device: number, slot: number): Float32Array | Int32Array {
+  private view(device: number, slot: number): Float32Array | Int32Array | Uint16Array {
     const s = this.devices[device]!.slots[slot]!;
     const n = s.shape.reduce((a, b) => a * b, 1);
     const a = this.arenas[device]!;
+    if (s.dtype === "bf16" || s.dtype === "f16") return a.u16.subarray(s.offset / 2, s.offset / 2 + n);
     return (s.dtype === "i32" ? a.i32 : a.f32).subarray(s.offset / 4, s.offset / 4 + n);
   }
 
   /** A slot's bytes (messages are copied as bits, whatever the slot's element type). */
   private bytes(device: number, slot: number): Uint8Array {
     const s = this.devices[device]!.slots[slot]!;
-    return new Uint8Array(this.arenas[device]!.f32.buffer, s.offset, 4 * s.shape.reduce((a, b) => a * b, 1));
+    return new Uint8Array(this.arenas[device]!.f32.buffer, s.offset, BYTES[s.dtype] * s.shape.reduce((a, b) => a * b, 1));
   }
 
-  set(device: number, slot: number, data: Float32Array | Int32Array): void {
+  set(device: number, slot: number, data: Float32Array | Int32Array | Uint16Array): void {
     this.view(device, slot).set(data);
   }
 
-  get(device: number, slot: number): Float32Array | Int32Array {
+  get(device: number, slot: number): Float32Array | Int32Array | Uint16Array {
     return this.view(device, slot).slice();
   }
 
@@ -124,7 +125,7 @@ export class ClusterReference {
       finish(d, i);
       return true;
     }
-    this.kernel(d, ins);
+    if (ins.guard === undefined || this.view(d, ins.guard)[0] === 0) this.kernel(d, ins);
     finish(d, i);
     return true;
   }
@@ -149,13 +150,14 @@ export class ClusterReference {
   }
 
   private kernel(d: number, ins: DeviceInstruction): void {
-    const operands = ins.inputs.map((s) => ({ data: this.view(d, s), shape: this.devices[d]!.slots[s]!.shape }));
+    const slots = this.devices[d]!.slots;
+    const operands = ins.inputs.map((s) => ({ data: this.view(d, s), shape: slots[s]!.shape, dtype: slots[s]!.dtype }));
     if (ins.op === "fsm_add_inplace") {
       const [y, x] = [this.view(d, ins.inputs[0]!), this.view(d, ins.inputs[1]!)];
       for (let k = 0; k < y.length; k++) y[k] = y[k]! + x[k]!;
       return;
     }
-    const outs = runNativeKernel(ins.op, operands, ins.attrs, ins.outputs.map((s) => ({ shape: this.devices[d]!.slots[s]!.shape, dtype: this.devices[d]!.slots[s]!.dtype })));
+    const outs = runNativeKernel(ins.op, operands, ins.attrs, ins.outputs.map((s) => ({ shape: slots[s]!.shape, dtype: slots[s]!.dtype })));
     outs.forEach((data, k) => this.view(d, ins.outputs[k]!).set(data));
   }
 }

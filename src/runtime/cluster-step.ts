@@ -3,15 +3,17 @@
 // shard from their full values, each replica's slice of the batch fed to its devices, losses and
 // parameters read back.
 import type { Batch } from "../interp/session.js";
+import { runNativeKernel } from "../native/binding.js";
 import type { ClusterProgram } from "./cluster-program.js";
 import { sliceBatch } from "./reference-step.js";
 
 export interface DeviceSlots {
-  set(device: number, slot: number, data: Float32Array | Int32Array): void;
-  get(device: number, slot: number): Float32Array | Int32Array;
+  set(device: number, slot: number, data: Float32Array | Int32Array | Uint16Array): void;
+  get(device: number, slot: number): Float32Array | Int32Array | Uint16Array;
 }
 
-/** Writes every parameter piece of every device from the full values. */
+/** Writes every parameter piece of every device from the full values: fp32 master weights as they are,
+ *  16-bit compute copies rounded by the addon's own cast kernel (the bits the step's casts would give). */
 export function writeParams(cluster: DeviceSlots, program: ClusterProgram, values: (name: string) => Float32Array): void {
   // Shards are written whole, padding included, so stale arena bytes never reach a gather.
   const bySlot = new Map<string, { device: number; slot: number; parts: typeof program.paramPieces[number][] }>();
@@ -21,14 +23,15 @@ export function writeParams(cluster: DeviceSlots, program: ClusterProgram, value
     bySlot.get(key)!.parts.push(p);
   }
   for (const { device, slot, parts } of bySlot.values()) {
-    const data = cluster.get(device, slot) as Float32Array;
-    data.fill(0);
+    const dtype = parts[0]!.dtype;
+    const data = new Float32Array(cluster.get(device, slot).length);
     for (const p of parts) data.set(values(p.param).subarray(p.from, p.from + p.count), p.at);
-    cluster.set(device, slot, data);
+    if (dtype === "f32") cluster.set(device, slot, data);
+    else cluster.set(device, slot, runNativeKernel("fsm_cast", [{ data, shape: [data.length] }], {}, [{ shape: [data.length], dtype }])[0]!);
   }
 }
 
-/** A parameter's full value, from the pieces that tile it. */
+/** A parameter's full value, from the (fp32) pieces that tile it. */
 export function readParam(cluster: DeviceSlots, program: ClusterProgram, name: string): Float32Array {
   const pieces = program.paramReaders.get(name);
   if (!pieces) throw new Error(`no parameter '${name}'`);

@@ -18,9 +18,14 @@ export type Stream = 0 | 1;
 export const COMPUTE: Stream = 0;
 export const COMM: Stream = 1;
 
+/** Element types of slots: 16-bit floats are storage only (kernels compute in f32 after an fsm_cast). */
+export type SlotDType = "f32" | "i32" | "bf16" | "f16";
+
+export const BYTES: Readonly<Record<SlotDType, number>> = { f32: 4, i32: 4, bf16: 2, f16: 2 };
+
 export interface DeviceSlot {
   readonly shape: readonly number[];
-  readonly dtype: "f32" | "i32";
+  readonly dtype: SlotDType;
   /** Bytes from the start of the device's arena (64-byte aligned for slots that are not views). */
   readonly offset: number;
 }
@@ -37,6 +42,8 @@ export interface DeviceInstruction {
   readonly action: string;
   /** Outputs alias inputs (an elementwise update in place): not zeroed before the kernel. */
   readonly inPlace?: boolean;
+  /** A scalar f32 slot: when nonzero the instruction is skipped (an fp16 step whose gradients overflowed). */
+  readonly guard?: number;
 }
 
 export interface DeviceProgram {
@@ -49,8 +56,8 @@ export interface DeviceProgram {
 
 interface SlotRecord {
   readonly shape: number[];
-  readonly dtype: "f32" | "i32";
-  /** The slot it is a view of (a root), and its first element there. */
+  readonly dtype: SlotDType;
+  /** The slot it is a view of (a root), and its first byte there. */
   readonly root: number;
   readonly at: number;
 }
@@ -65,21 +72,27 @@ export class DeviceBuilder {
   private readonly extra = new Map<number, number[]>();
 
   /** A new slot of its own bytes. */
-  slot(shape: readonly number[], dtype: "f32" | "i32" = "f32"): number {
+  slot(shape: readonly number[], dtype: SlotDType = "f32"): number {
     this.slots.push({ shape: [...shape], dtype, root: this.slots.length, at: 0 });
     return this.slots.length - 1;
   }
 
-  /** A view of `count` elements of `of` starting at element `at`, with the given shape (and element type:
-   *  an f32 view of an i32 slot moves its bits through the f32-only communicator). */
-  view(of: number, at: number, shape: readonly number[], dtype?: "f32" | "i32"): number {
+  /** A view of `of` from its element `at` (in `of`'s elements), with the given shape and element type
+   *  (default `of`'s: an f32 view of an i32 or 16-bit slot moves its bits through the f32-only communicator). */
+  view(of: number, at: number, shape: readonly number[], dtype?: SlotDType): number {
     const base = this.slots[of]!;
-    const count = numelOf(shape);
-    if (at < 0 || base.at + at + count > numelOf(this.slots[base.root]!.shape)) {
-      throw new Error(`internal: a view of ${count} elements at ${at} does not fit its slot`);
+    const type = dtype ?? base.dtype;
+    const start = base.at + at * BYTES[base.dtype];
+    const root = this.slots[base.root]!;
+    if (at < 0 || start + numelOf(shape) * BYTES[type] > numelOf(root.shape) * BYTES[root.dtype]) {
+      throw new Error(`internal: a view of ${numelOf(shape)} ${type} elements at ${at} does not fit its slot`);
     }
-    this.slots.push({ shape: [...shape], dtype: dtype ?? base.dtype, root: base.root, at: base.at + at });
+    this.slots.push({ shape: [...shape], dtype: type, root: base.root, at: start });
     return this.slots.length - 1;
+  }
+
+  dtype(slot: number): SlotDType {
+    return this.slots[slot]!.dtype;
   }
 
   /** Read or written from outside a run (parameters, state, inputs, losses): alive throughout. */
@@ -92,8 +105,8 @@ export class DeviceBuilder {
     return this.slots[slot]!.shape;
   }
 
-  emit(stream: Stream, op: string, inputs: readonly number[], outputs: readonly number[], attrs: NativeAttrs, action: string, inPlace = false): number {
-    this.list.push({ stream, op, inputs: [...inputs], outputs: [...outputs], attrs, action, ...(inPlace && { inPlace }) });
+  emit(stream: Stream, op: string, inputs: readonly number[], outputs: readonly number[], attrs: NativeAttrs, action: string, options: { inPlace?: boolean; guard?: number } = {}): number {
+    this.list.push({ stream, op, inputs: [...inputs], outputs: [...outputs], attrs, action, ...(options.inPlace && { inPlace: true }), ...(options.guard !== undefined && { guard: options.guard }) });
     return this.list.length - 1;
   }
 
@@ -111,7 +124,7 @@ export class DeviceBuilder {
   finish(): DeviceProgram {
     const waits = this.waits();
     const { offsets, arenaBytes, liveBytes } = this.layout(waits);
-    const slots: DeviceSlot[] = this.slots.map((s) => ({ shape: s.shape, dtype: s.dtype, offset: offsets[s.root]! + 4 * s.at }));
+    const slots: DeviceSlot[] = this.slots.map((s) => ({ shape: s.shape, dtype: s.dtype, offset: offsets[s.root]! + s.at }));
     const instructions = this.list.map((ins, i) => ({ ...ins, waits: waits[i]! }));
     return { slots, instructions, arenaBytes, liveBytes };
   }
@@ -125,7 +138,7 @@ export class DeviceBuilder {
       const touch = (slot: number, write: boolean): void => {
         const s = this.slots[slot]!;
         const from = s.at;
-        const to = s.at + numelOf(s.shape);
+        const to = s.at + numelOf(s.shape) * BYTES[s.dtype];
         const seen = accesses.get(s.root) ?? [];
         for (const a of seen) {
           if (a.stream !== ins.stream && (write || a.write) && a.from < to && from < a.to && a.i > latest) latest = a.i;
@@ -134,6 +147,7 @@ export class DeviceBuilder {
         accesses.set(s.root, seen);
       };
       for (const s of ins.inputs) touch(s, false);
+      if (ins.guard !== undefined) touch(ins.guard, false);
       for (const s of ins.outputs) touch(s, true);
       for (const w of this.extra.get(i) ?? []) latest = Math.max(latest, w);
       return latest >= 0 ? [latest] : [];
@@ -170,7 +184,7 @@ export class DeviceBuilder {
     const to = this.slots.map(() => -Infinity);
     this.list.forEach((ins, i) => {
       const [a, b] = ins.stream === COMPUTE ? [position[i]!, position[i]!] : [lo[i]! + 0.5, hi[i]! - 0.5];
-      for (const s of [...ins.inputs, ...ins.outputs]) {
+      for (const s of [...ins.inputs, ...ins.outputs, ...(ins.guard === undefined ? [] : [ins.guard])]) {
         const r = this.slots[s]!.root;
         from[r] = Math.min(from[r]!, a);
         to[r] = Math.max(to[r]!, b);
@@ -179,7 +193,7 @@ export class DeviceBuilder {
     const roots = this.slots.map((s, i) => s.root === i);
     const needs = this.slots.map((s, i) => {
       if (!roots[i]) return { bytes: 0, from: 0, to: 0 };
-      const bytes = 4 * numelOf(s.shape);
+      const bytes = BYTES[s.dtype] * numelOf(s.shape);
       if (this.pinned.has(i)) return { bytes, from: -2, to: Infinity };
       if (from[i] === Infinity) return { bytes, from: 0, to: 0 };
       return { bytes, from: from[i]!, to: Math.max(to[i]!, from[i]!) };

@@ -14,6 +14,9 @@ export interface StepEngine {
   /** Per device: its program and the per-instruction [start, end] timings (seconds, one origin for all
    *  devices) of the last traced step (the native engine with a trace; empty arrays before one). */
   lastTimings?(): { program: DeviceProgram; timings: Float64Array }[];
+  /** fp16 loss scaling: whether the last step was skipped (its gradients overflowed) and the scale it
+   *  ran with. */
+  lastStep?(): { readonly skipped: boolean; readonly lossScale: number };
   /** The current value of a parameter (for tests and checkpoints). */
   param(name: string): Float32Array;
   /** Bytes the engine holds for a step, all devices together (the native arenas). */

@@ -39,6 +39,9 @@ export function defaultEngine(graph: Graph): Engine {
 
 export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: number, trace = false): StepEngine {
   if (trace && engine !== "native" && engine !== "native-fused") throw new EngineError(`a trace is recorded by the native engines only (not ${engine})`);
+  if (engine !== "native" && plan.settings.precision !== "fp32") {
+    throw new EngineError(`engine ${engine} runs fp32 only; precision ${plan.settings.precision} (16-bit storage, fp32 compute${plan.settings.precision === "fp16" ? ", loss scaling" : ""}) runs on the native engine`);
+  }
   const params = initParams(graph, seed, "f32");
   if (engine === "native") {
     requireNativeKernels(graph, engine);

@@ -14,6 +14,9 @@ export interface StepReport {
   readonly loss: number;
   readonly seconds: number;
   readonly tokensPerSecond: number;
+  /** fp16: the loss scale the step ran with, and whether it was skipped (gradients overflowed). */
+  readonly lossScale?: number;
+  readonly skipped?: boolean;
 }
 
 export interface RunSummary {
@@ -52,11 +55,6 @@ export async function runPlan(plan: Plan, options: RunOptions = {}): Promise<Run
   if (run.data.kind !== "synthetic") {
     throw new RunError(`data = ${run.data.kind}(...) is not implemented yet: \`fsm run\` reads synthetic data only so far (token and .npy loaders come with checkpoints and real data)`);
   }
-  // Mixed precision (bf16/fp16 storage with fp32 accumulation, fp16 loss scaling) is planned but not run yet:
-  // running such a plan in fp32 would silently differ from its memory plan and numerics.
-  if (plan.settings.precision !== "fp32") {
-    throw new RunError(`precision ${plan.settings.precision} is not implemented yet in the runtime (it runs fp32 only so far): compile with --set train.precision=fp32 to train this model in fp32`);
-  }
   const steps = options.steps ?? run.steps;
   if (!(Number.isInteger(steps) && steps >= 1)) throw new RunError(`steps must be a positive integer, got ${steps}`);
   const graph = graphFromJson(plan.model.name, plan.graph);
@@ -88,7 +86,7 @@ export async function runPlan(plan: Plan, options: RunOptions = {}): Promise<Run
     if (!Number.isFinite(loss)) throw new RunError(`step ${step}: the loss is ${loss}`);
     if (step === 1) firstLoss = loss;
     finalLoss = loss;
-    options.onStep?.({ step, loss, seconds, tokensPerSecond: tokens / seconds });
+    options.onStep?.({ step, loss, seconds, tokensPerSecond: tokens / seconds, ...stepper.lastStep?.() });
   }
   const seconds = (performance.now() - started) / 1000;
   options.onDone?.(stepper);

@@ -46,7 +46,9 @@ export function layoutSlots(needs: readonly SlotNeed[]): { offsets: number[]; ar
       }
     }
     const size = aligned(need.bytes);
-    const fit = free.findIndex((f) => f.size >= size);
+    // Best fit: the smallest free block that holds it, so large blocks stay whole for large values.
+    let fit = -1;
+    for (let i = 0; i < free.length; i++) if (free[i]!.size >= size && (fit < 0 || free[i]!.size < free[fit]!.size)) fit = i;
     if (fit >= 0) {
       offsets[id] = free[fit]!.offset;
       free[fit]!.offset += size;

@@ -261,7 +261,7 @@ describe("native cluster", () => {
     const runs: number[][][] = [];
     for (let r = 0; r < 3; r++) {
       await c.run();
-      runs.push(world.map((d) => bits(c.get(d, 2))));
+      runs.push(world.map((d) => bits(c.get(d, 2) as Float32Array)));
     }
     const want = bits(orderedSum(world.map((d) => c.get(d, 3) as Float32Array)));
     for (const run of runs) for (const got of run) expect(got).toEqual(want);

@@ -3,6 +3,7 @@
 // the graph gives. Kernels self-register by op name (see REGISTER_KERNEL) so each file owns its ops.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -12,7 +13,33 @@
 
 namespace fsm {
 
-enum class DType { F32, I32 };
+/** Element types. BF16 and F16 are storage only: kernels compute in f32, and fsm_cast converts to and from
+ *  them, so only that kernel (and fsm_copy, which moves bits) reads or writes 16-bit tensors. */
+enum class DType { F32, I32, BF16, F16 };
+
+/** Bytes per element: 4 for F32 and I32, 2 for BF16 and F16. */
+inline size_t elementBytes(DType dtype) { return dtype == DType::BF16 || dtype == DType::F16 ? 2 : 4; }
+
+/** "f32", "i32", "bf16" or "f16": the name JS descriptions use. */
+inline const char* dtypeName(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return "f32";
+    case DType::I32: return "i32";
+    case DType::BF16: return "bf16";
+    case DType::F16: return "f16";
+  }
+  return "?";
+}
+
+/** The dtype named `name` ("f32", "i32", "bf16", "f16"); false for any other name. */
+inline bool parseDType(const std::string& name, DType& out) {
+  if (name == "f32") out = DType::F32;
+  else if (name == "i32") out = DType::I32;
+  else if (name == "bf16") out = DType::BF16;
+  else if (name == "f16") out = DType::F16;
+  else return false;
+  return true;
+}
 
 /** A tensor the kernel reads or writes; storage belongs to the caller. */
 struct Tensor {
@@ -26,6 +53,8 @@ struct Tensor {
     return n;
   }
   int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  /** numel · elementBytes(dtype). */
+  size_t bytes() const { return static_cast<size_t>(numel()) * elementBytes(dtype); }
   float* f32() const {
     if (dtype != DType::F32) throw std::invalid_argument("kernel operand is not f32");
     return static_cast<float*>(data);
@@ -33,6 +62,11 @@ struct Tensor {
   int32_t* i32() const {
     if (dtype != DType::I32) throw std::invalid_argument("kernel operand is not i32");
     return static_cast<int32_t*>(data);
+  }
+  /** The raw bits of a BF16 or F16 tensor. */
+  uint16_t* u16() const {
+    if (dtype != DType::BF16 && dtype != DType::F16) throw std::invalid_argument("kernel operand is not bf16 or f16");
+    return static_cast<uint16_t*>(data);
   }
 };
 

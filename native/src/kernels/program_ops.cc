@@ -45,9 +45,10 @@ void scale(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&
   for (int64_t i = 0; i < n; i++) y[i] = static_cast<float>(static_cast<double>(x[i]) * k);
 }
 
+// Moves bits, so it copies any element type (16-bit storage included).
 void copy(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
   if (in[0].numel() != out[0].numel() || in[0].dtype != out[0].dtype) throw std::invalid_argument("fsm_copy: operands differ in size or type");
-  std::memcpy(out[0].data, in[0].data, static_cast<size_t>(in[0].numel()) * 4);
+  std::memcpy(out[0].data, in[0].data, in[0].bytes());
 }
 
 }  // namespace

@@ -100,10 +100,12 @@ the interpreter's kernels. All compute the 1-device plan's step up to float roun
         },
         onStep: (r: StepReport) => {
           elapsed += r.seconds;
-          if (json) io.stdout(JSON.stringify({ step: r.step, loss: r.loss, seconds: r.seconds, tokensPerSecond: r.tokensPerSecond }) + "\n");
+          const scaling = r.lossScale === undefined ? {} : { lossScale: r.lossScale, skipped: r.skipped ?? false };
+          if (json) io.stdout(JSON.stringify({ step: r.step, loss: r.loss, seconds: r.seconds, tokensPerSecond: r.tokensPerSecond, ...scaling }) + "\n");
           else {
             const eta = (elapsed / r.step) * (total - r.step);
-            const line = `step ${String(r.step).padStart(String(total).length)}/${total}  loss ${r.loss.toFixed(5)}  ${formatSeconds(r.seconds)}  ${Math.round(r.tokensPerSecond).toLocaleString("en-US")} tokens/s  ETA ${formatSeconds(eta)}`;
+            const skipped = r.skipped ? `  skipped: gradients overflowed at loss scale ${r.lossScale}` : "";
+            const line = `step ${String(r.step).padStart(String(total).length)}/${total}  loss ${r.loss.toFixed(5)}  ${formatSeconds(r.seconds)}  ${Math.round(r.tokensPerSecond).toLocaleString("en-US")} tokens/s  ETA ${formatSeconds(eta)}${skipped}`;
             // On a terminal: a progress bar redrawn in place; elsewhere one plain line per step.
             if (io.isTTY) io.stdout(`\r${bar(r.step / total)} ${line}\x1b[K${r.step === total ? "\n" : ""}`);
             else io.stdout(line + "\n");
