@@ -21,6 +21,7 @@ import { concreteShape } from "../interp/run.js";
 import { concreteAttrs } from "../native/kernels.js";
 import type { Plan, PlanAction, PlanProgram } from "../plan/plan.js";
 import { actionFromText, type Action } from "../schedule/action.js";
+import { programPieces, type ActionPiece } from "./action-order.js";
 import { lowerOptimizer, type UpdateItem } from "./cluster-optimizer.js";
 import { BYTES, COMM, COMPUTE, DeviceBuilder, type DeviceProgram, type SlotDType } from "./device-program.js";
 import { gradRoutes, type GradRoutes } from "./grad-routes.js";
@@ -56,31 +57,6 @@ export interface ClusterProgram {
 
 type Strategy = "none" | "oss" | "sddp" | "fsdp";
 
-/** The program's actions in one order that keeps every dependency and stream order, earliest predicted
- *  start first. */
-function actionOrder(p: PlanProgram): PlanAction[] {
-  const n = p.actions.length;
-  const preds = p.actions.map((a) => new Set<number>([...a.deps, ...(a.partial ?? []).map(([x]) => x), ...(a.gates ?? []).map(([, x]) => x)]));
-  for (const stream of [p.streams.compute, p.streams.comm]) for (let i = 1; i < stream.length; i++) preds[stream[i]!]!.add(stream[i - 1]!);
-  const succ = p.actions.map(() => [] as number[]);
-  const missing = preds.map((s) => s.size);
-  preds.forEach((s, i) => s.forEach((d) => succ[d]!.push(i)));
-  const ready = p.actions.filter((_, i) => missing[i] === 0).map((a) => a.id);
-  const key = (i: number): [number, number, number] => [p.actions[i]!.start, p.actions[i]!.end, i];
-  const out: PlanAction[] = [];
-  while (ready.length > 0) {
-    ready.sort((a, b) => {
-      const [x, y] = [key(a), key(b)];
-      return x[0] - y[0] || x[1] - y[1] || x[2] - y[2];
-    });
-    const i = ready.shift()!;
-    out.push(p.actions[i]!);
-    for (const s of succ[i]!) if (--missing[s] === 0) ready.push(s);
-  }
-  if (out.length !== n) throw new Error(`internal: program ${p.id}'s actions have a dependency cycle`);
-  return out;
-}
-
 export function lowerCluster(plan: Plan, g: Graph): ClusterProgram {
   const routes = gradRoutes(g, plan.stages);
   const devices: DeviceProgram[] = new Array(plan.cluster.devices);
@@ -89,11 +65,13 @@ export function lowerCluster(plan: Plan, g: Graph): ClusterProgram {
   const readers = new Map<string, ParamPiece[]>();
   const losses: { replica: number; mb: number; device: number; slot: number }[] = [];
   const scaling: { scale?: number; inverse: number; overflow: number }[] = new Array(plan.cluster.devices);
+  // Layers recomputed inside their own backward: @checkpoint ones and the search's selective choice.
+  const recomputeLayers = new Set([...(plan.settings.recomputeLayers ?? []), ...g.layers().filter((l) => l.annotations.checkpoint).map((l) => l.index)]);
   for (const program of plan.programs) {
-    const order = actionOrder(program);
+    const order = programPieces(program, routes, recomputeLayers);
     program.ranks.forEach((device, replica) => {
       const lowered = new DeviceLowering(plan, g, routes, program, device, replica);
-      for (const a of order) lowered.action(a);
+      for (const piece of order) lowered.piece(piece);
       devices[device] = lowered.b.finish();
       inputs[device] = { replica, slots: lowered.inputSlots };
       if (lowered.scaling) scaling[device] = lowered.scaling;
@@ -143,8 +121,6 @@ class DeviceLowering {
   private readonly started = new Set<string>();
   /** Ops whose gradient output was placed where it belongs (nothing to accumulate after them). */
   private readonly direct = new Set<number>();
-  private readonly recomputed = new Set<string>();
-  private readonly recomputeLayers: ReadonlySet<number>;
   private readonly items = new Map<number, UpdateItem[]>();
   private readonly tail: ReturnType<typeof lowerOptimizer>;
   /** Storage type of float values: f32, or the 16-bit type of mixed precision (kernels still compute in
@@ -171,7 +147,6 @@ class DeviceLowering {
       this.values.push(new Map());
       this.inputSlots.push({});
     }
-    this.recomputeLayers = new Set([...(plan.settings.recomputeLayers ?? []), ...g.layers().filter((l) => l.annotations.checkpoint).map((l) => l.index)]);
     this.strategy = plan.shard.map((s) => (s.ranks.length === 1 ? "none" : (s.strategy as Strategy)));
     this.half = plan.settings.precision === "bf16" ? "bf16" : plan.settings.precision === "fp16" ? "f16" : "f32";
     if (plan.settings.precision === "fp16") {
@@ -270,7 +245,9 @@ class DeviceLowering {
     return this.routes.params[stages[0]!]!.map((p) => this.accumulator(stages[0]!, p));
   }
 
-  action(a: PlanAction): void {
+  /** Lowers one piece of the program: a layer's run of a compute action, or a whole other action. */
+  piece(piece: ActionPiece): void {
+    const a = piece.action;
     const act = actionFromText(a.text);
     switch (act.kind) {
       case "F":
@@ -278,7 +255,7 @@ class DeviceLowering {
       case "B":
       case "I":
       case "W":
-        return this.compute(act, a.text);
+        return this.run(act.stage, act.mb!, piece.ops ?? [], a.text);
       case "SEND_F":
       case "SEND_B":
       case "RECV_F":
@@ -327,28 +304,6 @@ class DeviceLowering {
     const gather = this.gathered.get(`${k}:${unit.index}`);
     if (!gather) throw new Error(`internal: device ${this.device}, action ${text} reads '${name}' while FSDP unit ${unit.index} of stage ${k} is not gathered`);
     return gather.views.get(name)!;
-  }
-
-  private compute(act: Action, text: string): void {
-    const k = act.stage;
-    const j = act.mb!;
-    const ops = this.routes.ops[k]!;
-    if (act.kind === "F" || act.kind === "R") {
-      if (act.kind === "R") this.recomputed.add(`${k}:${j}`);
-      this.run(k, j, ops.forward, text);
-      return;
-    }
-    const list = act.kind === "I" ? ops.backwardInput : act.kind === "W" ? ops.backwardWeight : ops.backward;
-    // Layer-level checkpointing: a layer's forward is redone right before its first backward op, unless
-    // the whole stage was recomputed (R) for this micro-batch.
-    for (const o of list) {
-      const key = `${k}:${j}:${o.layer}`;
-      if (this.recomputeLayers.has(o.layer) && !this.recomputed.has(`${k}:${j}`) && !this.recomputed.has(key)) {
-        this.recomputed.add(key);
-        this.run(k, j, ops.forward.filter((f) => f.layer === o.layer), text);
-      }
-      this.run(k, j, [o], text);
-    }
   }
 
   private run(k: number, j: number, ops: readonly { id: number; op: string; inputs: readonly TensorId[]; outputs: readonly TensorId[]; attrs: Parameters<typeof concreteAttrs>[0] }[], text: string): void {

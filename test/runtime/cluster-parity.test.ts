@@ -13,15 +13,22 @@ import { lowerCluster } from "../../src/runtime/cluster-program.js";
 import { ClusterReference } from "../../src/runtime/cluster-reference.js";
 import { createNativeCluster } from "../../src/native/binding.js";
 import { feedBatch, meanLoss, readParam, writeParams } from "../../src/runtime/cluster-step.js";
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { samplePath, sets } from "../compile/helpers.js";
+import { checkSources } from "../check/helpers.js";
 import { rng } from "../support/prng.js";
 
 type Overrides = Record<string, string | number>;
 type Sample = "mlp" | "gpt-tiny";
 const adam = { "train.optimizer": "adam(lr: 3e-3, betas: (0.9, 0.99), eps: 1e-3)" };
 
-function planFor(name: Sample, overrides: Overrides, devices: number): Plan {
-  const model = checkFile(samplePath(name), { overrides: sets(overrides) }).model!;
+function planFor(name: Sample, overrides: Overrides, devices: number, units = false): Plan {
+  // `units`: every transformer block its own FSDP unit (@fsdp_unit), so a stage has several.
+  const source = samplePath(name);
+  const lib = join(dirname(source), "lib", "transformer.fsm");
+  const files = { [source]: readFileSync(source, "utf8").replace("  layers = repeat", "  @fsdp_unit\n  layers = repeat"), [lib]: readFileSync(lib, "utf8") };
+  const model = (units ? checkSources(files, source, { overrides: sets(overrides) }) : checkFile(source, { overrides: sets(overrides) })).model!;
   return compileModel(model, { cluster: "cpu", devices, source: name, fsmVersion: "test" }).plan;
 }
 
@@ -47,10 +54,11 @@ async function train(plan: Plan, steps: number, native: boolean, random?: () => 
 const RTOL = 1e-5;
 const ATOL = 1e-6;
 
-async function parity(name: Sample, overrides: Overrides, devices: number, steps = 10): Promise<void> {
+async function parity(name: Sample, overrides: Overrides, devices: number, steps = 10, units = false): Promise<void> {
   const base = { ...(name === "gpt-tiny" && adam), ...overrides };
   const one = await train(planFor(name, { ...base, stages: 1, data_parallel: 1, shard: "none", chunks: 1, schedule: "1f1b", virtual_stages: 1, checkpoint: "never" }, 1), steps, true);
-  const plan = planFor(name, base, devices);
+  const plan = planFor(name, base, devices, units);
+  if (units) expect(Math.max(...plan.shard.map((s) => s.units.length))).toBeGreaterThan(1);
   const many = await train(plan, steps, true);
   const spec = await train(plan, 2, false);
   for (let s = 0; s < steps; s++) {
@@ -75,6 +83,9 @@ for (const shard of ["none", "oss", "sddp", "fsdp"]) {
   }
 }
 cases.push(["gpt-tiny", { stages: 2, data_parallel: 2, chunks: 4, shard: "fsdp", checkpoint: "except_last", schedule: "gpipe" }, 4]);
+// FSDP keeping gathered weights from the forward to the backward (the default reshards after the forward
+// and gathers again for the backward).
+cases.push(["gpt-tiny", { stages: 1, data_parallel: 2, chunks: 2, shard: "fsdp", reshard_after_forward: "false", checkpoint: "never" }, 2]);
 cases.push(["gpt-tiny", { stages: 2, data_parallel: 1, chunks: 4, shard: "none", checkpoint: "always", schedule: "zero_bubble" }, 2]);
 cases.push(["gpt-tiny", { stages: 2, data_parallel: 1, chunks: 4, shard: "none", checkpoint: "never", schedule: "interleaved", virtual_stages: 2 }, 2]);
 cases.push(["mlp", { stages: 3, data_parallel: 1, chunks: 4, shard: "none", checkpoint: "always", schedule: "1f1b" }, 3]);
@@ -103,19 +114,24 @@ describe("the 1-device plan on the native cluster equals the reference interpret
 
 describe("cluster lowering: N devices equal the 1-device plan", () => {
   for (const [name, o, devices] of cases) it(`${name} ${JSON.stringify(o)}`, () => parity(name, o, devices));
+  for (const reshard of ["true", "false"]) {
+    it(`gpt-tiny, every block an FSDP unit, reshard_after_forward ${reshard}, 2 stages × 2 replicas`, () =>
+      parity("gpt-tiny", { stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp", reshard_after_forward: reshard, checkpoint: "never" }, 4, 10, true));
+  }
 });
 
 describe("the cluster step is safe and deterministic", () => {
-  const shapes: [Sample, Overrides, number][] = [
+  const shapes: [Sample, Overrides, number, boolean?][] = [
     ["gpt-tiny", { stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp", checkpoint: "except_last" }, 4],
+    ["gpt-tiny", { stages: 1, data_parallel: 2, chunks: 2, shard: "fsdp", checkpoint: "never" }, 2, true],
     ["gpt-tiny", { stages: 2, data_parallel: 2, chunks: 4, shard: "sddp", checkpoint: "never", schedule: "zero_bubble" }, 4],
     ["mlp", { stages: 2, data_parallel: 2, chunks: 4, shard: "oss", checkpoint: "never" }, 4],
   ];
-  for (const [name, o, devices] of shapes) {
-    it(`${name} ${JSON.stringify(o)}: every interleaving the waits allow computes the same bits`, async () => {
+  for (const [name, o, devices, units] of shapes) {
+    it(`${name} ${JSON.stringify(o)}${units ? ", a unit per block" : ""}: every interleaving the waits allow computes the same bits`, async () => {
       // Communication instructions run as early or as late as their waits let them: if two values shared
       // bytes while one of them could still be in use, some interleaving would corrupt it.
-      const plan = planFor(name, { ...(name === "gpt-tiny" && adam), ...o }, devices);
+      const plan = planFor(name, { ...(name === "gpt-tiny" && adam), ...o }, devices, units);
       const inOrder = await train(plan, 2, false);
       for (const seed of [1, 2, 3, 4]) {
         const shuffled = await train(plan, 2, false, rng(seed));
