@@ -30,6 +30,20 @@ function sgemmPeakGflops(): number {
   return (2 * n ** 3) / (best * 1e6);
 }
 
+/** Median over steps (after 2 warm-up steps) of the native engine's device time: from the first
+ *  instruction's start to the last one's end, from a trace — what the simulator models, without the host's
+ *  per-step work (feeding the batch, starting the device threads, reading the losses). */
+async function deviceStepSeconds(plan: ReturnType<typeof compileModel>["plan"], steps: number): Promise<number> {
+  let events: { ts?: number; dur?: number; args?: { step?: number } }[] = [];
+  await runPlan(plan, { steps, engine: "native", trace: true, onDone: (e) => (events = e.trace?.() ?? []) });
+  const spans: number[] = [];
+  for (let step = 3; step <= steps; step++) {
+    const mine = events.filter((e) => e.args?.step === step && e.ts !== undefined);
+    spans.push((Math.max(...mine.map((e) => e.ts! + e.dur!)) - Math.min(...mine.map((e) => e.ts!))) / 1e6);
+  }
+  return spans.sort((x, y) => x - y)[Math.floor(spans.length / 2)]!;
+}
+
 async function stepSeconds(plan: ReturnType<typeof compileModel>["plan"], engine: Engine, steps: number): Promise<number> {
   const times: number[] = [];
   await runPlan(plan, { steps, engine, onStep: (r) => times.push(r.seconds) });
@@ -53,13 +67,17 @@ for (const { name, steps } of CASES) {
   const calibration = parseCalibration(JSON.parse(JSON.stringify(calibratePlan(plan, 5))), "bench");
   const calibrated = compileModel(model, { cluster: "cpu", devices: 1, source: name, fsmVersion: "bench", calibration }).plan;
   const measured = await stepSeconds(calibrated, "native", steps);
+  const device = await deviceStepSeconds(calibrated, steps);
   const prediction = {
     uncalibratedMs: Number((plan.predicted.stepTimeSeconds * 1e3).toFixed(3)),
     calibratedMs: Number((calibrated.predicted.stepTimeSeconds * 1e3).toFixed(3)),
     measuredNativeMs: Number((measured * 1e3).toFixed(3)),
     measuredOverCalibrated: Number((measured / calibrated.predicted.stepTimeSeconds).toFixed(3)),
+    measuredDeviceMs: Number((device * 1e3).toFixed(3)),
+    deviceOverCalibrated: Number((device / calibrated.predicted.stepTimeSeconds).toFixed(3)),
+    hostOverheadMs: Number(((measured - device) * 1e3).toFixed(3)),
   };
-  cases.push({ model: name, flopsPerStep: flops, engines, nativeSpeedupOverReference: Number((engines[0]!.stepMs / engines[2]!.stepMs).toFixed(2)), prediction });
+  cases.push({ model: name, flopsPerStep: flops, engines, nativeSpeedupOverReference: Number((engines[0]!.stepMs / engines.find((e) => e.engine === "native")!.stepMs).toFixed(2)), prediction });
 }
 // PyTorch (Debian's, CPU) on the same GPT, batch and thread count, where installed.
 function pytorchStepMs(p: ReturnType<typeof compileModel>["plan"]): { torch: string; threads: number; stepMs: number } | { skipped: string } {
