@@ -1,7 +1,8 @@
 // NativeCluster (cluster.h): construction (every operand, wait and communication argument checked once, so a
-// step only calls kernels and the communicator), slot access, and run() as one async worker that starts a
-// compute and a communication thread per device. The first failure anywhere aborts the communicator and wakes
-// every waiting thread, so a step rejects naming its root cause instead of hanging; nothing exits the process.
+// step only calls kernels and the communicator), slot access, and run() as one async worker that wakes a
+// compute and a communication thread per device (started once, parked between steps) and waits for them. The
+// first failure anywhere aborts the communicator and wakes every waiting thread, so a step rejects naming its
+// root cause instead of hanging; nothing exits the process.
 #include "cluster.h"
 
 #include <algorithm>
@@ -329,7 +330,13 @@ NativeCluster::NativeCluster(const Napi::CallbackInfo& info) : Napi::ObjectWrap<
   }
 }
 
+// The threads are started here, on the worker thread, so the first run() does not block JS either; a step with
+// no error allocates nothing here (timings keep their capacity, the communicator is built in place).
 std::string NativeCluster::runStep() {
+  if (threads_.empty()) {
+    std::string error = startThreads();
+    if (!error.empty()) return error;
+  }
   failed_ = false;
   firstError_.clear();
   for (auto& dev : devices_) {
@@ -338,20 +345,70 @@ std::string NativeCluster::runStep() {
     if (tracing_) dev->timings.assign(dev->instructions.size() * 2, 0.0);
   }
   // A fresh communicator each step: an aborted one stays aborted, and meetings are matched by call order.
-  Communicator comm(static_cast<int>(devices_.size()), std::chrono::duration<double>(timeoutSeconds_));
-  ScopedBlasThreads blas(blasThreads_);
-  const Clock::time_point origin = Clock::now();
-  std::vector<std::thread> threads;
-  threads.reserve(devices_.size() * 2);
+  comm_.emplace(static_cast<int>(devices_.size()), std::chrono::duration<double>(timeoutSeconds_));
+  {
+    // Held from before the threads wake until they have all finished, so it covers every kernel of the step.
+    ScopedBlasThreads blas(blasThreads_);
+    origin_ = Clock::now();
+    {
+      std::lock_guard<std::mutex> lk(poolMutex_);
+      remaining_ = threads_.size();
+      generation_++;
+    }
+    poolWake_.notify_all();
+    std::unique_lock<std::mutex> lk(poolMutex_);
+    poolDone_.wait(lk, [&] { return remaining_ == 0; });
+  }
+  comm_.reset();
+  return failed_ ? firstError_ : std::string();
+}
+
+std::string NativeCluster::startThreads() {
+  uint64_t seen;
+  {
+    std::lock_guard<std::mutex> lk(poolMutex_);
+    seen = generation_;  // each thread waits for the next generation, even if it starts after the bump
+  }
   try {
+    threads_.reserve(devices_.size() * 2);
     for (size_t d = 0; d < devices_.size(); d++) {
-      for (int s = 0; s < 2; s++) threads.emplace_back(&NativeCluster::runStream, this, d, s, std::ref(comm), origin);
+      for (int s = 0; s < 2; s++) threads_.emplace_back(&NativeCluster::deviceThread, this, d, s, seen);
     }
   } catch (const std::exception& e) {
-    fail(std::string("cannot start the device threads: ") + e.what(), comm);  // the started ones see it and stop
+    stopThreads();  // the started ones are parked: stop them, and the next run tries again
+    return std::string("cannot start the device threads: ") + e.what();
   }
-  for (std::thread& t : threads) t.join();
-  return failed_ ? firstError_ : std::string();
+  return std::string();
+}
+
+void NativeCluster::stopThreads() {
+  {
+    std::lock_guard<std::mutex> lk(poolMutex_);
+    stopping_ = true;
+  }
+  poolWake_.notify_all();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
+  std::lock_guard<std::mutex> lk(poolMutex_);
+  stopping_ = false;
+}
+
+NativeCluster::~NativeCluster() { stopThreads(); }
+
+void NativeCluster::deviceThread(size_t d, int s, uint64_t seen) {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(poolMutex_);
+      poolWake_.wait(lk, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) return;
+      seen = generation_;
+    }
+    runStream(d, s, *comm_, origin_);  // catches everything: it always returns
+    std::lock_guard<std::mutex> lk(poolMutex_);
+    if (--remaining_ == 0) poolDone_.notify_one();  // the last of the step wakes runStep
+  }
 }
 
 // One stream of one device. Every exception ends here: one escaping a std::thread would terminate the process.

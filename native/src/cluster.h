@@ -1,6 +1,7 @@
 // NativeCluster: N virtual CPU devices, each with its own arena and an instruction list split over a compute
-// stream and a communication stream joined by completion events, run as one step on 2·N threads that share
-// one in-process Communicator.
+// stream and a communication stream joined by completion events, run as one step on 2·N persistent threads
+// (started by the first run, parked between runs, joined when the cluster is finalized) that share one
+// in-process Communicator, fresh each step.
 #pragma once
 #include <napi.h>
 
@@ -10,14 +11,15 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "comm/communicator.h"
 #include "kernels/kernel.h"
 
 namespace fsm {
-
-class Communicator;
 
 enum class ClusterOp { Kernel, AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, Send, Recv };
 
@@ -65,6 +67,8 @@ class NativeCluster : public Napi::ObjectWrap<NativeCluster> {
  public:
   static Napi::Function Define(Napi::Env env);
   explicit NativeCluster(const Napi::CallbackInfo& info);
+  /** Stops and joins the device threads (parked: the JS object, and so this, outlives every run). */
+  ~NativeCluster() override;
 
  private:
   friend class ClusterWorker;
@@ -78,8 +82,15 @@ class NativeCluster : public Napi::ObjectWrap<NativeCluster> {
   const Tensor& slot(const Napi::Env& env, const ClusterDevice& dev, const Napi::Value& v) const;
   void checkIdle(const Napi::Env& env) const;
 
-  /** One step on 2·N threads (worker thread); returns the first error, empty when every instruction ran. */
+  /** One step on the 2·N device threads (worker thread: wakes them and waits until each has finished the step);
+   *  returns the first error, empty when every instruction ran. */
   std::string runStep();
+  /** Starts the 2·N device threads if they are not running (worker thread, no step in flight); returns an error. */
+  std::string startThreads();
+  /** Stops and joins the device threads; they must be parked (no step in flight). */
+  void stopThreads();
+  /** Device thread (d, s): parked until the run generation passes `seen`, runs its stream, reports, parks again. */
+  void deviceThread(size_t d, int s, uint64_t seen);
   void runStream(size_t d, int s, Communicator& comm, std::chrono::steady_clock::time_point origin);
   void execute(size_t d, ClusterInstruction& ins, Communicator& comm);
   void fail(const std::string& message, Communicator& comm);
@@ -94,6 +105,19 @@ class NativeCluster : public Napi::ObjectWrap<NativeCluster> {
   std::atomic<bool> failed_{false};
   std::mutex failMutex_;
   std::string firstError_;
+
+  // The device threads: threads_[2·d + s] runs stream s of device d. A step sets comm_ and origin_, then (under
+  // poolMutex_) remaining_ = 2·N and ++generation_, and wakes them on poolWake_; each runs its stream, and the
+  // last to finish wakes the step on poolDone_. stopping_ ends the parked threads (destructor).
+  std::vector<std::thread> threads_;
+  std::mutex poolMutex_;
+  std::condition_variable poolWake_;
+  std::condition_variable poolDone_;
+  uint64_t generation_ = 0;
+  size_t remaining_ = 0;
+  bool stopping_ = false;
+  std::optional<Communicator> comm_;  // this step's communicator, built in place (an aborted one is never reused)
+  std::chrono::steady_clock::time_point origin_;
 };
 
 }  // namespace fsm

@@ -2,9 +2,11 @@
 // results are checked against hand-computed values or the fp32 ordered sum (bit for bit), compute/communication
 // overlap seen in the trace, failures that reject naming the root cause instead of hanging, construction
 // errors, and bit-identical results run to run.
+import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import {
   createNativeCluster,
+  nativeAddonPath,
   type NativeAttrs,
   type NativeClusterDevice,
   type NativeClusterInstruction,
@@ -207,6 +209,98 @@ describe("native cluster", () => {
     expect(() => c.set(0, 0, new Float32Array(1 << 16))).toThrow(/running a step/);
     await step;
     expect(c.get(0, 0)[0]).toBe(2);
+  });
+
+  describe("persistent device threads", () => {
+    // Slots: 0 x[16], 1 y[16]. Compute copies x to y, then the comm stream all-reduces y over `world`.
+    const copyAllReduce = (world: number[]): NativeClusterDevice =>
+      device([{ shape: [16] }, { shape: [16] }], [
+        ins(0, "fsm_copy", [0], [1]),
+        ins(1, "comm.allReduce", [1], [1], { group: world }, [0]),
+      ]);
+
+    it("200 consecutive runs of a 2-device all-reduce give the same bits, the fp32 ordered sum, every time", async () => {
+      const world = [0, 1];
+      const c = createNativeCluster({ devices: world.map(() => copyAllReduce(world)) });
+      const next = rng(7);
+      const inputs = world.map(() => spreadData(16, next, 6));
+      for (const d of world) c.set(d, 0, inputs[d]!);
+      const want = bits(orderedSum(inputs));
+      for (let r = 0; r < 200; r++) {
+        await c.run(r % 50 === 0); // traced now and then: timings on reused threads
+        for (const d of world) expect(bits(c.get(d, 1) as Float32Array)).toEqual(want);
+      }
+      expect(c.timings(0)).toHaveLength(4);
+    });
+
+    it("runs after a failed run work, again and again (the aborted communicator is not reused)", async () => {
+      // Slots: 0 ids[2] i32, 1 w[3,2], 2 e[2,2], 3 z[2,2]; device 1's bad index fails while device 0 waits in
+      // the all-reduce, which must be aborted; the next run must meet in a fresh communicator.
+      const program = (): NativeClusterDevice =>
+        device([{ shape: [2], dtype: "i32" }, { shape: [3, 2] }, { shape: [2, 2] }, { shape: [2, 2] }], [
+          ins(0, "embedding", [0, 1], [2]),
+          ins(1, "comm.allReduce", [2], [2], { group: [0, 1] }, [0]),
+          ins(0, "fsm_copy", [2], [3], {}, [1]),
+        ]);
+      const c = createNativeCluster({ devices: [program(), program()] });
+      for (const d of [0, 1]) c.set(d, 1, f32([1, 2, 3, 4, 5, 6]));
+      c.set(0, 0, new Int32Array([0, 2])); // rows [1, 2], [5, 6]
+      for (let round = 0; round < 3; round++) {
+        c.set(1, 0, new Int32Array([1, 5]));
+        await expect(c.run(round === 1)).rejects.toThrow(/^device 1 instruction 0 \(embedding\): embedding index 5 is out of range \[0, 3\)$/);
+        c.set(1, 0, new Int32Array([1, 1])); // rows [3, 4], [3, 4]
+        for (let r = 0; r < 10; r++) {
+          for (const d of [0, 1]) c.set(d, 3, f32([0, 0, 0, 0]));
+          await c.run();
+          for (const d of [0, 1]) expect(Array.from(c.get(d, 3))).toEqual([1 + 3, 2 + 4, 5 + 3, 6 + 4]);
+        }
+      }
+    });
+
+    it("300 runs of a tiny 4-device program complete, and two clusters run at once", async () => {
+      const world = range(4);
+      const a = createNativeCluster({ devices: world.map(() => copyAllReduce(world)) });
+      const b = createNativeCluster({ devices: world.slice(0, 2).map(() => copyAllReduce([0, 1])) });
+      for (const d of world) a.set(d, 0, f32(range(16).map((k) => d + k)));
+      for (const d of [0, 1]) b.set(d, 0, f32(range(16).map((k) => 10 * d - k)));
+      for (let r = 0; r < 300; r++) {
+        await (r % 3 === 0 ? Promise.all([a.run(), b.run()]) : a.run());
+      }
+      for (const d of world) expect(Array.from(a.get(d, 1))).toEqual(range(16).map((k) => 6 + 4 * k));
+      for (const d of [0, 1]) expect(Array.from(b.get(d, 1))).toEqual(range(16).map((k) => 10 - 2 * k));
+    });
+
+    it("a process with idle clusters (one garbage-collected) exits promptly with code 0", () => {
+      const script = `
+        const addon = require(${JSON.stringify(nativeAddonPath())});
+        const program = (world) => ({
+          arenaBytes: 128,
+          slots: [{ shape: [16], dtype: "f32", offset: 0 }, { shape: [16], dtype: "f32", offset: 64 }],
+          instructions: [
+            { stream: 0, op: "fsm_copy", inputs: [0], outputs: [1], attrs: {}, waits: [] },
+            { stream: 1, op: "comm.allReduce", inputs: [1], outputs: [1], attrs: { group: world }, waits: [0] },
+          ],
+        });
+        const make = () => new addon.NativeCluster({ devices: [0, 1, 2].map(() => program([0, 1, 2])) });
+        (async () => {
+          let dropped = make();
+          await dropped.run();
+          dropped = undefined;
+          for (let i = 0; i < 3; i++) { globalThis.gc(); await new Promise((r) => setImmediate(r)); }
+          const kept = make();
+          kept.set(0, 0, new Float32Array(16).fill(1));
+          await kept.run();
+          if (kept.get(2, 1)[0] !== 1) throw new Error("wrong result");
+          console.log("ran");
+        })().catch((e) => { console.error(e); process.exitCode = 1; });
+      `;
+      const child = spawnSync(process.execPath, ["--expose-gc", "-e", script], { encoding: "utf8", timeout: 20_000 });
+      expect(child.error).toBeUndefined();
+      expect(child.signal).toBeNull();
+      expect(child.stderr).toBe("");
+      expect(child.stdout.trim()).toBe("ran");
+      expect(child.status).toBe(0);
+    });
   });
 
   describe("construction errors", () => {
