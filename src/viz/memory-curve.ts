@@ -1,0 +1,69 @@
+// Memory per device over the predicted step: each program's buffers live from their `from` action's start
+// to their `to` action's end, as the memory plan lays them out; the curve is the live bytes at every change.
+import type { Plan, PlanBuffer, PlanProgram } from "../plan/plan.js";
+import { parseAction } from "../schedule/action.js";
+import { rankText } from "./format.js";
+import type { LayerFacts } from "./layers.js";
+import type { MemoryCurve } from "./view-types.js";
+
+/**
+ * When a buffer released part-way through a compute action (`toLayer`: an FSDP unit freed after its last
+ * layer) goes. The plan keeps only whole actions' times, so the release is placed by the layers' share of
+ * the action's roofline time (uniform when the roofline has none): close, and exact when the layer is the
+ * action's last.
+ */
+function releaseTime(program: PlanProgram, b: PlanBuffer, plan: Plan, facts: readonly LayerFacts[]): number {
+  const a = program.actions[b.to]!;
+  if (b.toLayer === undefined) return a.end;
+  const parsed = parseAction(a.text);
+  if (!parsed.ok) return a.end;
+  const { kind, stage } = parsed.action;
+  const [lo, hi] = plan.stages[stage]!.layers;
+  const forward = kind === "F" || kind === "R";
+  const order: number[] = [];
+  for (let l = lo; l <= hi; l++) order.push(l);
+  if (!forward) order.reverse();
+  const weight = (l: number) => (forward ? facts[l]!.forwardSeconds : facts[l]!.backwardSeconds);
+  let total = order.reduce((n, l) => n + weight(l), 0);
+  const uniform = !(total > 0);
+  if (uniform) total = order.length;
+  let done = 0;
+  for (const l of order) {
+    done += uniform ? 1 : weight(l);
+    if (l === b.toLayer) break;
+  }
+  return a.start + ((a.end - a.start) * done) / total;
+}
+
+export function memoryCurves(plan: Plan, facts: readonly LayerFacts[]): MemoryCurve[] {
+  return plan.memory.map((m) => {
+    const program = plan.programs[m.program]!;
+    // Releases before allocations at equal times, as the memory plan's layout assumes.
+    const events: [number, number, number][] = [];
+    for (const b of m.buffers) {
+      const start = program.actions[b.from]!.start;
+      events.push([start, b.bytes, 1], [Math.max(start, releaseTime(program, b, plan, facts)), -b.bytes, 0]);
+    }
+    events.sort((x, y) => x[0] - y[0] || x[2] - y[2]);
+    const points: [number, number][] = [[0, 0]];
+    let live = 0;
+    let max = 0;
+    for (const [t, d] of events) {
+      live += d;
+      max = Math.max(max, live);
+      const last = points[points.length - 1]!;
+      if (last[0] === t) last[1] = live;
+      else points.push([t, live]);
+    }
+    return {
+      program: m.program,
+      label: `${program.ranks.length > 1 ? "ranks" : "rank"} ${rankText(program.ranks)}`,
+      stages: program.stages,
+      points,
+      maxBytes: max,
+      planPeakBytes: m.peakBytes,
+      arenaBytes: m.arenaBytes,
+      capacityBytes: plan.cluster.memoryBytes,
+    };
+  });
+}

@@ -1,0 +1,40 @@
+// The shard map: for every stage's shard group, which rank holds which part of the weights, gradients and
+// optimizer state (ZeRO 0-3), with the bytes each holds.
+import type { Plan, PlanShard } from "../plan/plan.js";
+import type { ShardGroup, ShardMember } from "./view-types.js";
+
+const HOLDS: Readonly<Record<string, string>> = {
+  none: "every rank holds a full replica of the stage's weights, gradients and optimizer state",
+  oss: "every rank holds full weights and gradients; the optimizer state of each parameter lives on its owner only (ZeRO-1)",
+  sddp: "every rank holds full weights; each parameter's gradient and optimizer state live on its owner only (ZeRO-2)",
+  fsdp: "group rank g holds slice g of every FSDP unit's flat weights, gradients and optimizer state (ZeRO-3)",
+};
+
+function owns(s: PlanShard, g: number, order: ReadonlyMap<string, number>): string[] {
+  if (s.strategy === "fsdp") {
+    // Slices are of the padded flat parameter: the last rank's may end in padding, or be padding only.
+    return s.units.map((u) => {
+      const lo = g * u.shardNumel;
+      const hi = Math.min((g + 1) * u.shardNumel, u.numel) - 1;
+      return lo > hi ? `unit ${u.index}: padding only` : `unit ${u.index}: elements ${lo}..${hi} of ${u.numel}`;
+    });
+  }
+  // In the model's declaration order, as the plan lists its parameters.
+  const rank = (p: string) => order.get(p) ?? order.size;
+  return Object.keys(s.owners)
+    .filter((p) => s.owners[p] === g)
+    .sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0));
+}
+
+export function shardGroups(plan: Plan): ShardGroup[] {
+  const order = new Map(plan.graph.params.map((p, i) => [p.name, i]));
+  return plan.shard.map((s) => {
+    const members: ShardMember[] = s.ranks.map((rank, g) => {
+      const b = s.stateBytes[g]!;
+      return { rank, groupRank: g, paramBytes: b.param, gradBytes: b.grad, optimizerBytes: b.optimizer, owns: owns(s, g, order) };
+    });
+    const units = s.strategy === "fsdp" ? ` (${s.units.length} unit${s.units.length === 1 ? "" : "s"})` : "";
+    const holds = s.ranks.length === 1 ? "a group of one: the rank holds everything" : `${HOLDS[s.strategy] ?? `sharded as '${s.strategy}'`}${units}`;
+    return { stage: s.stage, strategy: s.strategy, ranks: s.ranks, holds, members };
+  });
+}

@@ -1,0 +1,124 @@
+// `fsm viz --format text`: the plan at a glance in a terminal — summary, stage table, the graph by stage,
+// the shard map, the predicted (and measured) timeline, memory per program, and the search's alternatives.
+import { count, formatBytes, formatFlops, formatSeconds, pct, rankText, stageLayers } from "./format.js";
+import { memoryText, TEXT_LEGEND, timelineText } from "./text-timeline.js";
+import type { ShardGroup, ShardMember, ViewModel } from "./view-types.js";
+
+/** Shard groups up to this size list every rank; larger ones one line of ranges. */
+const LIST_MEMBERS = 8;
+
+function table(header: readonly string[], rows: readonly (readonly string[])[], leftColumns: number): string[] {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (r: readonly string[]) => r.map((c, i) => (i < leftColumns ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ").trimEnd();
+  return [line(header), ...rows.map(line)];
+}
+
+function summaryLines(vm: ViewModel): string[] {
+  const s = vm.summary;
+  return [
+    `${vm.title} (${s.nodes} node${s.nodes === 1 ? "" : "s"}): ${count(s.parameters)} parameters`,
+    vm.settings,
+    `predicted step ${formatSeconds(s.stepSeconds)}, bubble ${pct(s.bubbleFraction)}, exposed communication ${formatSeconds(s.exposedCommSeconds)}, ` +
+      `MFU ${pct(s.mfu)}, ${count(Math.round(s.tokensPerSecond))} tokens/s, ${formatFlops(s.flopsPerStep)} per step`,
+    `peak memory ${formatBytes(s.peakMemoryBytes)} on rank ${s.peakRank} of ${formatBytes(s.capacityBytes)} per device (${pct(s.peakMemoryBytes / s.capacityBytes)})`,
+  ];
+}
+
+function stageLines(vm: ViewModel): string[] {
+  const rows = vm.stages.map((st) => [
+    String(st.stage),
+    stageLayers(st),
+    rankText(st.ranks),
+    count(st.parameters),
+    formatFlops(st.flopsPerDevice),
+    formatSeconds(st.computeSeconds),
+    formatBytes(st.peakBytes),
+    formatBytes(st.arenaBytes),
+    formatBytes(st.modelStateBytes),
+  ]);
+  const header = ["stage", "layers", "ranks", "parameters", "FLOPs/device", "compute", "live peak", "arena", "model state"];
+  return ["stages (per step; FLOPs and compute per device; memory per device of the stage)", ...table(header, rows, 3).map((l) => `  ${l}`)];
+}
+
+function graphLines(vm: ViewModel): string[] {
+  const lines = ["graph by stage (repeated blocks collapsed; [u: FSDP units])"];
+  let stage = -1;
+  const width = Math.max(...vm.layerGroups.map((g) => g.label.length));
+  for (const g of vm.layerGroups) {
+    if (g.stage !== stage) {
+      stage = g.stage;
+      const row = vm.stages[stage]!;
+      lines.push(`  ${stage === vm.layerGroups[0]!.stage ? "" : "-> "}stage ${stage} (ranks ${rankText(row.ranks)})`);
+    }
+    const notes = [`${count(g.parameters)} params`];
+    if (g.units.length > 0) notes.push(`[u ${rankText(g.units)}]`);
+    if (g.tied.length > 0) notes.push(`tied ${g.tied.join(", ")}`);
+    lines.push(`    ${g.label.padEnd(width)}  ${notes.join("  ")}`);
+  }
+  return lines;
+}
+
+function ownsText(m: ShardMember): string {
+  if (m.owns.length === 0) return "";
+  const head = m.owns.slice(0, 2).join(", ");
+  return m.owns.length > 2 ? `  ${head}, +${m.owns.length - 2} more` : `  ${head}`;
+}
+
+function range(xs: readonly number[]): string {
+  const lo = Math.min(...xs);
+  const hi = Math.max(...xs);
+  return lo === hi ? formatBytes(lo) : `${formatBytes(lo)}..${formatBytes(hi)}`;
+}
+
+function shardLines(groups: readonly ShardGroup[]): string[] {
+  const lines = ["shards (model state per rank: weights / gradients / optimizer state)"];
+  for (const g of groups) {
+    lines.push(`  stage ${g.stage}, shard ${g.strategy} over ranks ${rankText(g.ranks)}: ${g.holds}`);
+    if (g.members.length <= LIST_MEMBERS) {
+      const w = Math.max(...g.members.map((m) => String(m.rank).length));
+      for (const m of g.members) {
+        lines.push(`    rank ${String(m.rank).padEnd(w)}  ${formatBytes(m.paramBytes)} / ${formatBytes(m.gradBytes)} / ${formatBytes(m.optimizerBytes)}${ownsText(m)}`);
+      }
+    } else {
+      const ms = g.members;
+      const owning = ms.map((m) => m.owns.length);
+      const owns = Math.max(...owning) > 0 ? `; owns ${Math.min(...owning)}..${Math.max(...owning)} ${g.strategy === "fsdp" ? "slices" : "parameters"} each` : "";
+      lines.push(`    ${ms.length} ranks: ${range(ms.map((m) => m.paramBytes))} / ${range(ms.map((m) => m.gradBytes))} / ${range(ms.map((m) => m.optimizerBytes))}${owns}`);
+    }
+  }
+  return lines;
+}
+
+function alternativeLines(vm: ViewModel): string[] {
+  const a = vm.alternatives;
+  if (!a) return ["alternatives: none (every parallel setting was given)"];
+  const lines = [`alternatives the search considered (chosen: ${a.chosen})`, "  candidates (pipeline simulator):"];
+  const width = Math.max(...a.candidates.map((c) => c.settings.length));
+  for (const c of a.candidates) {
+    const note = c.status === "rejected" ? `  rejected: ${c.reason ?? ""}` : c.status === "chosen" ? "  <- chosen" : "";
+    lines.push(`    ${c.settings.padEnd(width)}  ${formatSeconds(c.stepSeconds).padStart(9)}  ${formatBytes(c.memoryBytes).padStart(9)}${note}`);
+  }
+  if (a.neighbors.length > 0) lines.push("  one setting changed (search estimate):");
+  for (const n of a.neighbors) {
+    const what = n.stepSeconds !== undefined ? `${formatSeconds(n.stepSeconds)}, ${formatBytes(n.memoryBytes ?? 0)}` : (n.reason ?? "");
+    lines.push(`    ${n.setting}=${n.value}: ${what}`);
+  }
+  const lost = a.families.filter((f) => f.reason !== undefined);
+  if (lost.length > 0) lines.push("  pipeline depth × data parallel, not chosen:");
+  for (const f of lost) lines.push(`    ${f.family}: ${f.reason}`);
+  return lines;
+}
+
+export function renderText(vm: ViewModel): string {
+  const scale = Math.max(vm.predicted.stepSeconds, vm.measured?.stepSeconds ?? 0);
+  const sections = [
+    summaryLines(vm),
+    stageLines(vm),
+    graphLines(vm),
+    shardLines(vm.shards),
+    [`timeline (${TEXT_LEGEND})`, ...timelineText(vm.predicted, scale), ...(vm.measured ? timelineText(vm.measured, scale) : [])],
+    ["memory", ...memoryText(vm.memory, vm.predicted.stepSeconds)],
+    alternativeLines(vm),
+  ];
+  return sections.map((s) => s.join("\n")).join("\n\n") + "\n";
+}

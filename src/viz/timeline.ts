@@ -1,0 +1,116 @@
+// Timeline rows: a program's (or a measured device's) actions as timed blocks on a compute and a comm lane,
+// classified and labelled from the action text, with the compute lane's idle stretches (the bubbles).
+import type { Plan, PlanAction, PlanProgram } from "../plan/plan.js";
+import { parseAction, type Action } from "../schedule/action.js";
+import { formatBytes, formatSeconds, rankText } from "./format.js";
+import type { Block, BlockKind, Lane, Timeline, TimelineRow } from "./view-types.js";
+
+const COLLECTIVE_ABBR: Readonly<Record<string, string>> = { ALL_GATHER: "AG", REDUCE_SCATTER: "RS", ALL_REDUCE: "AR", BROADCAST: "BC", REDUCE: "RD" };
+
+function kindOf(a: Action): BlockKind {
+  switch (a.kind) {
+    case "F":
+      return "forward";
+    case "B":
+    case "I":
+      return "backward";
+    case "W":
+      return "weight";
+    case "R":
+      return "recompute";
+    case "SEND_F":
+    case "SEND_B":
+      return "send";
+    case "RECV_F":
+    case "RECV_B":
+      return "recv";
+    case "OPTIMIZER":
+      return "optimizer";
+    default:
+      return "collective";
+  }
+}
+
+function labelOf(a: Action): string {
+  const kind = kindOf(a);
+  if (kind === "send" || kind === "recv") return `${kind} ${a.kind.slice(-1)}${a.mb}`;
+  if (kind === "optimizer") return "opt";
+  const abbr = COLLECTIVE_ABBR[a.kind];
+  if (abbr !== undefined) return `${abbr}${a.unit !== undefined ? ` u${a.unit}` : ""}`;
+  return `${a.kind}${a.mb ?? ""}`;
+}
+
+/** A block for an action named `text` (plan action text or trace event name) running [start, end]; none for
+ *  a FREE, a zero-time marker that releases memory and has nothing to draw. */
+export function blockFor(text: string, start: number, end: number, extra: string): Block | undefined {
+  const parsed = parseAction(text);
+  const span = `${formatSeconds(start)} .. ${formatSeconds(end)} (${formatSeconds(end - start)})`;
+  if (!parsed.ok) return { kind: "other", label: text, start, end, details: `${text}: ${span}${extra}` };
+  const a = parsed.action;
+  if (a.kind === "FREE") return undefined;
+  const where = [`stage ${a.stage}`, ...(a.mb !== undefined ? [`micro-batch ${a.mb}`] : []), ...(a.unit !== undefined ? [`unit ${a.unit}`] : [])];
+  return {
+    kind: kindOf(a),
+    label: labelOf(a),
+    stage: a.stage,
+    ...(a.mb !== undefined && { mb: a.mb }),
+    start,
+    end,
+    details: `${text} (${where.join(", ")}): ${span}${extra}`,
+  };
+}
+
+function predictedExtra(a: PlanAction): string {
+  const c = a.collective;
+  return c ? `; ${c.group} ${c.of} ${formatBytes(c.bytes)}` : "";
+}
+
+/** Idle stretches of a compute lane over [0, stepSeconds]; shorter than `eps` is no gap (rounding). */
+export function idleOf(blocks: readonly Block[], stepSeconds: number): { start: number; end: number }[] {
+  const eps = stepSeconds * 1e-6;
+  const sorted = [...blocks].sort((x, y) => x.start - y.start || x.end - y.end);
+  const gaps: { start: number; end: number }[] = [];
+  let t = 0;
+  for (const b of sorted) {
+    if (b.start - t > eps) gaps.push({ start: t, end: b.start });
+    t = Math.max(t, b.end);
+  }
+  if (stepSeconds - t > eps) gaps.push({ start: t, end: stepSeconds });
+  return gaps;
+}
+
+export function lanes(compute: readonly (Block | undefined)[], comm: readonly (Block | undefined)[], stepSeconds: number): [Lane, Lane] {
+  const c = compute.filter((b) => b !== undefined);
+  return [
+    { stream: "compute", blocks: c, idle: idleOf(c, stepSeconds) },
+    { stream: "comm", blocks: comm.filter((b) => b !== undefined), idle: [] },
+  ];
+}
+
+function programRow(program: PlanProgram, stepSeconds: number): TimelineRow {
+  const block = (id: number) => {
+    const a = program.actions[id]!;
+    return blockFor(a.text, a.start, a.end, predictedExtra(a));
+  };
+  const many = program.ranks.length > 1;
+  return {
+    program: program.id,
+    label: `${many ? "ranks" : "rank"} ${rankText(program.ranks)}`,
+    stages: program.stages,
+    lanes: lanes(program.streams.compute.map(block), program.streams.comm.map(block), stepSeconds),
+  };
+}
+
+/**
+ * The predicted step: one row per program (its data-parallel replicas run the same actions, so one row with
+ * their rank range stands for all of them; peers in the details are the first replica's).
+ */
+export function predictedTimeline(plan: Plan): Timeline {
+  const step = plan.predicted.stepTimeSeconds;
+  return {
+    kind: "predicted",
+    caption: `predicted step ${formatSeconds(step)}`,
+    stepSeconds: step,
+    rows: plan.programs.map((p) => programRow(p, step)),
+  };
+}
