@@ -1,5 +1,6 @@
 // The ViewModel: everything `fsm viz` shows, as plain data built once from a plan (and a measured trace);
 // the text, DOT, SVG and HTML renderers only lay it out. Times are seconds from the start of the step.
+import type { StageSummary } from "../plan/summary.js";
 
 export interface ViewModel {
   readonly title: string;
@@ -35,13 +36,8 @@ export interface Summary {
   readonly flopsPerStep: number;
 }
 
-export interface StageRow {
-  readonly stage: number;
-  readonly pipeRank: number;
-  readonly layers: readonly [number, number];
-  readonly firstLayer: string;
-  readonly lastLayer: string;
-  readonly ranks: readonly number[];
+/** A stage as `fsm compile`'s summary names it, plus what the page draws of it. */
+export interface StageRow extends Pick<StageSummary, "stage" | "pipeRank" | "layers" | "firstLayer" | "lastLayer" | "ranks"> {
   readonly parameters: number;
   /** Model FLOPs one device of the stage runs per step (forward + backward, every micro-batch). */
   readonly flopsPerDevice: number;
