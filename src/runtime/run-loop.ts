@@ -1,6 +1,10 @@
 // `fsm run`'s training loop over a plan: parameters initialized from the seed, the synthetic data the plan's
 // train section names, one step per iteration on an engine (engines.ts), and a report per step.
+import { dirname, isAbsolute, join } from "node:path";
 import { syntheticData } from "../data/synthetic.js";
+import { DataError, tokenData } from "../data/tokens.js";
+import type { Graph } from "../graph/graph.js";
+import type { PlanRun } from "../plan/plan.js";
 import { graphFromJson } from "../plan/graph-from-json.js";
 import type { Plan } from "../plan/plan.js";
 import { createEngine, defaultEngine, EngineError, type Engine, type StepEngine } from "./engines.js";
@@ -49,26 +53,49 @@ export interface RunOptions {
   readonly onDone?: (engine: StepEngine) => void;
 }
 
+/** The run's batches: synthetic, or a token file (a relative path is relative to the model's .fsm file). */
+function openData(plan: Plan, graph: Graph, run: PlanRun): { batch(step: number): ReturnType<ReturnType<typeof syntheticData>["batch"]>; close?(): void } {
+  const seq = plan.settings.seq;
+  if (run.data.kind !== "tokens") return syntheticData(graph, { batch: plan.settings.batch, ...(seq !== null && { seq }), seed: run.seed });
+  if (seq === null) throw new RunError("token data needs a sequence length (train.seq)");
+  const path = isAbsolute(run.data.path) ? run.data.path : join(dirname(plan.model.source), run.data.path);
+  try {
+    return tokenData(graph, path, run.data.dtype, { batch: plan.settings.batch, seq, seed: run.seed });
+  } catch (e) {
+    if (e instanceof DataError) throw new RunError(e.message);
+    throw e;
+  }
+}
+
 export async function runPlan(plan: Plan, options: RunOptions = {}): Promise<RunSummary> {
   const run = plan.run;
   if (!run) throw new RunError("the plan has no run section (it was written before `fsm run` existed): compile it again");
-  if (run.data.kind !== "synthetic") {
-    throw new RunError(`data = ${run.data.kind}(...) is not implemented yet: \`fsm run\` reads synthetic data only so far (token and .npy loaders come with checkpoints and real data)`);
+  if (run.data.kind === "npy") {
+    throw new RunError("data = npy(...) is not implemented yet: `fsm run` reads synthetic() and tokens(...) data so far");
   }
   const steps = options.steps ?? run.steps;
   if (!(Number.isInteger(steps) && steps >= 1)) throw new RunError(`steps must be a positive integer, got ${steps}`);
   const graph = graphFromJson(plan.model.name, plan.graph);
+  // The data first: a bad file is reported before any engine is built.
+  const data = openData(plan, graph, run);
+  try {
+    return await train(plan, graph, data, steps, options);
+  } finally {
+    data.close?.();
+  }
+}
+
+async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>, steps: number, options: RunOptions): Promise<RunSummary> {
   const engine = options.engine ?? defaultEngine(graph);
   let stepper: StepEngine;
   try {
-    stepper = createEngine(engine, plan, graph, run.seed, options.trace ?? false);
+    stepper = createEngine(engine, plan, graph, plan.run!.seed, options.trace ?? false);
   } catch (e) {
     if (e instanceof EngineError) throw new RunError(e.message);
     throw e;
   }
   options.onEngine?.(engine);
   const seq = plan.settings.seq;
-  const data = syntheticData(graph, { batch: plan.settings.batch, ...(seq !== null && { seq }), seed: run.seed });
   const tokens = plan.settings.batch * (seq ?? 1);
   const started = performance.now();
   let firstLoss = NaN;
@@ -79,7 +106,7 @@ export async function runPlan(plan: Plan, options: RunOptions = {}): Promise<Run
     try {
       loss = await stepper.step(data.batch(step - 1));
     } catch (e) {
-      if (e instanceof EngineError) throw new RunError(`step ${step}: ${e.message}`);
+      if (e instanceof EngineError || e instanceof DataError) throw new RunError(`step ${step}: ${e.message}`);
       throw e;
     }
     const seconds = (performance.now() - t0) / 1000;

@@ -103,7 +103,8 @@ describe("fsm run", () => {
     expect((await run("compile", samplePath("gpt2-124m"), "--cluster", "h100-sxm", "--devices", "8", "-o", plan)).code).toBe(0);
     const tokens = await run("run", plan, "--steps", "1");
     expect(tokens.code).toBe(1);
-    expect(tokens.stderr).toContain("data = tokens(...) is not implemented yet");
+    // The sample names a token file next to it that this checkout does not have: refused before training.
+    expect(tokens.stderr).toMatch(/cannot open token file .*samples\/train\.bin/);
     // Mixed precision runs on the native engine only; the fp32 engines say so instead of running fp32.
     const bf16 = await run("run", samplePath("gpt-tiny"), "--set", "train.precision=bf16", "--steps", "1", "--engine", "native-fused");
     expect(bf16.code).toBe(1);
