@@ -5,10 +5,11 @@
 // never the whole file in memory). Everything that can be checked is checked when the loader opens: the file,
 // its size, that it holds at least one window, that the model is a token model, and that the first batch's
 // ids fit the model's vocabulary (a u32 file read as u16, or a file for another tokenizer, fails there).
+// DataError is shared by every file-backed source.
 import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import type { Graph, TensorId } from "../graph/graph.js";
 import { isFloatDType } from "../graph/types.js";
-import { Rng, streamSeed } from "../interp/random.js";
+import { epochOrder } from "./shuffle.js";
 import type { Batch } from "../interp/session.js";
 
 export class DataError extends Error {}
@@ -65,23 +66,7 @@ export function tokenData(g: Graph, path: string, dtype: "u16" | "u32", options:
     closeSync(fd);
     throw new DataError(`token file ${path} has ${count} tokens, fewer than one sequence of ${seq} + 1`);
   }
-  // Per epoch, the windows in an order drawn from the seed (Fisher-Yates); built when an epoch is reached.
-  const orders = new Map<number, Uint32Array>();
-  const order = (epoch: number): Uint32Array => {
-    let o = orders.get(epoch);
-    if (!o) {
-      const rng = new Rng(streamSeed(options.seed, `tokens epoch ${epoch}`));
-      o = new Uint32Array(windows);
-      for (let i = 0; i < windows; i++) o[i] = i;
-      for (let i = windows - 1; i > 0; i--) {
-        const j = rng.int(i + 1);
-        [o[i], o[j]] = [o[j]!, o[i]!];
-      }
-      orders.clear(); // only the current epoch is ever needed again
-      orders.set(epoch, o);
-    }
-    return o;
-  };
+  const order = epochOrder(options.seed, windows, "tokens");
   const buffer = Buffer.alloc((seq + 1) * width);
   const read = (window: number): Int32Array => {
     const offset = window * seq * width;
@@ -99,7 +84,7 @@ export function tokenData(g: Graph, path: string, dtype: "u16" | "u32", options:
       const y = new Int32Array(rows * seq);
       for (let r = 0; r < rows; r++) {
         const i = step * rows + r;
-        const window = order(Math.floor(i / windows))[i % windows]!;
+        const window = order(i);
         const w = read(window);
         if (vocab !== undefined) {
           for (let k = 0; k <= seq; k++) {

@@ -2,6 +2,7 @@
 // train section names, one step per iteration on an engine (engines.ts), and a report per step.
 import { dirname, isAbsolute, join } from "node:path";
 import { syntheticData } from "../data/synthetic.js";
+import { npyData } from "../data/npy.js";
 import { DataError, tokenData } from "../data/tokens.js";
 import type { Graph } from "../graph/graph.js";
 import type { PlanRun } from "../plan/plan.js";
@@ -53,14 +54,20 @@ export interface RunOptions {
   readonly onDone?: (engine: StepEngine) => void;
 }
 
-/** The run's batches: synthetic, or a token file (a relative path is relative to the model's .fsm file). */
+/** The run's batches: synthetic, a token file or .npy files (relative paths are relative to the model's .fsm
+ *  file, as imports are). */
 function openData(plan: Plan, graph: Graph, run: PlanRun): { batch(step: number): ReturnType<ReturnType<typeof syntheticData>["batch"]>; close?(): void } {
   const seq = plan.settings.seq;
-  if (run.data.kind !== "tokens") return syntheticData(graph, { batch: plan.settings.batch, ...(seq !== null && { seq }), seed: run.seed });
-  if (seq === null) throw new RunError("token data needs a sequence length (train.seq)");
-  const path = isAbsolute(run.data.path) ? run.data.path : join(dirname(plan.model.source), run.data.path);
+  const d = run.data;
+  if (d.kind === "synthetic") return syntheticData(graph, { batch: plan.settings.batch, ...(seq !== null && { seq }), seed: run.seed });
+  const resolve = (path: string): string => (isAbsolute(path) ? path : join(dirname(plan.model.source), path));
   try {
-    return tokenData(graph, path, run.data.dtype, { batch: plan.settings.batch, seq, seed: run.seed });
+    if (d.kind === "npy") {
+      const files = Object.fromEntries(Object.entries(d.files).map(([k, v]) => [k, resolve(v)]));
+      return npyData(graph, files, { batch: plan.settings.batch, ...(seq !== null && { seq }), seed: run.seed });
+    }
+    if (seq === null) throw new RunError("token data needs a sequence length (train.seq)");
+    return tokenData(graph, resolve(d.path), d.dtype, { batch: plan.settings.batch, seq, seed: run.seed });
   } catch (e) {
     if (e instanceof DataError) throw new RunError(e.message);
     throw e;
@@ -70,9 +77,6 @@ function openData(plan: Plan, graph: Graph, run: PlanRun): { batch(step: number)
 export async function runPlan(plan: Plan, options: RunOptions = {}): Promise<RunSummary> {
   const run = plan.run;
   if (!run) throw new RunError("the plan has no run section (it was written before `fsm run` existed): compile it again");
-  if (run.data.kind === "npy") {
-    throw new RunError("data = npy(...) is not implemented yet: `fsm run` reads synthetic() and tokens(...) data so far");
-  }
   const steps = options.steps ?? run.steps;
   if (!(Number.isInteger(steps) && steps >= 1)) throw new RunError(`steps must be a positive integer, got ${steps}`);
   const graph = graphFromJson(plan.model.name, plan.graph);
