@@ -40,6 +40,8 @@ export interface RunSummary {
   readonly peakMemoryBytes?: readonly number[];
   /** Per device: the plan's predicted peak. */
   readonly predictedPeakMemoryBytes: readonly number[];
+  /** The run stopped early at a step boundary because it was asked to (stopRequested). */
+  readonly interrupted?: boolean;
 }
 
 export interface RunOptions {
@@ -52,6 +54,8 @@ export interface RunOptions {
   readonly onStep?: (r: StepReport) => void;
   /** Given the engine after the last step (its parameters), for tests. */
   readonly onDone?: (engine: StepEngine) => void;
+  /** Asked after every step: true stops the run there, at a step boundary (Ctrl-C). */
+  readonly stopRequested?: () => boolean;
 }
 
 /** The run's batches: synthetic, a token file or .npy files (relative paths are relative to the model's .fsm
@@ -104,6 +108,7 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
   const started = performance.now();
   let firstLoss = NaN;
   let finalLoss = NaN;
+  let done = 0;
   for (let step = 1; step <= steps; step++) {
     const t0 = performance.now();
     let loss: number;
@@ -118,20 +123,23 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
     if (step === 1) firstLoss = loss;
     finalLoss = loss;
     options.onStep?.({ step, loss, seconds, tokensPerSecond: tokens / seconds, ...stepper.lastStep?.() });
+    done = step;
+    if (step < steps && options.stopRequested?.()) break;
   }
   const seconds = (performance.now() - started) / 1000;
   options.onDone?.(stepper);
   return {
     engine,
-    steps,
+    steps: done,
     firstLoss,
     finalLoss,
     seconds,
     predictedStepSeconds: plan.predicted.stepTimeSeconds,
-    measuredStepSeconds: seconds / steps,
+    measuredStepSeconds: seconds / done,
     ...(stepper.memoryBytes !== undefined && { arenaBytes: stepper.memoryBytes }),
     predictedMemoryBytes: plan.predicted.peakMemoryBytes.reduce((a, b) => a + b, 0),
     ...(stepper.deviceMemoryBytes !== undefined && { peakMemoryBytes: stepper.deviceMemoryBytes }),
     predictedPeakMemoryBytes: plan.predicted.peakMemoryBytes,
+    ...(done < steps && { interrupted: true }),
   };
 }

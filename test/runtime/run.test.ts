@@ -117,3 +117,36 @@ describe("fsm run", () => {
     expect(missing.stderr).toContain("invalid plan");
   });
 });
+
+describe("fsm run and Ctrl-C", () => {
+  it("SIGINT stops a real run at a step boundary: the steps so far reported, a summary, exit 130", async () => {
+    const { spawn } = await import("node:child_process");
+    const bin = join(import.meta.dirname, "..", "..", "bin", "fsm.js");
+    const child = spawn(process.execPath, [bin, "run", samplePath("mlp"), "--steps", "100000", "--json"], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    let sent = false;
+    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
+    const code = await new Promise<number | null>((resolve) => {
+      child.stdout.on("data", (d: Buffer) => {
+        out += d.toString();
+        // After a few steps, interrupt.
+        if (!sent && (out.match(/"step":/g) ?? []).length >= 3) {
+          sent = true;
+          child.kill("SIGINT");
+        }
+      });
+      child.on("exit", (c) => resolve(c));
+      setTimeout(() => child.kill("SIGKILL"), 60_000);
+    });
+    expect(code, err).toBe(130);
+    const lines = out.trim().split("\n").map((l) => JSON.parse(l) as { step?: number; summary?: { steps: number; interrupted?: boolean } });
+    const steps = lines.filter((l) => l.step !== undefined).map((l) => l.step!);
+    const summary = lines.find((l) => l.summary)!.summary!;
+    expect(summary.interrupted).toBe(true);
+    expect(summary.steps).toBe(steps[steps.length - 1]);
+    expect(steps).toEqual(steps.map((_, i) => i + 1));
+    expect(steps.length).toBeLessThan(100000);
+    expect(err).toContain(`interrupted by Ctrl-C after step ${summary.steps} of 100000`);
+  }, 90_000);
+});

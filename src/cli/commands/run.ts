@@ -88,30 +88,44 @@ the interpreter's kernels. All compute the 1-device plan's step up to float roun
       }
       const total = stepsText === undefined ? plan.run?.steps ?? 1 : Number(stepsText);
       let elapsed = 0;
-      const summary = await runPlan(plan, {
-        steps: total,
-        ...(engineText !== undefined && { engine: engineText as Engine }),
-        ...(tracePath !== undefined && { trace: true }),
-        onDone: (engine) => {
-          if (tracePath !== undefined) writeAtomically(tracePath, JSON.stringify({ traceEvents: engine.trace?.() ?? [], displayTimeUnit: "ms" }) + "\n");
-        },
-        onEngine: (engine: Engine) => {
-          if (!json) io.stdout(`engine: ${ENGINE_TEXT[engine]}\n`);
-        },
-        onStep: (r: StepReport) => {
-          elapsed += r.seconds;
-          const scaling = r.lossScale === undefined ? {} : { lossScale: r.lossScale, skipped: r.skipped ?? false };
-          if (json) io.stdout(JSON.stringify({ step: r.step, loss: r.loss, seconds: r.seconds, tokensPerSecond: r.tokensPerSecond, ...scaling }) + "\n");
-          else {
-            const eta = (elapsed / r.step) * (total - r.step);
-            const skipped = r.skipped ? `  skipped: gradients overflowed at loss scale ${r.lossScale}` : "";
-            const line = `step ${String(r.step).padStart(String(total).length)}/${total}  loss ${r.loss.toFixed(5)}  ${formatSeconds(r.seconds)}  ${Math.round(r.tokensPerSecond).toLocaleString("en-US")} tokens/s  ETA ${formatSeconds(eta)}${skipped}`;
-            // On a terminal: a progress bar redrawn in place; elsewhere one plain line per step.
-            if (io.isTTY) io.stdout(`\r${bar(r.step / total)} ${line}\x1b[K${r.step === total ? "\n" : ""}`);
-            else io.stdout(line + "\n");
-          }
-        },
-      });
+      // Ctrl-C stops at the next step boundary (a second one exits at once, as usual).
+      let stop = false;
+      const onSigint = (): void => {
+        if (stop) process.exit(130);
+        stop = true;
+        io.stderr(`\nstopping after the current step (Ctrl-C again to abort)\n`);
+      };
+      process.on("SIGINT", onSigint);
+      let summary: Awaited<ReturnType<typeof runPlan>>;
+      try {
+        summary = await runPlan(plan, {
+          stopRequested: () => stop,
+          steps: total,
+          ...(engineText !== undefined && { engine: engineText as Engine }),
+          ...(tracePath !== undefined && { trace: true }),
+          onDone: (engine) => {
+            if (tracePath !== undefined) writeAtomically(tracePath, JSON.stringify({ traceEvents: engine.trace?.() ?? [], displayTimeUnit: "ms" }) + "\n");
+          },
+          onEngine: (engine: Engine) => {
+            if (!json) io.stdout(`engine: ${ENGINE_TEXT[engine]}\n`);
+          },
+          onStep: (r: StepReport) => {
+            elapsed += r.seconds;
+            const scaling = r.lossScale === undefined ? {} : { lossScale: r.lossScale, skipped: r.skipped ?? false };
+            if (json) io.stdout(JSON.stringify({ step: r.step, loss: r.loss, seconds: r.seconds, tokensPerSecond: r.tokensPerSecond, ...scaling }) + "\n");
+            else {
+              const eta = (elapsed / r.step) * (total - r.step);
+              const skipped = r.skipped ? `  skipped: gradients overflowed at loss scale ${r.lossScale}` : "";
+              const line = `step ${String(r.step).padStart(String(total).length)}/${total}  loss ${r.loss.toFixed(5)}  ${formatSeconds(r.seconds)}  ${Math.round(r.tokensPerSecond).toLocaleString("en-US")} tokens/s  ETA ${formatSeconds(eta)}${skipped}`;
+              // On a terminal: a progress bar redrawn in place; elsewhere one plain line per step.
+              if (io.isTTY) io.stdout(`\r${bar(r.step / total)} ${line}\x1b[K${r.step === total ? "\n" : ""}`);
+              else io.stdout(line + "\n");
+            }
+          },
+        });
+      } finally {
+        process.off("SIGINT", onSigint);
+      }
       if (json) io.stdout(JSON.stringify({ summary }) + "\n");
       else {
         io.stdout(`done: ${summary.steps} steps in ${formatSeconds(summary.seconds)}, loss ${summary.firstLoss.toFixed(5)} → ${summary.finalLoss.toFixed(5)}${tracePath === undefined ? "" : `; trace in ${tracePath}`}\n`);
@@ -121,6 +135,10 @@ the interpreter's kernels. All compute the 1-device plan's step up to float roun
           const d = summary.peakMemoryBytes.indexOf(most);
           io.stdout(`memory: fullest device ${d} holds ${formatBytes(most)} (its arena), predicted ${formatBytes(summary.predictedPeakMemoryBytes[d]!)}\n`);
         }
+      }
+      if (summary.interrupted) {
+        io.stderr(`interrupted by Ctrl-C after step ${summary.steps} of ${total}\n`);
+        return 130;
       }
       return 0;
     } catch (e) {
