@@ -8,6 +8,8 @@ import { createNativeCluster } from "../native/binding.js";
 import type { Plan } from "../plan/plan.js";
 import { lowerCluster } from "./cluster-program.js";
 import { LossScaler } from "./loss-scaler.js";
+import { CheckpointError, loadCheckpoint, saveCheckpoint } from "../checkpoint/checkpoint.js";
+import { SafetensorsError } from "../checkpoint/safetensors.js";
 import { feedBatch, meanLoss, readParam, writeParams } from "./cluster-step.js";
 import { EngineError, type StepEngine } from "./engine-types.js";
 import { deviceEvents, traceMetadata, type TraceEvent } from "./trace.js";
@@ -70,6 +72,20 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
       return meanLoss(cluster, program);
     },
     param: (name) => readParam(cluster, program, name),
+    checkpoint: {
+      save: (dir, step) => saveCheckpoint(dir, plan, program, cluster, step, scaler?.state),
+      load: (dir) => {
+        let m;
+        try {
+          m = loadCheckpoint(dir, plan, program, cluster);
+        } catch (e) {
+          if (e instanceof CheckpointError || e instanceof SafetensorsError) throw new EngineError(e.message);
+          throw e;
+        }
+        if (scaler && m.lossScaler) scaler.restore(m.lossScaler);
+        return m.step;
+      },
+    },
     memoryBytes: bytes,
     deviceMemoryBytes: program.devices.map((d) => d.arenaBytes),
   };

@@ -34,6 +34,9 @@ export interface OptimizerLowering {
   gradNorm(text: string): void;
   /** The OPTIMIZER action of stage k. */
   optimizer(k: number, text: string): void;
+  /** What persists between steps besides the weights: each item's optimizer state slot by role, and the
+   *  step counter's slot (for checkpoints). */
+  readonly state: { readonly items: readonly { readonly item: UpdateItem; readonly role: string; readonly slot: number }[]; readonly step?: number };
 }
 
 export function lowerOptimizer(
@@ -117,7 +120,13 @@ export function lowerOptimizer(
     return sum;
   };
 
+  const state = {
+    items: [...items.values()].flat().flatMap((item) => g.states().filter((x) => x.param === item.params[0]).map((x) => ({ item, role: x.role, slot: stateSlots.get(`${item.key}:${x.role}`)! }))),
+    ...(stepSlot !== undefined && { step: stepSlot }),
+  };
+
   return {
+    state,
     gradNorm(text) {
       total = localSquares(COMM, text);
       b.emit(COMM, "comm.allReduce", [total], [total], { group: world }, text);

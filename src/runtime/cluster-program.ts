@@ -22,7 +22,7 @@ import { concreteAttrs } from "../native/kernels.js";
 import type { Plan, PlanAction, PlanProgram } from "../plan/plan.js";
 import { actionFromText, type Action } from "../schedule/action.js";
 import { programPieces, type ActionPiece } from "./action-order.js";
-import { lowerOptimizer, type UpdateItem } from "./cluster-optimizer.js";
+import { lowerOptimizer, type OptimizerLowering, type UpdateItem } from "./cluster-optimizer.js";
 import { BYTES, COMM, COMPUTE, DeviceBuilder, type DeviceProgram, type SlotDType } from "./device-program.js";
 import { gradRoutes, type GradRoutes } from "./grad-routes.js";
 
@@ -50,6 +50,8 @@ export interface ClusterProgram {
   readonly paramReaders: ReadonlyMap<string, readonly ParamPiece[]>;
   /** The loss of every (replica, micro-batch), replica-major. */
   readonly lossSlots: readonly { readonly device: number; readonly slot: number }[];
+  /** Per device: the optimizer state that persists between steps (checkpoint.ts names and saves it). */
+  readonly optimizerState: readonly OptimizerLowering["state"][];
   /** fp16 loss scaling, per device: the slots holding the scale S (the loss gradient's seed) and 1/S, and
    *  the step's overflow flag (nonzero: some gradient was not finite, so the update was skipped). */
   readonly lossScaling?: readonly { readonly scale?: number; readonly inverse: number; readonly overflow: number }[];
@@ -65,6 +67,7 @@ export function lowerCluster(plan: Plan, g: Graph): ClusterProgram {
   const readers = new Map<string, ParamPiece[]>();
   const losses: { replica: number; mb: number; device: number; slot: number }[] = [];
   const scaling: { scale?: number; inverse: number; overflow: number }[] = new Array(plan.cluster.devices);
+  const optimizerState: OptimizerLowering["state"][] = new Array(plan.cluster.devices);
   // Layers recomputed inside their own backward: @checkpoint ones and the search's selective choice.
   const recomputeLayers = new Set([...(plan.settings.recomputeLayers ?? []), ...g.layers().filter((l) => l.annotations.checkpoint).map((l) => l.index)]);
   for (const program of plan.programs) {
@@ -75,6 +78,7 @@ export function lowerCluster(plan: Plan, g: Graph): ClusterProgram {
       devices[device] = lowered.b.finish();
       inputs[device] = { replica, slots: lowered.inputSlots };
       if (lowered.scaling) scaling[device] = lowered.scaling;
+      optimizerState[device] = lowered.optimizerState;
       pieces.push(...lowered.pieces);
       for (const l of lowered.losses) losses.push({ replica, ...l, device });
     });
@@ -95,7 +99,7 @@ export function lowerCluster(plan: Plan, g: Graph): ClusterProgram {
   }
   losses.sort((a, b) => a.replica - b.replica || a.mb - b.mb);
   const lossScaling = plan.settings.precision === "fp16" ? { lossScaling: scaling } : {};
-  return { devices, inputs, paramPieces: pieces, paramReaders: readers, lossSlots: losses.map(({ device, slot }) => ({ device, slot })), ...lossScaling };
+  return { devices, inputs, paramPieces: pieces, paramReaders: readers, lossSlots: losses.map(({ device, slot }) => ({ device, slot })), optimizerState, ...lossScaling };
 }
 
 /** One device's lowering: its slots, value maps and the strategy's buffers, fed the program's actions. */
@@ -243,6 +247,10 @@ class DeviceLowering {
       throw new Error(`internal: device ${this.device} clips without a gradient-norm all-reduce but does not hold every gradient`);
     }
     return this.routes.params[stages[0]!]!.map((p) => this.accumulator(stages[0]!, p));
+  }
+
+  get optimizerState(): OptimizerLowering["state"] {
+    return this.tail.state;
   }
 
   /** Lowers one piece of the program: a layer's run of a compute action, or a whole other action. */

@@ -17,6 +17,9 @@ export interface StepEngine {
   /** fp16 loss scaling: whether the last step was skipped (its gradients overflowed) and the scale it
    *  ran with. */
   lastStep?(): { readonly skipped: boolean; readonly lossScale: number };
+  /** Checkpoints (the native engine): save after `step` completed steps; load returns the steps the
+   *  checkpoint had completed (the data position to continue from). */
+  readonly checkpoint?: { save(dir: string, step: number): string; load(dir: string): number };
   /** The current value of a parameter (for tests and checkpoints). */
   param(name: string): Float32Array;
   /** Bytes the engine holds for a step, all devices together (the native arenas). */

@@ -23,6 +23,16 @@ export class LossScaler {
     return this.s;
   }
 
+  /** What a checkpoint keeps: the scale and the clean steps counted towards the next growth. */
+  get state(): { scale: number; clean: number } {
+    return { scale: this.s, clean: this.clean };
+  }
+
+  restore(state: { scale: number; clean: number }): void {
+    this.s = state.scale;
+    this.clean = state.clean;
+  }
+
   /** After a step: whether its gradients overflowed (the step was skipped). */
   update(overflowed: boolean): void {
     if (!this.dynamic) return;

@@ -56,6 +56,10 @@ export interface RunOptions {
   readonly onDone?: (engine: StepEngine) => void;
   /** Asked after every step: true stops the run there, at a step boundary (Ctrl-C). */
   readonly stopRequested?: () => boolean;
+  /** Save a checkpoint into `dir` every `every` steps (default: only at the end) and at the end. */
+  readonly save?: { readonly dir: string; readonly every?: number };
+  /** Continue from the checkpoint in this directory: its weights, optimizer state and data position. */
+  readonly resume?: string;
 }
 
 /** The run's batches: synthetic, a token file or .npy files (relative paths are relative to the model's .fsm
@@ -103,6 +107,19 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
     throw e;
   }
   options.onEngine?.(engine);
+  if ((options.save || options.resume) && !stepper.checkpoint) throw new RunError(`checkpoints are saved and resumed by the native engine, not ${engine}`);
+  let first = 0;
+  if (options.resume !== undefined) {
+    try {
+      first = stepper.checkpoint!.load(options.resume);
+    } catch (e) {
+      if (e instanceof EngineError) throw new RunError(e.message);
+      throw e;
+    }
+  }
+  const save = (step: number): void => {
+    if (options.save) stepper.checkpoint!.save(options.save.dir, step);
+  };
   const seq = plan.settings.seq;
   const tokens = plan.settings.batch * (seq ?? 1);
   const started = performance.now();
@@ -113,7 +130,7 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
     const t0 = performance.now();
     let loss: number;
     try {
-      loss = await stepper.step(data.batch(step - 1));
+      loss = await stepper.step(data.batch(first + step - 1));
     } catch (e) {
       if (e instanceof EngineError || e instanceof DataError) throw new RunError(`step ${step}: ${e.message}`);
       throw e;
@@ -124,7 +141,9 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
     finalLoss = loss;
     options.onStep?.({ step, loss, seconds, tokensPerSecond: tokens / seconds, ...stepper.lastStep?.() });
     done = step;
-    if (step < steps && options.stopRequested?.()) break;
+    const stopping = step < steps && (options.stopRequested?.() ?? false);
+    if (step === steps || stopping || (options.save?.every !== undefined && step % options.save.every === 0)) save(first + step);
+    if (stopping) break;
   }
   const seconds = (performance.now() - started) / 1000;
   options.onDone?.(stepper);

@@ -31,7 +31,7 @@ function bar(fraction: number, width = 24): string {
 export const runCommand: Command = {
   name: "run",
   summary: "train a model as planned and report each step",
-  usage: `fsm run PLAN|FILE.fsm [--steps N] [--json] [--devices N] [--set KEY=VALUE]...
+  usage: `fsm run PLAN|FILE.fsm [--steps N] [--json] [--devices N] [--set KEY=VALUE]... [--save DIR [--save-every N]] [--resume DIR]
 
 Runs the plan's training steps on CPU virtual devices: every stage, micro-batch and
 data-parallel replica as planned, parameters from the train section's seed, its
@@ -47,6 +47,11 @@ the interpreter's kernels. All compute the 1-device plan's step up to float roun
   --engine E     native, native-fused, native-kernels or reference (default: native)
   --trace FILE   write a Chrome trace (Perfetto) of every step: per device a compute
                  and a communication track, so overlap is visible (native engines)
+  --save DIR     write a checkpoint into DIR at the end (and on Ctrl-C): per-device
+                 safetensors files, then DIR/latest.json (native engine)
+  --save-every N also every N steps
+  --resume DIR   continue from DIR's latest checkpoint (the same plan): weights,
+                 optimizer state, loss scale and data position, bit-identically
   --json         JSON lines instead of text
   --devices N    devices for a .fsm file (default 1)
   --set KEY=VAL  override a train/parallel setting of a .fsm file (repeatable)`,
@@ -58,12 +63,20 @@ the interpreter's kernels. All compute the 1-device plan's step up to float roun
       { name: "json" },
       { name: "devices", value: true },
       { name: "set", value: true, repeat: true },
+      { name: "save", value: true },
+      { name: "save-every", value: true },
+      { name: "resume", value: true },
     ]);
     if (args.positionals.length !== 1) return -1;
     const stepsText = flag(args, "steps");
     if (stepsText !== undefined && !/^[1-9]\d*$/.test(stepsText)) throw new UsageError(`--steps must be a positive integer, got '${stepsText}'`);
     const devicesText = flag(args, "devices");
     if (devicesText !== undefined && !/^[1-9]\d*$/.test(devicesText)) throw new UsageError(`--devices must be a positive integer, got '${devicesText}'`);
+    const saveEvery = flag(args, "save-every");
+    if (saveEvery !== undefined && !/^[1-9]\d*$/.test(saveEvery)) throw new UsageError(`--save-every must be a positive integer, got '${saveEvery}'`);
+    const saveDir = flag(args, "save");
+    if (saveEvery !== undefined && saveDir === undefined) throw new UsageError("--save-every needs --save DIR");
+    const resumeDir = flag(args, "resume");
     const engineText = flag(args, "engine");
     if (engineText !== undefined && !(ENGINES as readonly string[]).includes(engineText)) {
       throw new UsageError(`--engine must be one of ${ENGINES.join(", ")}, got '${engineText}'`);
@@ -100,6 +113,8 @@ the interpreter's kernels. All compute the 1-device plan's step up to float roun
       try {
         summary = await runPlan(plan, {
           stopRequested: () => stop,
+          ...(saveDir !== undefined && { save: { dir: saveDir, ...(saveEvery !== undefined && { every: Number(saveEvery) }) } }),
+          ...(resumeDir !== undefined && { resume: resumeDir }),
           steps: total,
           ...(engineText !== undefined && { engine: engineText as Engine }),
           ...(tracePath !== undefined && { trace: true }),
@@ -137,7 +152,7 @@ the interpreter's kernels. All compute the 1-device plan's step up to float roun
         }
       }
       if (summary.interrupted) {
-        io.stderr(`interrupted by Ctrl-C after step ${summary.steps} of ${total}\n`);
+        io.stderr(`interrupted by Ctrl-C after step ${summary.steps} of ${total}${saveDir === undefined ? "" : `; checkpoint in ${saveDir}`}\n`);
         return 130;
       }
       return 0;

@@ -1,0 +1,82 @@
+// The safetensors file format (github.com/huggingface/safetensors): an 8-byte little-endian header length N,
+// N bytes of JSON — {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {string: string}} —
+// then the tensors' bytes, back to back, offsets relative to the end of the header. Written atomically
+// (temporary file, fsync, rename) so an interrupted write never leaves a file that looks whole; read with
+// every offset, size and dtype checked.
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
+
+export type SafeDType = "F32" | "I32" | "BF16" | "F16";
+const BYTES: Readonly<Record<SafeDType, number>> = { F32: 4, I32: 4, BF16: 2, F16: 2 };
+
+export interface SafeTensor {
+  readonly dtype: SafeDType;
+  readonly shape: readonly number[];
+  /** Raw little-endian bytes. */
+  readonly data: Uint8Array;
+}
+
+export class SafetensorsError extends Error {}
+
+/** Writes `path` atomically: `path.tmp-PID`, fsync, rename. */
+export function writeSafetensors(path: string, tensors: ReadonlyMap<string, SafeTensor>, metadata: Readonly<Record<string, string>> = {}): void {
+  const header: Record<string, unknown> = { __metadata__: metadata };
+  let at = 0;
+  for (const [name, t] of tensors) {
+    const n = t.shape.reduce((a, b) => a * b, 1);
+    if (n * BYTES[t.dtype] !== t.data.byteLength) throw new Error(`internal: tensor ${name} has ${t.data.byteLength} bytes for shape [${t.shape}] ${t.dtype}`);
+    header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [at, at + t.data.byteLength] };
+    at += t.data.byteLength;
+  }
+  let json = JSON.stringify(header);
+  json += " ".repeat((8 - (json.length % 8)) % 8); // the format pads the header to a multiple of 8
+  const head = Buffer.alloc(8);
+  head.writeBigUInt64LE(BigInt(Buffer.byteLength(json)));
+  const tmp = `${path}.tmp-${process.pid}`;
+  const fd = openSync(tmp, "w");
+  try {
+    writeSync(fd, head);
+    writeSync(fd, Buffer.from(json));
+    for (const t of tensors.values()) writeSync(fd, t.data);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, path);
+}
+
+export function readSafetensors(path: string): { tensors: Map<string, SafeTensor>; metadata: Record<string, string> } {
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(path);
+  } catch (e) {
+    throw new SafetensorsError(`cannot read ${path}: ${(e as Error).message}`);
+  }
+  const fail = (why: string): never => {
+    throw new SafetensorsError(`${path} is not a valid safetensors file: ${why}`);
+  };
+  if (bytes.length < 8) fail("shorter than its 8-byte header length");
+  const n = Number(bytes.readBigUInt64LE(0));
+  if (8 + n > bytes.length) fail(`its header claims ${n} bytes but the file has ${bytes.length - 8} after the length (truncated?)`);
+  let header: Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] } | Record<string, string>>;
+  try {
+    header = JSON.parse(bytes.toString("utf8", 8, 8 + n));
+  } catch {
+    return fail("its header is not JSON");
+  }
+  const body = bytes.subarray(8 + n);
+  const tensors = new Map<string, SafeTensor>();
+  let metadata: Record<string, string> = {};
+  for (const [name, v] of Object.entries(header)) {
+    if (name === "__metadata__") {
+      metadata = v as Record<string, string>;
+      continue;
+    }
+    const t = v as { dtype: string; shape: number[]; data_offsets: [number, number] };
+    if (!(t.dtype in BYTES)) fail(`tensor ${name} has dtype ${t.dtype}`);
+    const [a, b] = t.data_offsets ?? [];
+    const size = (t.shape ?? []).reduce((x, y) => x * y, 1) * BYTES[t.dtype as SafeDType];
+    if (!Number.isInteger(a) || !Number.isInteger(b) || b! - a! !== size || b! > body.length) fail(`tensor ${name}'s data [${a}, ${b}) does not fit (shape [${t.shape}] ${t.dtype}, ${body.length} data bytes)`);
+    tensors.set(name, { dtype: t.dtype as SafeDType, shape: t.shape, data: body.subarray(a!, b!) });
+  }
+  return { tensors, metadata };
+}

@@ -1,0 +1,110 @@
+// Checkpoints of native runs: 10 steps equal 5 + resume + 5 bit for bit (weights, optimizer state, loss
+// scale and data position restored), files are safetensors any reader can parse (checked here by parsing the
+// bytes independently of our reader), the manifest is written last, and what is incomplete, corrupt, newer
+// or for another model/plan is refused with a clear error.
+import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { checkFile } from "../../src/check/check.js";
+import { compileModel } from "../../src/compile/compile.js";
+import type { Plan } from "../../src/plan/plan.js";
+import { runPlan } from "../../src/runtime/run-loop.js";
+import { runCli as run } from "../support/cli.js";
+import { samplePath, sets } from "../compile/helpers.js";
+
+const root = mkdtempSync(join(tmpdir(), "fsm-ckpt-"));
+
+function planFor(o: Record<string, string | number>, devices: number): Plan {
+  const model = checkFile(samplePath("gpt-tiny"), { overrides: sets({ checkpoint: "never", ...o }) }).model!;
+  return compileModel(model, { cluster: "cpu", devices, source: "gpt-tiny", fsmVersion: "test" }).plan;
+}
+
+async function train(plan: Plan, steps: number, extra: Parameters<typeof runPlan>[1] = {}): Promise<{ losses: number[]; params: Map<string, Float32Array> }> {
+  const out = { losses: [] as number[], params: new Map<string, Float32Array>() };
+  await runPlan(plan, { steps, engine: "native", ...extra, onStep: (r) => out.losses.push(r.loss), onDone: (e) => plan.graph.params.forEach((p) => out.params.set(p.name, e.param(p.name))) });
+  return out;
+}
+
+describe("checkpoints", () => {
+  const shapes: [string, Record<string, string | number>, number][] = [
+    ["fsdp 2 stages × 2 replicas", { stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp" }, 4],
+    ["oss 1 stage × 2 replicas", { stages: 1, data_parallel: 2, chunks: 2, shard: "oss" }, 2],
+    ["fp16 sddp, dynamic loss scale", { stages: 1, data_parallel: 2, chunks: 2, shard: "sddp", "train.precision": "fp16" }, 2],
+  ];
+  for (const [title, o, devices] of shapes) {
+    it(`${title}: 10 steps = 5 + resume + 5, bit for bit`, async () => {
+      const plan = planFor(o, devices);
+      const dir = join(root, title.replace(/\W+/g, "-"));
+      const whole = await train(plan, 10);
+      const first = await train(plan, 5, { save: { dir } });
+      const second = await train(plan, 5, { resume: dir });
+      expect([...first.losses, ...second.losses]).toEqual(whole.losses);
+      for (const [p, v] of whole.params) expect(Array.from(second.params.get(p)!), p).toEqual(Array.from(v));
+    }, 60_000);
+  }
+
+  it("the files are safetensors: an independent parse finds every weight by name with its bytes; the manifest comes last", async () => {
+    const plan = planFor({ stages: 1, data_parallel: 1, chunks: 1, shard: "none" }, 1);
+    const dir = join(root, "plain");
+    const r = await train(plan, 3, { save: { dir, every: 2 } });
+    const manifest = JSON.parse(readFileSync(join(dir, "latest.json"), "utf8")) as { step: number; dir: string };
+    expect(manifest.step).toBe(3);
+    expect(readdirSync(dir).sort()).toEqual(["latest.json", "step-000002", "step-000003"]);
+    const bytes = readFileSync(join(dir, manifest.dir, "rank-00000.safetensors"));
+    const n = Number(bytes.readBigUInt64LE(0));
+    const header = JSON.parse(bytes.toString("utf8", 8, 8 + n)) as Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] }>;
+    for (const p of plan.graph.params) {
+      const t = header[p.name]!;
+      expect(t.dtype).toBe("F32");
+      const data = bytes.subarray(8 + n + t.data_offsets[0], 8 + n + t.data_offsets[1]);
+      expect(Array.from(new Float32Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.length)))).toEqual(Array.from(r.params.get(p.name)!));
+      expect(header[`${p.name}.exp_avg`]?.shape).toEqual(t.shape);
+    }
+  }, 60_000);
+
+  it("refuses what is not a complete checkpoint of this plan", async () => {
+    const plan = planFor({ stages: 1, data_parallel: 2, chunks: 1, shard: "none" }, 2);
+    const dir = join(root, "refuse");
+    await train(plan, 2, { save: { dir } });
+    const fail = async (d: string, p: Plan = plan) => {
+      try {
+        await train(p, 1, { resume: d });
+      } catch (e) {
+        return (e as Error).message;
+      }
+      return "no error";
+    };
+    // A save that never wrote its manifest is not a checkpoint.
+    const partial = join(root, "partial");
+    expect(await fail(partial)).toMatch(/holds no complete checkpoint/);
+    // Another plan, another model, a newer format, a truncated or corrupt rank file.
+    expect(await fail(dir, planFor({ stages: 2, data_parallel: 1, chunks: 1, shard: "none" }, 2))).toMatch(/different plan of gpt_tiny .*resharding\) is not implemented yet/);
+    const m = JSON.parse(readFileSync(join(dir, "latest.json"), "utf8")) as Record<string, unknown>;
+    writeFileSync(join(dir, "latest.json"), JSON.stringify({ ...m, model: "llama" }));
+    expect(await fail(dir)).toMatch(/checkpoint of model llama, not gpt_tiny/);
+    writeFileSync(join(dir, "latest.json"), JSON.stringify({ ...m, version: 99 }));
+    expect(await fail(dir)).toMatch(/written by a newer fsm/);
+    writeFileSync(join(dir, "latest.json"), JSON.stringify(m));
+    const file = join(dir, m.dir as string, "rank-00001.safetensors");
+    const good = readFileSync(file);
+    writeFileSync(file, good.subarray(0, good.length - 100));
+    expect(await fail(dir)).toMatch(/rank-00001\.safetensors is not a valid safetensors file: tensor .* does not fit/);
+    writeFileSync(file, Buffer.concat([good.subarray(0, 8), Buffer.from("{not json"), good.subarray(17)]));
+    expect(await fail(dir)).toMatch(/its header is not JSON/);
+    writeFileSync(file, good);
+    expect(await fail(dir)).toBe("no error");
+  }, 60_000);
+
+  it("through the CLI: --save, --save-every, --resume; the fused engine says checkpoints need the native one", async () => {
+    const dir = join(root, "cli");
+    const a = await run("run", samplePath("gpt-tiny"), "--devices", "2", "--steps", "4", "--save", dir, "--save-every", "2", "--json");
+    expect(a.code, a.stderr).toBe(0);
+    const b = await run("run", samplePath("gpt-tiny"), "--devices", "2", "--steps", "2", "--resume", dir, "--json");
+    expect(b.code, b.stderr).toBe(0);
+    const c = await run("run", samplePath("gpt-tiny"), "--devices", "2", "--steps", "2", "--resume", dir, "--engine", "native-fused");
+    expect(c.code).toBe(1);
+    expect(c.stderr).toContain("checkpoints are saved and resumed by the native engine, not native-fused");
+    expect((await run("run", samplePath("gpt-tiny"), "--save-every", "2")).code).toBe(2);
+  }, 60_000);
+});
