@@ -2,6 +2,7 @@
 // scale and data position restored), files are safetensors any reader can parse (checked here by parsing the
 // bytes independently of our reader), the manifest is written last, and what is incomplete, corrupt, newer
 // or for another model/plan is refused with a clear error.
+import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -61,6 +62,10 @@ describe("checkpoints", () => {
       expect(Array.from(new Float32Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.length)))).toEqual(Array.from(r.params.get(p.name)!));
       expect(header[`${p.name}.exp_avg`]?.shape).toEqual(t.shape);
     }
+    // And another language's reader: Python with NumPy (where /usr/bin/python3 has it) sums wte.weight.
+    const py = "import json,struct,sys,numpy as np\nb=open(sys.argv[1],'rb').read()\nn=struct.unpack('<Q',b[:8])[0]\nh=json.loads(b[8:8+n])\nt=h['wte.weight']\na=np.frombuffer(b[8+n+t['data_offsets'][0]:8+n+t['data_offsets'][1]],dtype='<f4').reshape(t['shape'])\nprint(repr(float(a.astype(np.float64).sum())))";
+    const out = spawnSync("/usr/bin/python3", ["-c", py, join(dir, manifest.dir, "rank-00000.safetensors")], { encoding: "utf8" });
+    if (out.status === 0) expect(Number(out.stdout.trim())).toBeCloseTo(Array.from(r.params.get("wte.weight")!).reduce((x, y) => x + y, 0), 6);
   }, 60_000);
 
   it("refuses what is not a complete checkpoint of this plan", async () => {
