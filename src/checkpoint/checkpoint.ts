@@ -29,6 +29,10 @@ export interface Manifest {
   readonly devices: number;
   readonly dir: string;
   readonly lossScaler?: { readonly scale: number; readonly clean: number };
+  /** Every parameter's full shape (rank files hold 1-D pieces of them). */
+  readonly params?: Readonly<Record<string, readonly number[]>>;
+  /** Optimizer state roles saved per parameter (`exp_avg`, ...). */
+  readonly roles?: readonly string[];
 }
 
 /** One named value of a device: `count` elements of a slot from element `at`. */
@@ -91,7 +95,9 @@ export function saveCheckpoint(dir: string, plan: Plan, program: ClusterProgram,
   });
   rmSync(final, { recursive: true, force: true });
   renameSync(temp, final);
-  const manifest: Manifest = { format: CHECKPOINT_FORMAT, version: CHECKPOINT_VERSION, model: plan.model.name, fingerprint, step, devices: plan.cluster.devices, dir: final.slice(dir.length + 1), ...(lossScaler && { lossScaler }) };
+  const params = Object.fromEntries(plan.graph.params.map((p) => [p.name, plan.graph.tensors[p.tensor]!.shape.map(Number)]));
+  const roles = [...new Set(program.optimizerState.flatMap((s) => s.items.map((i) => i.role)))];
+  const manifest: Manifest = { format: CHECKPOINT_FORMAT, version: CHECKPOINT_VERSION, model: plan.model.name, fingerprint, step, devices: plan.cluster.devices, dir: final.slice(dir.length + 1), params, roles, ...(lossScaler && { lossScaler }) };
   // Last: until the manifest names it, the new step directory is not a checkpoint.
   writeAtomically(join(dir, "latest.json"), JSON.stringify(manifest, null, 2) + "\n");
   return final;

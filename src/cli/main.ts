@@ -14,9 +14,10 @@ import { graphCommand } from "./commands/graph.js";
 import { runCommand } from "./commands/run.js";
 import { scheduleCommand } from "./commands/schedule.js";
 import { vizCommand } from "./commands/viz.js";
+import { consolidateCommand } from "./commands/consolidate.js";
 import type { CliIO } from "./io.js";
 
-const COMMANDS: readonly Command[] = [checkCommand, graphCommand, costCommand, compileCommand, explainCommand, scheduleCommand, runCommand, calibrateCommand, vizCommand];
+const COMMANDS: readonly Command[] = [checkCommand, graphCommand, costCommand, compileCommand, explainCommand, scheduleCommand, runCommand, calibrateCommand, consolidateCommand, vizCommand];
 
 /** The version from package.json, found by walking up from this file (src/ in tests, dist/src/ when built). */
 export function version(): string {

@@ -11,6 +11,7 @@ import { checkFile } from "../../src/check/check.js";
 import { compileModel } from "../../src/compile/compile.js";
 import type { Plan } from "../../src/plan/plan.js";
 import { runPlan } from "../../src/runtime/run-loop.js";
+import { readSafetensors } from "../../src/checkpoint/safetensors.js";
 import { runCli as run } from "../support/cli.js";
 import { samplePath, sets } from "../compile/helpers.js";
 
@@ -111,5 +112,37 @@ describe("checkpoints", () => {
     expect(c.code).toBe(1);
     expect(c.stderr).toContain("checkpoints are saved and resumed by the native engine, not native-fused");
     expect((await run("run", samplePath("gpt-tiny"), "--save-every", "2")).code).toBe(2);
+  }, 60_000);
+});
+
+describe("fsm consolidate", () => {
+  it("merges FSDP shards into whole tensors named by parameter path, equal to the run's weights; optimizer state on request; gaps refused", async () => {
+    const plan = planFor({ stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp" }, 4);
+    const dir = join(root, "consolidate");
+    const r = await train(plan, 3, { save: { dir } });
+    const out = join(root, "model.safetensors");
+    const c = await run("consolidate", dir, "-o", out, "--optimizer");
+    expect(c.code, c.stderr).toBe(0);
+    const { tensors, metadata } = readSafetensors(out);
+    expect(metadata.step).toBe("3");
+    for (const p of plan.graph.params) {
+      const t = tensors.get(p.name)!;
+      expect(t.shape, p.name).toEqual(plan.graph.tensors[p.tensor]!.shape.map(Number));
+      const data = new Float32Array(t.data.buffer.slice(t.data.byteOffset, t.data.byteOffset + t.data.byteLength));
+      expect(Array.from(data), p.name).toEqual(Array.from(r.params.get(p.name)!));
+      expect(tensors.get(`${p.name}.exp_avg_sq`)?.shape).toEqual(t.shape);
+    }
+    // Without --optimizer: weights only.
+    expect((await run("consolidate", dir, "-o", join(root, "w.safetensors"))).code).toBe(0);
+    expect([...readSafetensors(join(root, "w.safetensors")).tensors.keys()].sort()).toEqual(plan.graph.params.map((p) => p.name).sort());
+    // A missing shard leaves elements no rank holds.
+    const m = JSON.parse(readFileSync(join(dir, "latest.json"), "utf8")) as { dir: string };
+    const rank3 = join(dir, m.dir, "rank-00003.safetensors");
+    const copy = readFileSync(rank3);
+    writeFileSync(rank3, readFileSync(join(dir, m.dir, "rank-00000.safetensors")));
+    const bad = await run("consolidate", dir, "-o", join(root, "bad.safetensors"));
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/no rank holds (element \d+ of|any of) /);
+    writeFileSync(rank3, copy);
   }, 60_000);
 });

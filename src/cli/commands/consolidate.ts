@@ -1,0 +1,37 @@
+// `fsm consolidate DIR -o model.safetensors [--optimizer]`: a sharded checkpoint of `fsm run --save` merged
+// into one safetensors file of full tensors named by parameter path (src/checkpoint/consolidate.ts).
+import { CheckpointError } from "../../checkpoint/checkpoint.js";
+import { consolidate } from "../../checkpoint/consolidate.js";
+import { flag, parseArgs } from "../args.js";
+import type { CliIO } from "../io.js";
+import type { Command } from "./command.js";
+
+export const consolidateCommand: Command = {
+  name: "consolidate",
+  summary: "merge a sharded checkpoint into one safetensors file",
+  usage: `fsm consolidate DIR [-o FILE] [--optimizer]
+
+Reads DIR's latest checkpoint (written by 'fsm run --save DIR': one safetensors file per
+device, parameters possibly sharded) and writes one safetensors file with every parameter
+whole, named by its path, in fp32 — with --optimizer also its optimizer state
+(NAME.exp_avg, ...). Streams: memory is bounded by the largest tensor. Written atomically.
+  -o, --output FILE   where to write (default model.safetensors)
+  --optimizer         include the optimizer state`,
+  run(argv: readonly string[], io: CliIO): number {
+    const args = parseArgs(argv, [{ name: "output", short: "o", value: true }, { name: "optimizer" }]);
+    if (args.positionals.length !== 1) return -1;
+    const dir = args.positionals[0]!;
+    const out = flag(args, "output") ?? "model.safetensors";
+    try {
+      const r = consolidate(dir, out, { optimizer: args.flags.has("optimizer") });
+      io.stdout(`wrote ${out}: ${r.tensors} tensors, ${r.bytes.toLocaleString("en-US")} bytes of data\n`);
+      return 0;
+    } catch (e) {
+      if (e instanceof CheckpointError) {
+        io.stderr(`${dir}: error: ${e.message}\n`);
+        return 1;
+      }
+      throw e;
+    }
+  },
+};
