@@ -14,6 +14,8 @@ import { hasNativeKernel, nativeKernel } from "../native/kernels.js";
 import type { Plan } from "../plan/plan.js";
 import { ReferenceExecutor, sliceBatch } from "./reference-step.js";
 import { lowerStep } from "./step-program.js";
+import { CheckpointError } from "../checkpoint/checkpoint.js";
+import { initFromFile } from "../checkpoint/init-weights.js";
 import { clusterEngine } from "./cluster-engine.js";
 import { EngineError, type StepEngine } from "./engine-types.js";
 import { stepEvents, traceMetadata, type TraceEvent } from "./trace.js";
@@ -37,12 +39,20 @@ export function defaultEngine(graph: Graph): Engine {
   }
 }
 
-export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: number, trace = false): StepEngine {
+export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: number, trace = false, init?: string): StepEngine {
   if (trace && engine !== "native" && engine !== "native-fused") throw new EngineError(`a trace is recorded by the native engines only (not ${engine})`);
   if (engine !== "native" && plan.settings.precision !== "fp32") {
     throw new EngineError(`engine ${engine} runs fp32 only; precision ${plan.settings.precision} (16-bit storage, fp32 compute${plan.settings.precision === "fp16" ? ", loss scaling" : ""}) runs on the native engine`);
   }
   const params = initParams(graph, seed, "f32");
+  if (init !== undefined) {
+    try {
+      initFromFile(init, graph, params);
+    } catch (e) {
+      if (e instanceof CheckpointError) throw new EngineError(e.message);
+      throw e;
+    }
+  }
   if (engine === "native") {
     requireNativeKernels(graph, engine);
     return clusterEngine(plan, graph, params, trace);

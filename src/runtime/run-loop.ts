@@ -60,6 +60,8 @@ export interface RunOptions {
   readonly save?: { readonly dir: string; readonly every?: number };
   /** Continue from the checkpoint in this directory: its weights, optimizer state and data position. */
   readonly resume?: string;
+  /** Start from these weights (a safetensors file of whole tensors by parameter path) instead of the seed's. */
+  readonly init?: string;
 }
 
 /** The run's batches: synthetic, a token file or .npy files (relative paths are relative to the model's .fsm
@@ -101,7 +103,7 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
   const engine = options.engine ?? defaultEngine(graph);
   let stepper: StepEngine;
   try {
-    stepper = createEngine(engine, plan, graph, plan.run!.seed, options.trace ?? false);
+    stepper = createEngine(engine, plan, graph, plan.run!.seed, options.trace ?? false, options.init);
   } catch (e) {
     if (e instanceof EngineError) throw new RunError(e.message);
     throw e;

@@ -11,7 +11,9 @@ import { checkFile } from "../../src/check/check.js";
 import { compileModel } from "../../src/compile/compile.js";
 import type { Plan } from "../../src/plan/plan.js";
 import { runPlan } from "../../src/runtime/run-loop.js";
-import { readSafetensors } from "../../src/checkpoint/safetensors.js";
+import { readSafetensors, writeSafetensors } from "../../src/checkpoint/safetensors.js";
+import { createEngine } from "../../src/runtime/engines.js";
+import { graphFromJson } from "../../src/plan/graph-from-json.js";
 import { runCli as run } from "../support/cli.js";
 import { samplePath, sets } from "../compile/helpers.js";
 
@@ -145,4 +147,36 @@ describe("fsm consolidate", () => {
     expect(bad.stderr).toMatch(/no rank holds (element \d+ of|any of) /);
     writeFileSync(rank3, copy);
   }, 60_000);
+});
+
+describe("fsm run --init", () => {
+  it("starts any plan from a consolidated file's weights; a file that does not fit is refused with everything wrong listed", async () => {
+    const trained = planFor({ stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp" }, 4);
+    const dir = join(root, "init-src");
+    await train(trained, 20, { save: { dir } });
+    const file = join(root, "init.safetensors");
+    expect((await run("consolidate", dir, "-o", file)).code).toBe(0);
+    // Another plan (1 device, unsharded) starts from exactly those weights.
+    const plan = planFor({ stages: 1, data_parallel: 1, chunks: 1, shard: "none" }, 1);
+    const graph = graphFromJson(plan.model.name, plan.graph);
+    const engine = createEngine("native", plan, graph, 1, false, file);
+    const { tensors } = readSafetensors(file);
+    for (const p of plan.graph.params) {
+      const t = tensors.get(p.name)!;
+      expect(Array.from(engine.param(p.name)), p.name).toEqual(Array.from(new Float32Array(t.data.buffer.slice(t.data.byteOffset, t.data.byteOffset + t.data.byteLength))));
+    }
+    // Trained weights start lower than the seed's.
+    const fresh = await train(plan, 1);
+    const warm = await train(plan, 1, { init: file });
+    expect(warm.losses[0]!).toBeLessThan(fresh.losses[0]! - 0.3);
+    // Wrong files: every problem in one message.
+    const wrong = new Map([...tensors].filter(([n]) => n !== "wpe.weight"));
+    wrong.set("ln_f.weight", { dtype: "F32", shape: [3], data: new Uint8Array(12) });
+    wrong.set("extra.weight", { dtype: "F32", shape: [1], data: new Uint8Array(4) });
+    const bad = join(root, "bad-init.safetensors");
+    writeSafetensors(bad, wrong);
+    const r = await run("run", samplePath("gpt-tiny"), "--steps", "1", "--init", bad);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/does not fit model gpt_tiny: .*missing wpe\.weight \[16, 32\].*mis-shaped ln_f\.weight: F32\[3\], the model's is F32\[32\].*unexpected extra\.weight/);
+  }, 90_000);
 });

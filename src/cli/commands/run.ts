@@ -31,7 +31,7 @@ function bar(fraction: number, width = 24): string {
 export const runCommand: Command = {
   name: "run",
   summary: "train a model as planned and report each step",
-  usage: `fsm run PLAN|FILE.fsm [--steps N] [--json] [--devices N] [--set KEY=VALUE]... [--save DIR [--save-every N]] [--resume DIR]
+  usage: `fsm run PLAN|FILE.fsm [--steps N] [--json] [--devices N] [--set KEY=VALUE]... [--save DIR [--save-every N]] [--resume DIR] [--init FILE]
 
 Runs the plan's training steps on CPU virtual devices: every stage, micro-batch and
 data-parallel replica as planned, parameters from the train section's seed, its
@@ -52,6 +52,8 @@ the interpreter's kernels. All compute the 1-device plan's step up to float roun
   --save-every N also every N steps
   --resume DIR   continue from DIR's latest checkpoint (the same plan): weights,
                  optimizer state, loss scale and data position, bit-identically
+  --init FILE    start from the weights in FILE (safetensors, whole tensors named by
+                 parameter path, e.g. from 'fsm consolidate') instead of the seed's
   --json         JSON lines instead of text
   --devices N    devices for a .fsm file (default 1)
   --set KEY=VAL  override a train/parallel setting of a .fsm file (repeatable)`,
@@ -66,6 +68,7 @@ the interpreter's kernels. All compute the 1-device plan's step up to float roun
       { name: "save", value: true },
       { name: "save-every", value: true },
       { name: "resume", value: true },
+      { name: "init", value: true },
     ]);
     if (args.positionals.length !== 1) return -1;
     const stepsText = flag(args, "steps");
@@ -115,6 +118,7 @@ the interpreter's kernels. All compute the 1-device plan's step up to float roun
           stopRequested: () => stop,
           ...(saveDir !== undefined && { save: { dir: saveDir, ...(saveEvery !== undefined && { every: Number(saveEvery) }) } }),
           ...(resumeDir !== undefined && { resume: resumeDir }),
+          ...(flag(args, "init") !== undefined && { init: flag(args, "init")! }),
           steps: total,
           ...(engineText !== undefined && { engine: engineText as Engine }),
           ...(tracePath !== undefined && { trace: true }),
