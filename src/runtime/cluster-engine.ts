@@ -69,6 +69,12 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
         scaler.update(skipped);
       }
       if (trace) program.devices.forEach((d, i) => events.push(...deviceEvents(i, d, cluster.timings(i), startUs, steps)));
+      // A non-finite loss stops the run, naming where it appeared (the first device and micro-batch).
+      const bad = program.lossSlots.findIndex(({ device, slot }) => !Number.isFinite(cluster.get(device, slot)[0]!));
+      if (bad >= 0) {
+        const { device, slot } = program.lossSlots[bad]!;
+        throw new EngineError(`device ${device}, micro-batch ${bad % m}: the loss is ${cluster.get(device, slot)[0]} (training diverged or the data is bad; with fp16, loss scaling skips only overflowing gradients, not a non-finite loss)`);
+      }
       return meanLoss(cluster, program);
     },
     param: (name) => readParam(cluster, program, name),

@@ -150,3 +150,12 @@ describe("fsm run and Ctrl-C", () => {
     expect(err).toContain(`interrupted by Ctrl-C after step ${summary.steps} of 100000`);
   }, 90_000);
 });
+
+describe("fsm run failures", () => {
+  it("a loss that becomes NaN/Inf stops every device with an error naming the device and micro-batch, exit 1", async () => {
+    // A learning rate that makes SGD diverge within a few steps.
+    const r = await run("run", samplePath("mlp"), "--devices", "2", "--set", "train.optimizer=sgd(lr: 1e30)", "--steps", "50");
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/step \d+: device \d, micro-batch \d: the loss is (NaN|Infinity|-Infinity)/);
+  }, 60_000);
+});
