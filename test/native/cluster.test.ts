@@ -30,6 +30,16 @@ function ins(stream: 0 | 1, op: string, inputs: number[], outputs: number[], att
   return { stream, op, inputs, outputs, attrs, waits };
 }
 
+/** Slots: 0 ids[2] i32, 1 w[3,2], 2 e[2,2], 3 z[2,2]: an embedding on the compute stream, its all-reduce over
+ *  devices 0 and 1 on the comm stream, then a copy of the result (the failure tests' program). */
+function embedThenAllReduce(): NativeClusterDevice {
+  return device([{ shape: [2], dtype: "i32" }, { shape: [3, 2] }, { shape: [2, 2] }, { shape: [2, 2] }], [
+    ins(0, "embedding", [0, 1], [2]),
+    ins(1, "comm.allReduce", [2], [2], { group: [0, 1] }, [0]),
+    ins(0, "fsm_copy", [2], [3], {}, [1]),
+  ]);
+}
+
 // ((x0 + x1) + x2) + ... in fp32: the communicator's reduction order.
 function orderedSum(inputs: readonly Float32Array[]): Float32Array {
   const out = new Float32Array(inputs[0]!);
@@ -164,15 +174,9 @@ describe("native cluster", () => {
   });
 
   it("a kernel error on device 1 stops device 0 waiting in a collective; the next run works", async () => {
-    // Slots: 0 ids[2] i32, 1 w[3,2], 2 e[2,2], 3 z[2,2]. Device 1's compute thread fails, so its comm thread
-    // must see the failure while waiting on the event, and device 0 is woken inside the all-reduce.
-    const program = (): NativeClusterDevice =>
-      device([{ shape: [2], dtype: "i32" }, { shape: [3, 2] }, { shape: [2, 2] }, { shape: [2, 2] }], [
-        ins(0, "embedding", [0, 1], [2]),
-        ins(1, "comm.allReduce", [2], [2], { group: [0, 1] }, [0]),
-        ins(0, "fsm_copy", [2], [3], {}, [1]),
-      ]);
-    const c = createNativeCluster({ devices: [program(), program()] });
+    // Device 1's compute thread fails, so its comm thread must see the failure while waiting on the event,
+    // and device 0 is woken inside the all-reduce.
+    const c = createNativeCluster({ devices: [embedThenAllReduce(), embedThenAllReduce()] });
     for (const d of [0, 1]) c.set(d, 1, f32([1, 2, 3, 4, 5, 6]));
     c.set(0, 0, new Int32Array([0, 2]));
     c.set(1, 0, new Int32Array([1, 5]));
@@ -234,15 +238,9 @@ describe("native cluster", () => {
     });
 
     it("runs after a failed run work, again and again (the aborted communicator is not reused)", async () => {
-      // Slots: 0 ids[2] i32, 1 w[3,2], 2 e[2,2], 3 z[2,2]; device 1's bad index fails while device 0 waits in
-      // the all-reduce, which must be aborted; the next run must meet in a fresh communicator.
-      const program = (): NativeClusterDevice =>
-        device([{ shape: [2], dtype: "i32" }, { shape: [3, 2] }, { shape: [2, 2] }, { shape: [2, 2] }], [
-          ins(0, "embedding", [0, 1], [2]),
-          ins(1, "comm.allReduce", [2], [2], { group: [0, 1] }, [0]),
-          ins(0, "fsm_copy", [2], [3], {}, [1]),
-        ]);
-      const c = createNativeCluster({ devices: [program(), program()] });
+      // Device 1's bad index fails while device 0 waits in the all-reduce, which must be aborted; the next run
+      // must meet in a fresh communicator.
+      const c = createNativeCluster({ devices: [embedThenAllReduce(), embedThenAllReduce()] });
       for (const d of [0, 1]) c.set(d, 1, f32([1, 2, 3, 4, 5, 6]));
       c.set(0, 0, new Int32Array([0, 2])); // rows [1, 2], [5, 6]
       for (let round = 0; round < 3; round++) {
