@@ -85,9 +85,11 @@ export function saveCheckpoint(dir: string, plan: Plan, program: ClusterProgram,
   program.devices.forEach((d, device) => {
     const tensors = new Map<string, SafeTensor>();
     const metadata: Record<string, string> = { format: CHECKPOINT_FORMAT, fingerprint, device: String(device), step: String(step) };
+    // One read per slot: an FSDP shard slot holds the pieces of many parameters.
+    const read = new Map<number, ReturnType<DeviceSlots["get"]>>();
     for (const e of entries(program, device)) {
-      const whole = slots.get(device, e.slot);
-      const part = whole.subarray(e.at, e.at + e.count);
+      if (!read.has(e.slot)) read.set(e.slot, slots.get(device, e.slot));
+      const part = read.get(e.slot)!.subarray(e.at, e.at + e.count);
       tensors.set(e.name, { dtype: DTYPE[d.slots[e.slot]!.dtype]!, shape: [e.count], data: new Uint8Array(part.buffer, part.byteOffset, part.byteLength) });
       if (e.range !== undefined) metadata[`range:${e.name}`] = e.range;
     }
@@ -129,17 +131,19 @@ export function loadCheckpoint(dir: string, plan: Plan, program: ClusterProgram,
     const path = join(dir, m.dir, rankFile(device));
     const { tensors, metadata } = readSafetensors(path);
     if (metadata.fingerprint !== m.fingerprint) throw new CheckpointError(`${path} belongs to another checkpoint (fingerprint ${metadata.fingerprint})`);
+    // Each slot read once, filled from every tensor it holds, written back once.
+    const written = new Map<number, ReturnType<DeviceSlots["get"]>>();
     for (const e of entries(program, device)) {
       const t = tensors.get(e.name);
       const dtype = DTYPE[d.slots[e.slot]!.dtype]!;
       if (!t) throw new CheckpointError(`${path} has no tensor ${e.name}`);
       if (t.dtype !== dtype || t.shape.length !== 1 || t.shape[0] !== e.count) throw new CheckpointError(`${path}: ${e.name} is ${t.dtype}[${t.shape}], expected ${dtype}[${e.count}]`);
       if (e.range !== undefined && metadata[`range:${e.name}`] !== e.range) throw new CheckpointError(`${path}: ${e.name} holds elements ${metadata[`range:${e.name}`]}, this plan needs ${e.range}`);
-      const whole = slots.get(device, e.slot);
-      const bytes = new Uint8Array(whole.buffer, whole.byteOffset + e.at * whole.BYTES_PER_ELEMENT, e.count * whole.BYTES_PER_ELEMENT);
-      bytes.set(t.data);
-      slots.set(device, e.slot, whole);
+      if (!written.has(e.slot)) written.set(e.slot, slots.get(device, e.slot));
+      const whole = written.get(e.slot)!;
+      new Uint8Array(whole.buffer, whole.byteOffset + e.at * whole.BYTES_PER_ELEMENT, e.count * whole.BYTES_PER_ELEMENT).set(t.data);
     }
+    for (const [slot, whole] of written) slots.set(device, slot, whole);
   });
   return m;
 }

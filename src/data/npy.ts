@@ -59,7 +59,7 @@ export function npyData(g: Graph, files: Readonly<Record<string, string>>, optio
   const missing = names.filter((n) => files[n] === undefined);
   if (missing.length > 0) throw new DataError(`npy(...) gives no file for input ${missing.join(", ")} of model ${g.model}`);
   const bindings = options.seq === undefined ? { B: 1 } : { B: 1, S: options.seq };
-  const opened: { name: string; path: string; fd: number; header: NpyHeader; row: number[]; float: boolean }[] = [];
+  const opened: { name: string; path: string; fd: number; header: NpyHeader; row: number[]; float: boolean; buffer: Buffer }[] = [];
   const close = (): void => opened.forEach((o) => closeSync(o.fd));
   try {
     for (const t of inputs) {
@@ -70,10 +70,17 @@ export function npyData(g: Graph, files: Readonly<Record<string, string>>, optio
       } catch (e) {
         throw new DataError(`cannot open .npy file ${path} for input '${t.name}': ${(e as Error).message}`);
       }
-      const entry = { name: t.name, path, fd, header: undefined as unknown as NpyHeader, row: concreteShape(t.type.shape, bindings).slice(1), float: isFloatDType(t.type.dtype) };
+      let header: NpyHeader;
+      try {
+        header = readNpyHeader(fd, path);
+      } catch (e) {
+        closeSync(fd);
+        throw e;
+      }
+      const row = concreteShape(t.type.shape, bindings).slice(1);
+      // One row's bytes, reused for every read of this file.
+      const entry = { name: t.name, path, fd, header, row, float: isFloatDType(t.type.dtype), buffer: Buffer.alloc(row.reduce((a, b) => a * b, 1) * DTYPES[header.descr].bytes) };
       opened.push(entry);
-      const header = readNpyHeader(fd, path);
-      entry.header = header;
       const kind = DTYPES[header.descr];
       if (kind.float !== entry.float) throw new DataError(`${path}: dtype ${header.descr} for input '${t.name}', which is ${t.type.dtype} (use ${entry.float ? "<f4 or <f8" : "<i4 or <i8"})`);
       const rowShape = header.shape.slice(1);
@@ -90,7 +97,7 @@ export function npyData(g: Graph, files: Readonly<Record<string, string>>, optio
     const readRow = (o: (typeof opened)[number], r: number, into: Float32Array | Int32Array, at: number): void => {
       const kind = DTYPES[o.header.descr];
       const n = o.row.reduce((a, b) => a * b, 1);
-      const buf = Buffer.alloc(n * kind.bytes);
+      const buf = o.buffer;
       const offset = o.header.dataOffset + r * n * kind.bytes;
       if (readSync(o.fd, buf, 0, buf.length, offset) !== buf.length) throw new DataError(`${o.path}: short read at byte ${offset}`);
       for (let k = 0; k < n; k++) {

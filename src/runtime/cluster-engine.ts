@@ -10,7 +10,7 @@ import { lowerCluster } from "./cluster-program.js";
 import { LossScaler } from "./loss-scaler.js";
 import { CheckpointError, loadCheckpoint, saveCheckpoint } from "../checkpoint/checkpoint.js";
 import { SafetensorsError } from "../checkpoint/safetensors.js";
-import { feedBatch, meanLoss, readParam, writeParams } from "./cluster-step.js";
+import { feedBatch, lossValues, mean, readParam, writeParams } from "./cluster-step.js";
 import { EngineError, type StepEngine } from "./engine-types.js";
 import { deviceEvents, traceMetadata, type TraceEvent } from "./trace.js";
 
@@ -70,12 +70,12 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
       }
       if (trace) program.devices.forEach((d, i) => events.push(...deviceEvents(i, d, cluster.timings(i), startUs, steps)));
       // A non-finite loss stops the run, naming where it appeared (the first device and micro-batch).
-      const bad = program.lossSlots.findIndex(({ device, slot }) => !Number.isFinite(cluster.get(device, slot)[0]!));
+      const losses = lossValues(cluster, program);
+      const bad = losses.findIndex((l) => !Number.isFinite(l));
       if (bad >= 0) {
-        const { device, slot } = program.lossSlots[bad]!;
-        throw new EngineError(`device ${device}, micro-batch ${bad % m}: the loss is ${cluster.get(device, slot)[0]} (training diverged or the data is bad; with fp16, loss scaling skips only overflowing gradients, not a non-finite loss)`);
+        throw new EngineError(`device ${program.lossSlots[bad]!.device}, micro-batch ${bad % m}: the loss is ${losses[bad]} (training diverged or the data is bad; with fp16, loss scaling skips only overflowing gradients, not a non-finite loss)`);
       }
-      return meanLoss(cluster, program);
+      return mean(losses);
     },
     param: (name) => readParam(cluster, program, name),
     checkpoint: {

@@ -19,7 +19,7 @@ import { numel } from "../graph/dim.js";
 import { isFloatDType } from "../graph/types.js";
 import { concreteShape } from "../interp/run.js";
 import { concreteAttrs } from "../native/kernels.js";
-import type { Plan, PlanAction, PlanProgram } from "../plan/plan.js";
+import type { Plan, PlanAction, PlanProgram, PlanUnit } from "../plan/plan.js";
 import { actionFromText, type Action } from "../schedule/action.js";
 import { programPieces, type ActionPiece } from "./action-order.js";
 import { lowerOptimizer, type OptimizerLowering, type UpdateItem } from "./cluster-optimizer.js";
@@ -122,6 +122,7 @@ class DeviceLowering {
   private readonly mbFlat = new Map<string, { slot: number; views: Map<string, number> }>();
   /** fsdp: per stage and unit, the instruction of its latest reduce-scatter. */
   private readonly lastReduceScatter = new Map<string, number>();
+  private readonly units = new Map<number, Map<string, PlanUnit>>();
   private readonly started = new Set<string>();
   /** Ops whose gradient output was placed where it belongs (nothing to accumulate after them). */
   private readonly direct = new Set<number>();
@@ -306,9 +307,21 @@ class DeviceLowering {
     return s;
   }
 
+  /** fsdp: the unit of stage k holding parameter `name` (looked up once per stage). */
+  private unitOf(k: number, name: string): PlanUnit {
+    let byParam = this.units.get(k);
+    if (!byParam) {
+      byParam = new Map(this.plan.shard[k]!.units.flatMap((u) => u.params.map(([n]) => [n, u] as const)));
+      this.units.set(k, byParam);
+    }
+    const u = byParam.get(name);
+    if (!u) throw new Error(`internal: stage ${k}'s parameter '${name}' is in no FSDP unit`);
+    return u;
+  }
+
   private paramSlot(k: number, name: string, text: string): number {
     if (this.strategy[k] !== "fsdp") return this.paramSlots.get(k)!.get(name)!;
-    const unit = this.plan.shard[k]!.units.find((u) => u.params.some(([n]) => n === name))!;
+    const unit = this.unitOf(k, name);
     const gather = this.gathered.get(`${k}:${unit.index}`);
     if (!gather) throw new Error(`internal: device ${this.device}, action ${text} reads '${name}' while FSDP unit ${unit.index} of stage ${k} is not gathered`);
     return gather.views.get(name)!;
@@ -387,7 +400,7 @@ class DeviceLowering {
    *  added to the accumulator after the op). */
   private gradTarget(k: number, j: number, p: string, op: number): number | undefined {
     const s = this.strategy[k];
-    const single = [...this.routes.contributions[k]!.values()].filter((x) => x === p).length === 1;
+    const single = this.routes.partials[k]!.get(p) === 1;
     if (s === "fsdp" || s === "sddp") {
       if (!single) throw new Error(`not implemented: parameter '${p}' has several gradient partials on stage ${k} under ${s}`);
       this.direct.add(op);
@@ -403,7 +416,7 @@ class DeviceLowering {
   private mbBuffer(k: number, j: number, p: string): { slot: number; views: Map<string, number> } {
     const shard = this.plan.shard[k]!;
     if (this.strategy[k] === "fsdp") {
-      const u = shard.units.find((x) => x.params.some(([n]) => n === p))!;
+      const u = this.unitOf(k, p);
       const key = `${k}:u${u.index}:${j}`;
       if (!this.mbFlat.has(key)) {
         // Zeroed first: padding and any member without a gradient must add nothing to the shards. The fill

@@ -55,9 +55,18 @@ export function feedBatch(cluster: DeviceSlots, program: ClusterProgram, batch: 
   });
 }
 
+/** The loss of every (replica, micro-batch), replica-major. */
+export function lossValues(cluster: DeviceSlots, program: ClusterProgram): number[] {
+  return program.lossSlots.map(({ device, slot }) => cluster.get(device, slot)[0]!);
+}
+
 /** The mean loss over every replica and micro-batch, summed in replica-major order. */
 export function meanLoss(cluster: DeviceSlots, program: ClusterProgram): number {
-  let loss = 0;
-  for (const { device, slot } of program.lossSlots) loss += cluster.get(device, slot)[0]!;
-  return loss / program.lossSlots.length;
+  return mean(lossValues(cluster, program));
+}
+
+export function mean(losses: readonly number[]): number {
+  let sum = 0;
+  for (const l of losses) sum += l;
+  return sum / losses.length;
 }

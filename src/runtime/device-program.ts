@@ -11,15 +11,16 @@
 //     between the last compute instruction it (transitively) waits for and the first one that
 //     (transitively) waits for it, so the bytes it touches are live over that whole window. Slots whose
 //     lifetimes never meet share bytes (slot-layout.ts), which is then safe whatever the threads' timing.
-import type { NativeAttrs } from "../native/binding.js";
+import type { NativeAttrs, NativeDType } from "../native/binding.js";
 import { layoutSlots } from "./slot-layout.js";
 
 export type Stream = 0 | 1;
 export const COMPUTE: Stream = 0;
 export const COMM: Stream = 1;
 
-/** Element types of slots: 16-bit floats are storage only (kernels compute in f32 after an fsm_cast). */
-export type SlotDType = "f32" | "i32" | "bf16" | "f16";
+/** Element types of slots (the addon's): 16-bit floats are storage only (kernels compute in f32 after an
+ *  fsm_cast). */
+export type SlotDType = NativeDType;
 
 export const BYTES: Readonly<Record<SlotDType, number>> = { f32: 4, i32: 4, bf16: 2, f16: 2 };
 

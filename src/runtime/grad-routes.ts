@@ -14,6 +14,9 @@ export interface GradRoutes {
   readonly params: readonly (readonly string[])[];
   /** Per stage: gradient tensor produced there → the parameter it is (part of) the gradient of. */
   readonly contributions: readonly ReadonlyMap<TensorId, string>[];
+  /** Per stage: parameter → how many of its gradient partials the stage makes (1 unless a tied weight is
+   *  used twice there). */
+  readonly partials: readonly ReadonlyMap<string, number>[];
   /** Parameters read by more than one stage → those stages, ascending. */
   readonly holders: ReadonlyMap<string, readonly number[]>;
   /** Per stage: the gradients its backward reads from the next stage, in first-read order (what SEND_B of
@@ -77,5 +80,10 @@ export function gradRoutes(g: Graph, stages: readonly PlanStage[]): GradRoutes {
     }
     return out;
   });
-  return { ops, params, contributions, holders, gradsBack };
+  const partials = contributions.map((c) => {
+    const n = new Map<string, number>();
+    for (const p of c.values()) n.set(p, (n.get(p) ?? 0) + 1);
+    return n;
+  });
+  return { ops, params, contributions, partials, holders, gradsBack };
 }

@@ -5,6 +5,7 @@ import { syntheticData } from "../data/synthetic.js";
 import { npyData } from "../data/npy.js";
 import { DataError, tokenData } from "../data/tokens.js";
 import type { Graph } from "../graph/graph.js";
+import type { Batch } from "../interp/session.js";
 import type { PlanRun } from "../plan/plan.js";
 import { graphFromJson } from "../plan/graph-from-json.js";
 import type { Plan } from "../plan/plan.js";
@@ -66,7 +67,7 @@ export interface RunOptions {
 
 /** The run's batches: synthetic, a token file or .npy files (relative paths are relative to the model's .fsm
  *  file, as imports are). */
-function openData(plan: Plan, graph: Graph, run: PlanRun): { batch(step: number): ReturnType<ReturnType<typeof syntheticData>["batch"]>; close?(): void } {
+function openData(plan: Plan, graph: Graph, run: PlanRun): { batch(step: number): Batch; close?(): void } {
   const seq = plan.settings.seq;
   const d = run.data;
   if (d.kind === "synthetic") return syntheticData(graph, { batch: plan.settings.batch, ...(seq !== null && { seq }), seed: run.seed });

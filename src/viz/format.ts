@@ -1,6 +1,6 @@
 // Shared formatting for every viz renderer: rank ranges, percentages, SVG numbers, escaping and the stage
 // palette. Fixed precision everywhere, so the same plan always renders to the same bytes.
-export { formatBytes, formatFlops, formatSeconds } from "../cli/commands/cost.js";
+export { count, formatBytes, formatFlops, formatSeconds, tableLines } from "../cli/commands/cost.js";
 
 /** `0-31`, `0-3, 8-11`, `5`: consecutive runs joined, so 1024 ranks stay one short phrase. */
 export function rankText(ranks: readonly number[]): string {
@@ -25,11 +25,6 @@ export function stageLayers(st: { readonly firstLayer: string; readonly lastLaye
 export function pct(fraction: number): string {
   if (fraction > 0 && fraction < 0.0005) return "<0.1%";
   return `${(fraction * 100).toFixed(1)}%`;
-}
-
-/** `1,234,567`. */
-export function count(n: number): string {
-  return n.toLocaleString("en-US");
 }
 
 /** An SVG coordinate: one decimal, no trailing `.0`, no `-0` (smaller files, stable bytes). */

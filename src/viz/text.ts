@@ -1,17 +1,11 @@
 // `fsm viz --format text`: the plan at a glance in a terminal — summary, stage table, the graph by stage,
 // the shard map, the predicted (and measured) timeline, memory per program, and the search's alternatives.
-import { count, formatBytes, formatFlops, formatSeconds, pct, rankText, stageLayers } from "./format.js";
+import { count, formatBytes, formatFlops, formatSeconds, pct, rankText, stageLayers, tableLines as table } from "./format.js";
 import { memoryText, TEXT_LEGEND, timelineText } from "./text-timeline.js";
 import type { ShardGroup, ShardMember, ViewModel } from "./view-types.js";
 
 /** Shard groups up to this size list every rank; larger ones one line of ranges. */
 const LIST_MEMBERS = 8;
-
-function table(header: readonly string[], rows: readonly (readonly string[])[], leftColumns: number): string[] {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (r: readonly string[]) => r.map((c, i) => (i < leftColumns ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ").trimEnd();
-  return [line(header), ...rows.map(line)];
-}
 
 function summaryLines(vm: ViewModel): string[] {
   const s = vm.summary;

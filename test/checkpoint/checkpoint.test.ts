@@ -3,7 +3,7 @@
 // bytes independently of our reader), the manifest is written last, and what is incomplete, corrupt, newer
 // or for another model/plan is refused with a clear error.
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -85,6 +85,8 @@ describe("checkpoints", () => {
     };
     // A save that never wrote its manifest is not a checkpoint.
     const partial = join(root, "partial");
+    mkdirSync(join(partial, "step-000001"), { recursive: true });
+    writeFileSync(join(partial, "step-000001", "rank-00000.safetensors"), readFileSync(join(dir, (JSON.parse(readFileSync(join(dir, "latest.json"), "utf8")) as { dir: string }).dir, "rank-00000.safetensors")));
     expect(await fail(partial)).toMatch(/holds no complete checkpoint/);
     // Another plan, another model, a newer format, a truncated or corrupt rank file.
     expect(await fail(dir, planFor({ stages: 2, data_parallel: 1, chunks: 1, shard: "none" }, 2))).toMatch(/different plan of gpt_tiny .*resharding\) is not implemented yet/);

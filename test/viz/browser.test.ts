@@ -50,9 +50,9 @@ async function open(name: string, html: string): Promise<{ errors: string[]; cou
     if (!r.url().startsWith("file://")) errors.push(`network request to ${r.url()}`);
   });
   await page.goto(`file://${file}`, { waitUntil: "load" });
-  // Hover a timeline block: the page's script runs on it without errors.
-  const block = page.locator("[data-timeline=predicted] title").first();
-  if ((await block.count()) > 0) await page.mouse.move(400, 300);
+  // Hover a timeline block: the page's script (outlining its micro-batch) runs on it without errors.
+  const block = page.locator("[data-timeline=predicted] rect.b").first();
+  if ((await block.count()) > 0) await block.hover();
   const png = await page.screenshot({ fullPage: false });
   return { errors, count: (selector) => page.locator(selector).count(), png, close: () => page.close() };
 }
@@ -73,14 +73,17 @@ function assertNotBlank(png: Buffer): void {
   expect(colors.size).toBeGreaterThan(8);
 }
 
-async function check(name: string, plan: Plan, html: string): Promise<{ count: (s: string) => Promise<number> }> {
+async function check(name: string, plan: Plan, html: string, more?: (count: (selector: string) => Promise<number>) => Promise<void>): Promise<void> {
   const p = await open(name, html);
-  expect(p.errors, p.errors.join("\n")).toEqual([]);
-  for (let k = 0; k < plan.stages.length; k++) expect(await p.count(`tr[data-stage="${k}"]`), `stage ${k}`).toBeGreaterThan(0);
-  for (const program of plan.programs) expect(await p.count(`[data-timeline=predicted] [data-program="${program.id}"]`), `program ${program.id}`).toBe(1);
-  assertNotBlank(p.png);
-  const count = p.count;
-  return { count: async (s) => count(s) };
+  try {
+    expect(p.errors, p.errors.join("\n")).toEqual([]);
+    for (let k = 0; k < plan.stages.length; k++) expect(await p.count(`tr[data-stage="${k}"]`), `stage ${k}`).toBeGreaterThan(0);
+    for (const program of plan.programs) expect(await p.count(`[data-timeline=predicted] [data-program="${program.id}"]`), `program ${program.id}`).toBe(1);
+    assertNotBlank(p.png);
+    await more?.(p.count);
+  } finally {
+    await p.close();
+  }
 }
 
 describe.skipIf(!have)("fsm viz in Chromium", () => {
@@ -96,8 +99,9 @@ describe.skipIf(!have)("fsm viz in Chromium", () => {
     let events: unknown[] = [];
     await runPlan(plan, { steps: 2, engine: "native", trace: true, onDone: (e) => (events = e.trace?.() ?? []) });
     const measured = measuredStep(parseTrace(JSON.stringify({ traceEvents: events })), plan.cluster.devices);
-    const page = await check("gpt-tiny-trace", plan, renderHtml(buildViewModel(plan, { measured })));
-    for (let d = 0; d < plan.cluster.devices; d++) expect(await page.count(`[data-timeline=measured] [data-device="${d}"]`), `device ${d}`).toBe(1);
+    await check("gpt-tiny-trace", plan, renderHtml(buildViewModel(plan, { measured })), async (count) => {
+      for (let d = 0; d < plan.cluster.devices; d++) expect(await count(`[data-timeline=measured] [data-device="${d}"]`), `device ${d}`).toBe(1);
+    });
   }, 60_000);
 
   it("the checks catch what they guard against: a script error, a blank page", async () => {

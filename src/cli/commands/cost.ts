@@ -71,7 +71,8 @@ function clusterFromArgs(name: string, devicesText: string, calibrationPath: str
 
 // ---- text form ---------------------------------------------------------------------------------------------
 
-const count = (n: number): string => n.toLocaleString("en-US");
+/** `1,234,567`. */
+export const count = (n: number): string => n.toLocaleString("en-US");
 
 /** FLOPs with an SI prefix: `1.23 PFLOP`. */
 export function formatFlops(n: number): string {
@@ -106,11 +107,15 @@ export function formatSeconds(s: number): string {
   return `${(s / 3600).toFixed(1)} h`;
 }
 
-function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+/** Column-aligned lines: the first `leftColumns` columns (names) left-aligned, the rest (numbers) right. */
+export function tableLines(header: readonly string[], rows: readonly (readonly string[])[], leftColumns = 1): string[] {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  // The first column (names) is left-aligned, numbers right-aligned.
-  const line = (r: readonly string[]) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ").trimEnd();
-  return [line(header), ...rows.map(line)].join("\n") + "\n";
+  const line = (r: readonly string[]) => r.map((c, i) => (i < leftColumns ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ").trimEnd();
+  return [line(header), ...rows.map(line)];
+}
+
+function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  return tableLines(header, rows).join("\n") + "\n";
 }
 
 export function formatEstimate(e: ModelEstimate): string {
