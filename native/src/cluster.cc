@@ -341,7 +341,6 @@ std::string NativeCluster::runStep() {
   firstError_.clear();
   for (auto& dev : devices_) {
     dev->completed[0] = dev->completed[1] = 0;
-    dev->ended[0] = dev->ended[1] = false;
     if (tracing_) dev->timings.assign(dev->instructions.size() * 2, 0.0);
   }
   // A fresh communicator each step: an aborted one stays aborted, and meetings are matched by call order.
@@ -422,10 +421,10 @@ void NativeCluster::runStream(size_t d, int s, Communicator& comm, Clock::time_p
       ClusterInstruction& ins = dev.instructions[i];
       {
         std::unique_lock<std::mutex> lk(dev.mutex);
-        dev.cv.wait(lk, [&] { return failed_ || dev.completed[other] >= ins.need[other] || dev.ended[other]; });
+        // The other stream either gets there (construction ruled out cycles) or fails, which sets failed_
+        // and wakes everyone: a stream never ends early otherwise.
+        dev.cv.wait(lk, [&] { return failed_ || dev.completed[other] >= ins.need[other]; });
         if (failed_) break;
-        // A stream stops early only after a failure, which was seen above, and construction ruled out cycles.
-        if (dev.completed[other] < ins.need[other]) throw std::logic_error("internal: its waits name an instruction the other stream never ran");
       }
       if (tracing_) dev.timings[2 * i] = secondsSince(origin);
       // A guarded instruction whose guard is set (nonzero, NaN included) is skipped but counts as completed.
@@ -443,11 +442,6 @@ void NativeCluster::runStream(size_t d, int s, Communicator& comm, Clock::time_p
   } catch (...) {
     fail(where(d, current, dev.instructions[current].op) + ": unknown error", comm);
   }
-  {
-    std::lock_guard<std::mutex> lk(dev.mutex);
-    dev.ended[s] = true;
-  }
-  dev.cv.notify_all();
 }
 
 void NativeCluster::execute(size_t d, ClusterInstruction& ins, Communicator& comm) {

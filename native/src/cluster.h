@@ -60,7 +60,6 @@ struct ClusterDevice {
   std::mutex mutex;
   std::condition_variable cv;
   size_t completed[2] = {0, 0};
-  bool ended[2] = {false, false};
 };
 
 class NativeCluster : public Napi::ObjectWrap<NativeCluster> {

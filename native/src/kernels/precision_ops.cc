@@ -80,7 +80,8 @@ float fromF16(uint16_t h) {
 }
 
 // out = in converted to out's dtype: f32 → bf16/f16 (round to nearest even), bf16/f16 → f32 (exact), or a
-// copy when both have the same dtype (then out may be in). Operands of different dtypes must not overlap.
+// copy when both have the same dtype (out may be in only for an instruction marked in place, whose output
+// is not zeroed first). Operands of different dtypes must not overlap.
 void cast(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
   if (in.size() != 1 || out.size() != 1) throw std::invalid_argument("fsm_cast: takes one input and one output");
   const Tensor& x = in[0];
