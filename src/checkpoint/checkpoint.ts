@@ -2,38 +2,20 @@
 // shard of them: tensor `wte.weight`, the element range it holds in the metadata), 16-bit compute copies
 // (`wte.weight:compute`), optimizer state (`wte.weight.exp_avg`, ...) and the step counter — then
 // DIR/latest.json, the manifest, written last and atomically: a checkpoint is complete exactly when the
-// manifest names it. The manifest records the step, the data position (the next batch index: data is
-// deterministic by step), the fp16 loss scaler, and the plan's fingerprint, so resuming restores every
-// persistent value and continues bit-identically — into the same plan only (resharding is not done yet).
-import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+// manifest names it (manifest.ts). Resuming into the same plan restores every persistent value slot by slot
+// and continues bit-identically; into another plan of the model, reshard.ts moves each value to where that
+// plan keeps it.
+import { mkdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Plan } from "../plan/plan.js";
 import { writeAtomically } from "../plan/serialize.js";
 import type { ClusterProgram } from "../runtime/cluster-program.js";
 import type { DeviceSlots } from "../runtime/cluster-step.js";
+import { CHECKPOINT_FORMAT, CHECKPOINT_VERSION, CheckpointError, checkDataState, dataState, planFingerprint, planParams, rankFile, readManifest, stepDir, type Manifest } from "./manifest.js";
+import { reshardCheckpoint } from "./reshard.js";
 import { readSafetensors, writeSafetensors, type SafeDType, type SafeTensor } from "./safetensors.js";
 
-export const CHECKPOINT_FORMAT = "fsm-checkpoint";
-export const CHECKPOINT_VERSION = 1;
-
-export class CheckpointError extends Error {}
-
-export interface Manifest {
-  readonly format: typeof CHECKPOINT_FORMAT;
-  readonly version: number;
-  readonly model: string;
-  readonly fingerprint: string;
-  /** Steps completed; the next run's first batch is this index. */
-  readonly step: number;
-  readonly devices: number;
-  readonly dir: string;
-  readonly lossScaler?: { readonly scale: number; readonly clean: number };
-  /** Every parameter's full shape (rank files hold 1-D pieces of them). */
-  readonly params?: Readonly<Record<string, readonly number[]>>;
-  /** Optimizer state roles saved per parameter (`exp_avg`, ...). */
-  readonly roles?: readonly string[];
-}
+export { CheckpointError, readManifest, type Manifest } from "./manifest.js";
 
 /** One named value of a device: `count` elements of a slot from element `at`. */
 interface Entry {
@@ -46,12 +28,6 @@ interface Entry {
 }
 
 const DTYPE: Readonly<Record<string, SafeDType>> = { f32: "F32", i32: "I32", bf16: "BF16", f16: "F16" };
-
-/** What identifies a plan's persistent state: the training graph, the settings and how state is laid out. */
-export function planFingerprint(plan: Plan): string {
-  const layout = { graph: plan.graph, settings: plan.settings, devices: plan.cluster.devices, stages: plan.stages.map((s) => [s.layers, s.ranks]), shard: plan.shard.map((s) => [s.strategy, s.units, s.owners, s.broadcastBuckets]) };
-  return createHash("sha256").update(JSON.stringify(layout)).digest("hex").slice(0, 32);
-}
 
 function entries(program: ClusterProgram, device: number): Entry[] {
   const out: Entry[] = [];
@@ -73,9 +49,6 @@ function entries(program: ClusterProgram, device: number): Entry[] {
   return out;
 }
 
-const stepDir = (dir: string, step: number): string => join(dir, `step-${String(step).padStart(6, "0")}`);
-const rankFile = (device: number): string => `rank-${String(device).padStart(5, "0")}.safetensors`;
-
 export function saveCheckpoint(dir: string, plan: Plan, program: ClusterProgram, slots: DeviceSlots, step: number, lossScaler?: Manifest["lossScaler"]): string {
   const fingerprint = planFingerprint(plan);
   const final = stepDir(dir, step);
@@ -84,7 +57,8 @@ export function saveCheckpoint(dir: string, plan: Plan, program: ClusterProgram,
   mkdirSync(temp, { recursive: true });
   program.devices.forEach((d, device) => {
     const tensors = new Map<string, SafeTensor>();
-    const metadata: Record<string, string> = { format: CHECKPOINT_FORMAT, fingerprint, device: String(device), step: String(step) };
+    // The data position and seed (the run's RNG: see DataState) in every rank file, as the manifest has them.
+    const metadata: Record<string, string> = { format: CHECKPOINT_FORMAT, fingerprint, device: String(device), step: String(step), data_position: String(step), seed: String(plan.run?.seed ?? 0) };
     // One read per slot: an FSDP shard slot holds the pieces of many parameters.
     const read = new Map<number, ReturnType<DeviceSlots["get"]>>();
     for (const e of entries(program, device)) {
@@ -97,35 +71,23 @@ export function saveCheckpoint(dir: string, plan: Plan, program: ClusterProgram,
   });
   rmSync(final, { recursive: true, force: true });
   renameSync(temp, final);
-  const params = Object.fromEntries(plan.graph.params.map((p) => [p.name, plan.graph.tensors[p.tensor]!.shape.map(Number)]));
+  const params = planParams(plan);
   const roles = [...new Set(program.optimizerState.flatMap((s) => s.items.map((i) => i.role)))];
-  const manifest: Manifest = { format: CHECKPOINT_FORMAT, version: CHECKPOINT_VERSION, model: plan.model.name, fingerprint, step, devices: plan.cluster.devices, dir: final.slice(dir.length + 1), params, roles, ...(lossScaler && { lossScaler }) };
+  const manifest: Manifest = { format: CHECKPOINT_FORMAT, version: CHECKPOINT_VERSION, model: plan.model.name, fingerprint, step, devices: plan.cluster.devices, dir: final.slice(dir.length + 1), params, roles, data: dataState(plan, step), ...(lossScaler && { lossScaler }) };
   // Last: until the manifest names it, the new step directory is not a checkpoint.
   writeAtomically(join(dir, "latest.json"), JSON.stringify(manifest, null, 2) + "\n");
   return final;
-}
-
-export function readManifest(dir: string): Manifest {
-  const path = join(dir, "latest.json");
-  if (!existsSync(path)) throw new CheckpointError(`${dir} holds no complete checkpoint (no latest.json: a save that never finished leaves none)`);
-  let m: Manifest;
-  try {
-    m = JSON.parse(readFileSync(path, "utf8")) as Manifest;
-  } catch (e) {
-    throw new CheckpointError(`${path} is not valid JSON: ${(e as Error).message}`);
-  }
-  if (m.format !== CHECKPOINT_FORMAT) throw new CheckpointError(`${path} is not an fsm checkpoint manifest`);
-  if (m.version > CHECKPOINT_VERSION) throw new CheckpointError(`${path} was written by a newer fsm (checkpoint version ${m.version}; this fsm reads ${CHECKPOINT_VERSION})`);
-  if (!Number.isInteger(m.step) || m.step < 0 || typeof m.dir !== "string") throw new CheckpointError(`${path}: malformed manifest`);
-  return m;
 }
 
 /** Restores every persistent value of every device; returns the manifest (its step is the data position). */
 export function loadCheckpoint(dir: string, plan: Plan, program: ClusterProgram, slots: DeviceSlots): Manifest {
   const m = readManifest(dir);
   if (m.model !== plan.model.name) throw new CheckpointError(`${dir} is a checkpoint of model ${m.model}, not ${plan.model.name}`);
+  checkDataState(dir, m, plan);
+  // Another plan of the model (devices, stages, sharding, precision): every value moved to where this plan keeps it.
   if (m.fingerprint !== planFingerprint(plan)) {
-    throw new CheckpointError(`${dir} was saved from a different plan of ${m.model} (${m.devices} devices; this plan has ${plan.cluster.devices}): resuming into another plan (resharding) is not implemented yet`);
+    reshardCheckpoint(dir, m, plan, program, slots);
+    return m;
   }
   program.devices.forEach((d, device) => {
     const path = join(dir, m.dir, rankFile(device));

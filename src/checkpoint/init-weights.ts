@@ -4,7 +4,7 @@
 import type { Graph } from "../graph/graph.js";
 import { numel } from "../graph/dim.js";
 import type { FloatTensor } from "../interp/tensor.js";
-import { CheckpointError } from "./checkpoint.js";
+import { CheckpointError } from "./manifest.js";
 import { readSafetensors, SafetensorsError } from "./safetensors.js";
 
 /** Replaces `params`' values by the file's (names and shapes checked first). */

@@ -1,0 +1,111 @@
+// Where every element of a checkpoint's tensors lives: its rank files' headers read (not their data), the
+// fp32 pieces grouped by whole-tensor name. Consolidating and resharding both read whole tensors through
+// this, one at a time, so memory is bounded by the largest tensor, not the model.
+import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { join } from "node:path";
+import { CheckpointError, rankFile, type Manifest } from "./manifest.js";
+
+interface Piece {
+  readonly file: string;
+  /** Absolute byte offset of its data in the file. */
+  readonly offset: number;
+  readonly from: number;
+  readonly count: number;
+}
+
+interface HeaderEntry {
+  readonly dtype: string;
+  readonly shape: number[];
+  readonly data_offsets: [number, number];
+}
+
+/** A rank file's header and where its data starts, read without the data; offsets checked against the size. */
+function readHeader(path: string): { tensors: Record<string, HeaderEntry>; metadata: Record<string, string>; dataStart: number } {
+  let fd: number;
+  try {
+    fd = openSync(path, "r");
+  } catch (e) {
+    throw new CheckpointError(`cannot read ${path}: ${(e as Error).message}`);
+  }
+  try {
+    const size = fstatSync(fd).size;
+    const len = Buffer.alloc(8);
+    if (readSync(fd, len, 0, 8, 0) !== 8) throw new CheckpointError(`${path} is not a valid safetensors file: shorter than its header length`);
+    const n = Number(len.readBigUInt64LE(0));
+    if (8 + n > size) throw new CheckpointError(`${path} is not a valid safetensors file: truncated header`);
+    const text = Buffer.alloc(n);
+    readSync(fd, text, 0, n, 8);
+    let header: Record<string, unknown>;
+    try {
+      header = JSON.parse(text.toString("utf8")) as Record<string, unknown>;
+    } catch {
+      throw new CheckpointError(`${path} is not a valid safetensors file: its header is not JSON`);
+    }
+    const { __metadata__: metadata, ...rest } = header;
+    const tensors = rest as Record<string, HeaderEntry>;
+    for (const [name, t] of Object.entries(tensors)) {
+      const [a, b] = t.data_offsets ?? [];
+      if (!Number.isInteger(a) || !Number.isInteger(b) || b! < a! || 8 + n + b! > size) throw new CheckpointError(`${path}: tensor ${name}'s data [${a}, ${b}) lies outside the file (truncated?)`);
+    }
+    return { tensors, metadata: (metadata ?? {}) as Record<string, string>, dataStart: 8 + n };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+export interface CheckpointPieces {
+  /** Whether some rank holds part of the fp32 tensor `name` (a parameter or `param.role`). */
+  has(name: string): boolean;
+  /** The whole tensor of `numel` elements, assembled from its pieces; an element no rank holds is an error. */
+  read(name: string, numel: number): Float32Array;
+  /** The optimizer's step counter as saved (raw bytes and dtype), from the first rank that has one. */
+  readonly step?: { readonly dtype: string; readonly data: Buffer };
+}
+
+export function openPieces(dir: string, m: Manifest): CheckpointPieces {
+  const pieces = new Map<string, Piece[]>();
+  let step: CheckpointPieces["step"];
+  for (let d = 0; d < m.devices; d++) {
+    const file = join(dir, m.dir, rankFile(d));
+    const { tensors, metadata, dataStart } = readHeader(file);
+    if (metadata.fingerprint !== undefined && metadata.fingerprint !== m.fingerprint) throw new CheckpointError(`${file} belongs to another checkpoint (fingerprint ${metadata.fingerprint})`);
+    for (const [stored, t] of Object.entries(tensors)) {
+      if (stored === "optimizer.step" && step === undefined) step = { dtype: t.dtype, data: readBytes(file, dataStart + t.data_offsets[0], t.data_offsets[1] - t.data_offsets[0]) };
+      const range = metadata[`range:${stored}`];
+      if (range === undefined || t.dtype !== "F32") continue; // 16-bit compute copies derive from the fp32 weights
+      const [from, count] = range.split(",").map(Number) as [number, number];
+      const name = stored.replace(/#\d+$/, ""); // the same weight held twice by one device
+      if (t.data_offsets[1] - t.data_offsets[0] !== 4 * count) throw new CheckpointError(`${file}: ${stored} has ${t.data_offsets[1] - t.data_offsets[0]} bytes for ${count} elements`);
+      pieces.set(name, [...(pieces.get(name) ?? []), { file, offset: dataStart + t.data_offsets[0], from, count }]);
+    }
+  }
+  return {
+    has: (name) => pieces.has(name),
+    read: (name, numel) => {
+      const list = pieces.get(name);
+      if (!list) throw new CheckpointError(`${dir}: no rank holds any of ${name}`);
+      const full = Buffer.alloc(4 * numel);
+      const covered = new Uint8Array(numel);
+      for (const p of list) {
+        if (p.from + p.count > numel) throw new CheckpointError(`${p.file}: ${name}'s piece [${p.from}, ${p.from + p.count}) lies outside its ${numel} elements`);
+        readBytes(p.file, p.offset, 4 * p.count).copy(full, 4 * p.from);
+        covered.fill(1, p.from, p.from + p.count);
+      }
+      const gap = covered.indexOf(0);
+      if (gap >= 0) throw new CheckpointError(`${dir}: no rank holds element ${gap} of ${name}`);
+      return new Float32Array(full.buffer, full.byteOffset, numel);
+    },
+    ...(step && { step }),
+  };
+}
+
+function readBytes(file: string, offset: number, length: number): Buffer {
+  const out = Buffer.alloc(length);
+  const fd = openSync(file, "r");
+  try {
+    if (readSync(fd, out, 0, length, offset) !== length) throw new CheckpointError(`${file} is truncated`);
+  } finally {
+    closeSync(fd);
+  }
+  return out;
+}

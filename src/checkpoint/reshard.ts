@@ -1,0 +1,55 @@
+// Resuming a checkpoint into another plan of the same model — other devices, stages, shard strategy or
+// precision (FairScale's "consolidate, then load into the new world size", without the consolidated file).
+// Each whole tensor (weights, each optimizer state role) is assembled from the old ranks' pieces (pieces.ts)
+// and written where the new plan keeps it: every replica, stage copy and FSDP shard; 16-bit compute copies
+// are cast from the fp32 weights as at the start of a run. Values move exactly, so the resumed run equals the
+// uninterrupted one up to the new plan's reduction order.
+import type { Plan } from "../plan/plan.js";
+import type { ClusterProgram } from "../runtime/cluster-program.js";
+import { writeParams, type DeviceSlots } from "../runtime/cluster-step.js";
+import { CheckpointError, planParams, type Manifest } from "./manifest.js";
+import { openPieces } from "./pieces.js";
+
+export function reshardCheckpoint(dir: string, m: Manifest, plan: Plan, program: ClusterProgram, slots: DeviceSlots): void {
+  const why = `${dir} was saved from another plan of ${m.model} (${m.devices} device${m.devices === 1 ? "" : "s"}; this plan has ${plan.cluster.devices})`;
+  if (!m.params) throw new CheckpointError(`${why} and records no parameter shapes (written by an older fsm): it resumes into its own plan only`);
+  const shapes = planParams(plan);
+  const problems: string[] = [];
+  for (const [name, shape] of Object.entries(shapes)) {
+    const saved = m.params[name];
+    if (!saved) problems.push(`missing ${name}`);
+    else if (saved.join(",") !== shape.join(",")) problems.push(`${name} is [${saved.join(", ")}], this plan's is [${shape.join(", ")}]`);
+  }
+  for (const name of Object.keys(m.params)) if (!(name in shapes)) problems.push(`unexpected ${name}`);
+  const roles = new Set(program.optimizerState.flatMap((s) => s.items.map((i) => i.role)));
+  const saved = new Set(m.roles ?? []);
+  for (const role of roles) if (!saved.has(role)) problems.push(`no optimizer state '${role}' (saved: ${[...saved].join(", ") || "none"}; another optimizer?)`);
+  if (problems.length > 0) throw new CheckpointError(`${why} whose state does not fit this one: ${problems.join("; ")}`);
+
+  const pieces = openPieces(dir, m);
+  // Whole tensors are kept until every device has its pieces: the arenas hold all of them anyway.
+  const whole = new Map<string, Float32Array>();
+  const value = (name: string, shapeOf: string): Float32Array => {
+    if (!whole.has(name)) whole.set(name, pieces.read(name, shapes[shapeOf]!.reduce((a, b) => a * b, 1)));
+    return whole.get(name)!;
+  };
+  writeParams(slots, program, (name) => value(name, name));
+
+  program.optimizerState.forEach((state, device) => {
+    // A state slot is laid out as the weights it belongs to: the same pieces, on the state's slot.
+    for (const { item, role, slot } of state.items) {
+      const data = new Float32Array(slots.get(device, slot).length);
+      for (const p of program.paramPieces) {
+        if (p.device === device && p.slot === item.param && p.dtype === "f32") data.set(value(`${p.param}.${role}`, p.param).subarray(p.from, p.from + p.count), p.at);
+      }
+      slots.set(device, slot, data);
+    }
+    if (state.step === undefined) return;
+    if (!pieces.step) throw new CheckpointError(`${why} and holds no optimizer step counter, which this plan's optimizer needs`);
+    const { dtype, data } = pieces.step;
+    const view = dtype === "I32" ? new Int32Array(data.buffer, data.byteOffset, data.length / 4) : new Float32Array(data.buffer, data.byteOffset, data.length / 4);
+    const current = slots.get(device, state.step);
+    if (current.length !== view.length) throw new CheckpointError(`${why}: its step counter has ${view.length} elements, this plan's ${current.length}`);
+    slots.set(device, state.step, current instanceof Int32Array ? Int32Array.from(view) : Float32Array.from(view));
+  });
+}
