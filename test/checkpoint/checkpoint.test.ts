@@ -71,6 +71,35 @@ describe("checkpoints", () => {
     if (out.status === 0) expect(Number(out.stdout.trim())).toBeCloseTo(Array.from(r.params.get("wte.weight")!).reduce((x, y) => x + y, 0), 6);
   }, 60_000);
 
+  // PyTorch (where /usr/bin/python3 has it) reads the rank files by the format alone: F32 and BF16 tensors
+  // through torch.frombuffer, and its own fp32 → bf16 rounding of the master weights gives the bf16 compute
+  // copies' bits exactly; the consolidated file's tensors take their full shapes.
+  it.skipIf(spawnSync("/usr/bin/python3", ["-c", "import torch"]).status !== 0)("PyTorch reads a bf16 run's rank file and the consolidated file", async () => {
+    const plan = planFor({ stages: 1, data_parallel: 2, chunks: 1, shard: "fsdp", "train.precision": "bf16" }, 2);
+    const dir = join(root, "torch");
+    const r = await train(plan, 2, { save: { dir } });
+    const whole = join(root, "torch.safetensors");
+    expect((await run("consolidate", dir, "-o", whole)).code).toBe(0);
+    const py = [
+      "import json,struct,sys,torch",
+      "def load(path):",
+      "  b=bytearray(open(path,'rb').read()); n=struct.unpack('<Q',b[:8])[0]; h=json.loads(b[8:8+n]); h.pop('__metadata__',None)",
+      "  dt={'F32':(torch.float32,4),'BF16':(torch.bfloat16,2),'F16':(torch.float16,2),'I32':(torch.int32,4)}",
+      "  return {k:torch.frombuffer(b,dtype=dt[v['dtype']][0],count=(v['data_offsets'][1]-v['data_offsets'][0])//dt[v['dtype']][1],offset=8+n+v['data_offsets'][0]).reshape(v['shape']) for k,v in h.items()}",
+      "rank=load(sys.argv[1]); pairs=[k for k in rank if k.endswith(':compute') and k[:-8] in rank]",
+      "same=all(torch.equal(rank[k].view(torch.int16), rank[k[:-8]].to(torch.bfloat16).view(torch.int16)) for k in pairs)",
+      "full=load(sys.argv[2])",
+      "print(json.dumps({'pairs':len(pairs),'same':same,'shapes':{k:list(v.shape) for k,v in full.items()},'sum':float(full['wte.weight'].double().sum())}))",
+    ].join("\n");
+    const out = spawnSync("/usr/bin/python3", ["-c", py, join(dir, "step-000002", "rank-00000.safetensors"), whole], { encoding: "utf8" });
+    expect(out.status, out.stderr).toBe(0);
+    const got = JSON.parse(out.stdout) as { pairs: number; same: boolean; shapes: Record<string, number[]>; sum: number };
+    expect(got.pairs).toBeGreaterThan(0);
+    expect(got.same).toBe(true);
+    for (const p of plan.graph.params) expect(got.shapes[p.name], p.name).toEqual(plan.graph.tensors[p.tensor]!.shape.map(Number));
+    expect(got.sum).toBeCloseTo(Array.from(r.params.get("wte.weight")!).reduce((x, y) => x + y, 0), 6);
+  }, 60_000);
+
   it("refuses what is not a complete checkpoint of this plan", async () => {
     const plan = planFor({ stages: 1, data_parallel: 2, chunks: 1, shard: "none" }, 2);
     const dir = join(root, "refuse");
