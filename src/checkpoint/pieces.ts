@@ -88,7 +88,7 @@ export function openPieces(dir: string, m: Manifest): CheckpointPieces {
       const covered = new Uint8Array(numel);
       for (const p of list) {
         if (p.from + p.count > numel) throw new CheckpointError(`${p.file}: ${name}'s piece [${p.from}, ${p.from + p.count}) lies outside its ${numel} elements`);
-        readBytes(p.file, p.offset, 4 * p.count).copy(full, 4 * p.from);
+        readInto(p.file, p.offset, full, 4 * p.from, 4 * p.count);
         covered.fill(1, p.from, p.from + p.count);
       }
       const gap = covered.indexOf(0);
@@ -101,11 +101,16 @@ export function openPieces(dir: string, m: Manifest): CheckpointPieces {
 
 function readBytes(file: string, offset: number, length: number): Buffer {
   const out = Buffer.alloc(length);
+  readInto(file, offset, out, 0, length);
+  return out;
+}
+
+/** `length` bytes of `file` from `offset` into `out` at `at` (no intermediate copy: pieces go straight home). */
+function readInto(file: string, offset: number, out: Buffer, at: number, length: number): void {
   const fd = openSync(file, "r");
   try {
-    if (readSync(fd, out, 0, length, offset) !== length) throw new CheckpointError(`${file} is truncated`);
+    if (readSync(fd, out, at, length, offset) !== length) throw new CheckpointError(`${file} is truncated`);
   } finally {
     closeSync(fd);
   }
-  return out;
 }
