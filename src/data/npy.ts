@@ -9,7 +9,8 @@ import { isFloatDType } from "../graph/types.js";
 import { concreteShape } from "../interp/run.js";
 import type { Batch } from "../interp/session.js";
 import { epochOrder } from "./shuffle.js";
-import { DataError } from "./tokens.js";
+import { DataError } from "./data-error.js";
+import { rowsOf, type RowSlice } from "./rows.js";
 
 const DTYPES = { "<f4": { bytes: 4, float: true }, "<f8": { bytes: 8, float: true }, "<i4": { bytes: 4, float: false }, "<i8": { bytes: 8, float: false } } as const;
 type Descr = keyof typeof DTYPES;
@@ -51,7 +52,7 @@ export interface NpyOptions {
   readonly seed: number;
 }
 
-export function npyData(g: Graph, files: Readonly<Record<string, string>>, options: NpyOptions): { description: string; rows: number; batch(step: number): Batch; close(): void } {
+export function npyData(g: Graph, files: Readonly<Record<string, string>>, options: NpyOptions): { description: string; rows: number; batch(step: number, rows?: RowSlice): Batch; close(): void } {
   const inputs = g.inputs().map((t) => g.tensor(t));
   const names = inputs.map((t) => t.name);
   const extra = Object.keys(files).filter((n) => !names.includes(n));
@@ -116,13 +117,14 @@ export function npyData(g: Graph, files: Readonly<Record<string, string>>, optio
     const data = {
       description: `${rows.toLocaleString("en-US")} rows of ${opened.map((o) => `${o.name} ← ${o.path}`).join(", ")}, shuffled by seed ${options.seed}`,
       rows,
-      batch(step: number): Batch {
+      batch(step: number, slice?: RowSlice): Batch {
+        const { from, count } = rowsOf(options.batch, slice);
         const out: Record<string, Batch[string]> = {};
         for (const o of opened) {
           const n = o.row.reduce((a, b) => a * b, 1);
-          const arr = o.float ? new Float32Array(options.batch * n) : new Int32Array(options.batch * n);
-          for (let r = 0; r < options.batch; r++) readRow(o, order(step * options.batch + r), arr, r * n);
-          out[o.name] = { shape: [options.batch, ...o.row], data: arr } as Batch[string];
+          const arr = o.float ? new Float32Array(count * n) : new Int32Array(count * n);
+          for (let r = 0; r < count; r++) readRow(o, order(step * options.batch + from + r), arr, r * n);
+          out[o.name] = { shape: [count, ...o.row], data: arr } as Batch[string];
         }
         return out;
       },

@@ -5,14 +5,15 @@
 // never the whole file in memory). Everything that can be checked is checked when the loader opens: the file,
 // its size, that it holds at least one window, that the model is a token model, and that the first batch's
 // ids fit the model's vocabulary (a u32 file read as u16, or a file for another tokenizer, fails there).
-// DataError is shared by every file-backed source.
 import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import type { Graph, TensorId } from "../graph/graph.js";
 import { isFloatDType } from "../graph/types.js";
 import { epochOrder } from "./shuffle.js";
 import type { Batch } from "../interp/session.js";
+import { DataError } from "./data-error.js";
+import { rowsOf, type RowSlice } from "./rows.js";
 
-export class DataError extends Error {}
+export { DataError };
 
 export interface TokenOptions {
   readonly batch: number;
@@ -24,7 +25,8 @@ export interface TokenData {
   readonly description: string;
   /** Windows in the file; a batch takes `batch` of them. */
   readonly windows: number;
-  batch(step: number): Batch;
+  /** Step `step`'s batch, or only `rows` of it (a data-parallel rank's share). */
+  batch(step: number, rows?: RowSlice): Batch;
   close(): void;
 }
 
@@ -79,11 +81,12 @@ export function tokenData(g: Graph, path: string, dtype: "u16" | "u32", options:
   const data: TokenData = {
     description: `${count.toLocaleString("en-US")} ${dtype} tokens from ${path} (${windows.toLocaleString("en-US")} windows of ${seq} + 1, shuffled by seed ${options.seed})`,
     windows,
-    batch(step: number): Batch {
-      const t = new Int32Array(rows * seq);
-      const y = new Int32Array(rows * seq);
-      for (let r = 0; r < rows; r++) {
-        const i = step * rows + r;
+    batch(step: number, slice?: RowSlice): Batch {
+      const { from, count } = rowsOf(rows, slice);
+      const t = new Int32Array(count * seq);
+      const y = new Int32Array(count * seq);
+      for (let r = 0; r < count; r++) {
+        const i = step * rows + from + r;
         const window = order(i);
         const w = read(window);
         if (vocab !== undefined) {
@@ -96,7 +99,7 @@ export function tokenData(g: Graph, path: string, dtype: "u16" | "u32", options:
         t.set(w.subarray(0, seq), r * seq);
         y.set(w.subarray(1), r * seq);
       }
-      return { [g.tensor(tokens).name]: { shape: [rows, seq], data: t }, [g.tensor(targets).name]: { shape: [rows, seq], data: y } } as Batch;
+      return { [g.tensor(tokens).name]: { shape: [count, seq], data: t }, [g.tensor(targets).name]: { shape: [count, seq], data: y } } as Batch;
     },
     close: () => closeSync(fd),
   };

@@ -78,6 +78,20 @@ describe(".npy data", () => {
     data.close();
   });
 
+  it("a data-parallel rank reads only its own rows: the ranks' slices, in order, are the global batch", () => {
+    const data = npyData(mlp, { [xName]: xFile, [yName]: yFile }, { batch: 32, seed: 1 });
+    for (const step of [0, 3]) {
+      const whole = data.batch(step);
+      const parts = [0, 1, 2, 3].map((r) => data.batch(step, { from: 8 * r, count: 8 }));
+      for (const name of [xName, yName]) {
+        expect(parts[0]![name]!.shape[0]).toBe(8);
+        expect(parts.flatMap((p) => Array.from(p[name]!.data))).toEqual(Array.from(whole[name]!.data));
+      }
+    }
+    expect(() => data.batch(0, { from: 30, count: 4 })).toThrow("rows [30, 34) are not within the batch of 32");
+    data.close();
+  });
+
   it("fsm run learns the map from the files", async () => {
     const r = await run("run", samplePath("mlp"), "--devices", "2", "--set", `train.data=npy(${xName}: "${xFile}", ${yName}: "${yFile}")`, "--steps", "240", "--json");
     expect(r.code, r.stderr).toBe(0);

@@ -67,6 +67,22 @@ describe("token files", () => {
     other.close();
   });
 
+  it("a data-parallel rank reads only its own rows: the ranks' slices, in order, are the global batch", () => {
+    const path = join(dir, "slices.bin");
+    writeFileSync(path, Buffer.from(Uint16Array.from({ length: 16 * 40 + 1 }, (_, i) => (i * 7) % 64).buffer));
+    const data = tokenData(gptTiny(), path, "u16", { batch: 8, seq: 16, seed: 1 });
+    for (const step of [0, 6]) {
+      const whole = data.batch(step);
+      const parts = [0, 1].map((r) => data.batch(step, { from: 4 * r, count: 4 }));
+      for (const name of ["tokens", "targets"]) {
+        expect(parts[1]![name]!.shape).toEqual([4, 16]);
+        expect(parts.flatMap((p) => Array.from(p[name]!.data))).toEqual(Array.from(whole[name]!.data));
+      }
+    }
+    expect(() => data.batch(0, { from: -1, count: 2 })).toThrow("rows [-1, 1) are not within the batch of 8");
+    data.close();
+  });
+
   it("fsm run trains gpt-tiny from a u16 and a u32 token file: the loss falls, and both read the same ids", async () => {
     const u16 = writeTokens("train16.bin", 20_000, "u16");
     const u32 = writeTokens("train32.bin", 20_000, "u32");
