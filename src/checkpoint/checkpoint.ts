@@ -5,14 +5,14 @@
 // manifest names it (manifest.ts). Resuming into the same plan restores every persistent value slot by slot
 // and continues bit-identically; into another plan of the model, reshard.ts moves each value to where that
 // plan keeps it.
-import { mkdirSync, renameSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Plan } from "../plan/plan.js";
-import { writeAtomically } from "../plan/serialize.js";
 import type { ClusterProgram } from "../runtime/cluster-program.js";
 import type { DeviceSlots } from "../runtime/cluster-step.js";
 import { CHECKPOINT_FORMAT, CHECKPOINT_VERSION, CheckpointError, checkDataState, dataState, planFingerprint, planParams, rankFile, readManifest, stepDir, type Manifest } from "./manifest.js";
 import { reshardCheckpoint } from "./reshard.js";
+import { fsyncDir, writeDurably } from "./durable.js";
 import { readSafetensors, writeSafetensors, type SafeDType, type SafeTensor } from "./safetensors.js";
 
 export { CheckpointError, readManifest, type Manifest } from "./manifest.js";
@@ -49,11 +49,29 @@ function entries(program: ClusterProgram, device: number): Entry[] {
   return out;
 }
 
+/** Temporary step directories of saves whose process died (killed mid-save): never part of a checkpoint. */
+function removeAbandonedSaves(dir: string): void {
+  if (!existsSync(dir)) return;
+  for (const name of readdirSync(dir)) {
+    const m = /^step-\d+\.tmp-(\d+)$/.exec(name);
+    if (m && (Number(m[1]) === process.pid || !alive(Number(m[1])))) rmSync(join(dir, name), { recursive: true, force: true });
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM"; // exists, owned by someone else
+  }
+}
+
 export function saveCheckpoint(dir: string, plan: Plan, program: ClusterProgram, slots: DeviceSlots, step: number, lossScaler?: Manifest["lossScaler"]): string {
   const fingerprint = planFingerprint(plan);
   const final = stepDir(dir, step);
   const temp = `${final}.tmp-${process.pid}`;
-  rmSync(temp, { recursive: true, force: true });
+  removeAbandonedSaves(dir);
   mkdirSync(temp, { recursive: true });
   program.devices.forEach((d, device) => {
     const tensors = new Map<string, SafeTensor>();
@@ -69,13 +87,15 @@ export function saveCheckpoint(dir: string, plan: Plan, program: ClusterProgram,
     }
     writeSafetensors(join(temp, rankFile(device)), tensors, metadata);
   });
+  fsyncDir(temp);
   rmSync(final, { recursive: true, force: true });
   renameSync(temp, final);
+  fsyncDir(dir);
   const params = planParams(plan);
   const roles = [...new Set(program.optimizerState.flatMap((s) => s.items.map((i) => i.role)))];
   const manifest: Manifest = { format: CHECKPOINT_FORMAT, version: CHECKPOINT_VERSION, model: plan.model.name, fingerprint, step, devices: plan.cluster.devices, dir: final.slice(dir.length + 1), params, roles, data: dataState(plan, step), ...(lossScaler && { lossScaler }) };
   // Last: until the manifest names it, the new step directory is not a checkpoint.
-  writeAtomically(join(dir, "latest.json"), JSON.stringify(manifest, null, 2) + "\n");
+  writeDurably(join(dir, "latest.json"), JSON.stringify(manifest, null, 2) + "\n");
   return final;
 }
 

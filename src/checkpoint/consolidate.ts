@@ -4,6 +4,8 @@
 // output is written one tensor at a time, so memory is bounded by the largest tensor, not the model. Every
 // element of every tensor must be covered by some rank's piece; the output is written atomically.
 import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
+import { dirname } from "node:path";
+import { fsyncDir } from "./durable.js";
 import { CheckpointError, readManifest } from "./manifest.js";
 import { openPieces } from "./pieces.js";
 
@@ -39,5 +41,6 @@ export function consolidate(dir: string, output: string, options: { optimizer?: 
   }
   closeSync(out);
   renameSync(temp, output);
+  fsyncDir(dirname(output));
   return { tensors: names.length, bytes: at };
 }

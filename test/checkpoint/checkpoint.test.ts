@@ -100,6 +100,18 @@ describe("checkpoints", () => {
     expect(got.sum).toBeCloseTo(Array.from(r.params.get("wte.weight")!).reduce((x, y) => x + y, 0), 6);
   }, 60_000);
 
+  it("a save killed midway leaves only a temporary directory, which the next save removes (a live process's is kept)", async () => {
+    const plan = planFor({ stages: 1, data_parallel: 1, chunks: 1, shard: "none" }, 1);
+    const dir = join(root, "abandoned");
+    // A process that has exited: its pid is free (and not reused within this test).
+    const dead = spawnSync(process.execPath, ["-e", "process.stdout.write(String(process.pid))"], { encoding: "utf8" }).stdout;
+    mkdirSync(join(dir, `step-000009.tmp-${dead}`), { recursive: true });
+    writeFileSync(join(dir, `step-000009.tmp-${dead}`, "rank-00000.safetensors"), "half a file");
+    mkdirSync(join(dir, `step-000009.tmp-${process.ppid}`), { recursive: true });
+    await train(plan, 2, { save: { dir } });
+    expect(readdirSync(dir).sort()).toEqual(["latest.json", "step-000002", `step-000009.tmp-${process.ppid}`]);
+  }, 60_000);
+
   it("refuses what is not a complete checkpoint of this plan", async () => {
     const plan = planFor({ stages: 1, data_parallel: 2, chunks: 1, shard: "none" }, 2);
     const dir = join(root, "refuse");
