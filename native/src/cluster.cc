@@ -2,13 +2,17 @@
 // step only calls kernels and the communicator), slot access, and run() as one async worker that wakes a
 // compute and a communication thread per device (started once, parked between steps) and waits for them. The
 // first failure anywhere aborts the communicator and wakes every waiting thread, so a step rejects naming its
-// root cause instead of hanging; nothing exits the process.
+// root cause instead of hanging; nothing exits the process. injectFault arms one such failure (or NaN outputs)
+// for a run, so tests exercise that path on real programs.
 #include "cluster.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
+#include <new>
+#include <stdexcept>
 #include <thread>
 
 #include "comm/communicator.h"
@@ -151,6 +155,16 @@ void checkAcyclic(const Napi::Env& env, const ClusterDevice& dev, size_t d) {
   }
 }
 
+// An injected NaN fault: every float output holds quiet NaNs (integer outputs have none to hold).
+void poisonWithNaN(std::vector<Tensor>& outputs) {
+  for (Tensor& t : outputs) {
+    const size_t n = static_cast<size_t>(t.numel());
+    if (t.dtype == DType::F32) std::fill_n(t.f32(), n, std::numeric_limits<float>::quiet_NaN());
+    if (t.dtype == DType::BF16) std::fill_n(t.u16(), n, static_cast<uint16_t>(0x7FC0));
+    if (t.dtype == DType::F16) std::fill_n(t.u16(), n, static_cast<uint16_t>(0x7E00));
+  }
+}
+
 }  // namespace
 
 class ClusterWorker : public Napi::AsyncWorker {
@@ -186,12 +200,13 @@ Napi::Function NativeCluster::Define(Napi::Env env) {
                      {InstanceMethod("set", &NativeCluster::Set), InstanceMethod("get", &NativeCluster::Get),
                       InstanceMethod("run", &NativeCluster::Run), InstanceMethod("timings", &NativeCluster::Timings),
                       InstanceMethod("arenaBytes", &NativeCluster::ArenaBytes),
-                      InstanceMethod("deviceCount", &NativeCluster::DeviceCount)});
+                      InstanceMethod("deviceCount", &NativeCluster::DeviceCount),
+                      InstanceMethod("injectFault", &NativeCluster::InjectFault)});
 }
 
 NativeCluster::NativeCluster(const Napi::CallbackInfo& info) : Napi::ObjectWrap<NativeCluster>(info) {
   Napi::Env env = info.Env();
-  if (info.Length() != 1 || !info[0].IsObject()) throw Napi::TypeError::New(env, "NativeCluster({devices, timeoutSeconds?, blasThreads?})");
+  if (info.Length() != 1 || !info[0].IsObject()) throw Napi::TypeError::New(env, "NativeCluster({devices, timeoutSeconds?, blasThreads?, memoryLimitBytes?})");
   Napi::Object desc = info[0].As<Napi::Object>();
   if (!desc.Get("timeoutSeconds").IsUndefined()) {
     const Napi::Value t = desc.Get("timeoutSeconds");
@@ -209,14 +224,32 @@ NativeCluster::NativeCluster(const Napi::CallbackInfo& info) : Napi::ObjectWrap<
   Napi::Array devices = arrayOf(env, desc.Get("devices"), "devices");
   const size_t worldSize = devices.Length();
   if (worldSize < 1) throw Napi::RangeError::New(env, "a cluster needs at least one device");
+  // Each device's memory: an arena larger than its device's is refused before it is allocated.
+  std::vector<size_t> limits;
+  if (!desc.Get("memoryLimitBytes").IsUndefined()) {
+    Napi::Array a = arrayOf(env, desc.Get("memoryLimitBytes"), "memoryLimitBytes");
+    if (a.Length() != worldSize) {
+      throw Napi::RangeError::New(env, "memoryLimitBytes has " + std::to_string(a.Length()) + " entries for " + std::to_string(worldSize) + " devices");
+    }
+    for (uint32_t d = 0; d < a.Length(); d++) limits.push_back(sizeOf(env, a.Get(d), "memoryLimitBytes[" + std::to_string(d) + "]"));
+  }
 
   for (size_t d = 0; d < worldSize; d++) {
     const std::string dn = "device " + std::to_string(d);
     Napi::Object dv = objectOf(env, devices.Get(d), dn);
     auto dev = std::make_unique<ClusterDevice>();
     dev->arenaBytes = sizeOf(env, dv.Get("arenaBytes"), dn + ": arenaBytes");
-    // One allocation per device, 64-byte aligned; touched once here so the hot path never faults.
-    dev->storage.assign(dev->arenaBytes + 64, 0);
+    if (!limits.empty() && dev->arenaBytes > limits[d]) {
+      throw Napi::RangeError::New(env, dn + ": its arena of " + std::to_string(dev->arenaBytes) + " bytes exceeds its memory limit of " +
+                                           std::to_string(limits[d]) + " bytes");
+    }
+    // One allocation per device, 64-byte aligned; touched once here so the hot path never faults. Running out
+    // of memory is an error naming the device, never a crash.
+    try {
+      dev->storage.assign(dev->arenaBytes + 64, 0);
+    } catch (const std::bad_alloc&) {
+      throw Napi::Error::New(env, dn + ": cannot allocate its arena of " + std::to_string(dev->arenaBytes) + " bytes: out of memory");
+    }
     const auto base = reinterpret_cast<uintptr_t>(dev->storage.data());
     dev->arena = dev->storage.data() + ((64 - base % 64) % 64);
 
@@ -335,7 +368,10 @@ NativeCluster::NativeCluster(const Napi::CallbackInfo& info) : Napi::ObjectWrap<
 std::string NativeCluster::runStep() {
   if (threads_.empty()) {
     std::string error = startThreads();
-    if (!error.empty()) return error;
+    if (!error.empty()) {
+      fault_ = Fault::None;  // armed for this run only, which did not happen
+      return error;
+    }
   }
   failed_ = false;
   firstError_.clear();
@@ -359,6 +395,7 @@ std::string NativeCluster::runStep() {
     poolDone_.wait(lk, [&] { return remaining_ == 0; });
   }
   comm_.reset();
+  fault_ = Fault::None;  // the threads are parked again: an injected fault strikes one run only
   return failed_ ? firstError_ : std::string();
 }
 
@@ -427,9 +464,13 @@ void NativeCluster::runStream(size_t d, int s, Communicator& comm, Clock::time_p
         if (failed_) break;
       }
       if (tracing_) dev.timings[2 * i] = secondsSince(origin);
+      const bool injected = fault_ != Fault::None && d == faultDevice_ && i == faultInstruction_;
+      // Fails as a real error would, where it would: peers waiting on this device are woken by the abort.
+      if (injected && fault_ == Fault::Fail) throw std::runtime_error("injected fault");
       // A guarded instruction whose guard is set (nonzero, NaN included) is skipped but counts as completed.
       const bool skip = ins.guard.data != nullptr && *static_cast<const float*>(ins.guard.data) != 0.0f;
       if (!skip) execute(d, ins, comm);
+      if (injected && fault_ == Fault::NaN) poisonWithNaN(ins.outputs);
       if (tracing_) dev.timings[2 * i + 1] = skip ? dev.timings[2 * i] : secondsSince(origin);
       {
         std::lock_guard<std::mutex> lk(dev.mutex);
@@ -551,6 +592,24 @@ Napi::Value NativeCluster::ArenaBytes(const Napi::CallbackInfo& info) {
 
 Napi::Value NativeCluster::DeviceCount(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), static_cast<double>(devices_.size()));
+}
+
+Napi::Value NativeCluster::InjectFault(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  checkIdle(env);
+  // injectFault(device, instruction, "fail" | "nan"): armed for the next run only.
+  const ClusterDevice& dev = device(env, info[0]);
+  const size_t i = sizeOf(env, info[1], "instruction");
+  if (i >= dev.instructions.size()) {
+    throw Napi::RangeError::New(env, "device " + info[0].ToString().Utf8Value() + " has no instruction " + std::to_string(i) + " (it has " +
+                                         std::to_string(dev.instructions.size()) + ")");
+  }
+  const std::string kind = info[2].IsString() ? info[2].As<Napi::String>().Utf8Value() : "";
+  if (kind != "fail" && kind != "nan") throw Napi::TypeError::New(env, "the fault kind must be 'fail' or 'nan'");
+  faultDevice_ = static_cast<size_t>(info[0].As<Napi::Number>().DoubleValue());
+  faultInstruction_ = i;
+  fault_ = kind == "fail" ? Fault::Fail : Fault::NaN;
+  return env.Undefined();
 }
 
 }  // namespace fsm

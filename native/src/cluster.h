@@ -77,6 +77,7 @@ class NativeCluster : public Napi::ObjectWrap<NativeCluster> {
   Napi::Value Timings(const Napi::CallbackInfo& info);
   Napi::Value ArenaBytes(const Napi::CallbackInfo& info);
   Napi::Value DeviceCount(const Napi::CallbackInfo& info);
+  Napi::Value InjectFault(const Napi::CallbackInfo& info);
   ClusterDevice& device(const Napi::Env& env, const Napi::Value& v) const;
   const Tensor& slot(const Napi::Env& env, const ClusterDevice& dev, const Napi::Value& v) const;
   void checkIdle(const Napi::Env& env) const;
@@ -93,6 +94,14 @@ class NativeCluster : public Napi::ObjectWrap<NativeCluster> {
   void runStream(size_t d, int s, Communicator& comm, std::chrono::steady_clock::time_point origin);
   void execute(size_t d, ClusterInstruction& ins, Communicator& comm);
   void fail(const std::string& message, Communicator& comm);
+
+  /** A fault armed for the next run only (injectFault; tests of failure handling): instruction `instruction` of
+   *  device `device` throws "injected fault" instead of running (Fail), or has its float outputs set to NaN
+   *  after it runs (NaN). Set and cleared only while no step runs, so the device threads just read it. */
+  enum class Fault { None, Fail, NaN };
+  Fault fault_ = Fault::None;
+  size_t faultDevice_ = 0;
+  size_t faultInstruction_ = 0;
 
   std::vector<std::unique_ptr<ClusterDevice>> devices_;  // unique_ptr: a device's mutex cannot move
   double timeoutSeconds_ = 60;

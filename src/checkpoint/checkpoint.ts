@@ -99,15 +99,21 @@ export function saveCheckpoint(dir: string, plan: Plan, program: ClusterProgram,
   return final;
 }
 
-/** Restores every persistent value of every device; returns the manifest (its step is the data position). */
-export function loadCheckpoint(dir: string, plan: Plan, program: ClusterProgram, slots: DeviceSlots): Manifest {
+/** What a resume restored: the manifest (its step is the data position) and whether it came from another plan. */
+export interface Restored {
+  readonly manifest: Manifest;
+  readonly resharded: boolean;
+}
+
+/** Restores every persistent value of every device. */
+export function loadCheckpoint(dir: string, plan: Plan, program: ClusterProgram, slots: DeviceSlots): Restored {
   const m = readManifest(dir);
   if (m.model !== plan.model.name) throw new CheckpointError(`${dir} is a checkpoint of model ${m.model}, not ${plan.model.name}`);
   checkDataState(dir, m, plan);
   // Another plan of the model (devices, stages, sharding, precision): every value moved to where this plan keeps it.
   if (m.fingerprint !== planFingerprint(plan)) {
     reshardCheckpoint(dir, m, plan, program, slots);
-    return m;
+    return { manifest: m, resharded: true };
   }
   program.devices.forEach((d, device) => {
     const path = join(dir, m.dir, rankFile(device));
@@ -127,5 +133,5 @@ export function loadCheckpoint(dir: string, plan: Plan, program: ClusterProgram,
     }
     for (const [slot, whole] of written) slots.set(device, slot, whole);
   });
-  return m;
+  return { manifest: m, resharded: false };
 }

@@ -284,6 +284,10 @@ export interface NativeClusterDescription {
   readonly timeoutSeconds?: number;
   /** OpenBLAS threads per sgemm call while a step runs (default 1: the devices' threads already fill the cores). */
   readonly blasThreads?: number;
+  /** Per device: its memory in bytes. A device whose arena is larger is refused before it is allocated:
+   *  "device D: its arena of N bytes exceeds its memory limit of M bytes" (default: no limit; an arena the
+   *  machine cannot allocate is refused as "device D: cannot allocate its arena of N bytes: out of memory"). */
+  readonly memoryLimitBytes?: readonly number[];
 }
 
 /** A cluster living in the addon: one arena per device, instructions and their operands checked once. */
@@ -302,6 +306,10 @@ export interface NativeClusterHandle {
   timings(device: number): Float64Array;
   arenaBytes(device: number): number;
   deviceCount(): number;
+  /** A fault for the next run only, to test failure handling: `fail` makes the device's instruction throw
+   *  "injected fault" where it would start (the run rejects "device D instruction I (op): injected fault",
+   *  every other device aborted); `nan` runs it, then fills its float outputs with NaN. Throws while a step runs. */
+  injectFault(device: number, instruction: number, kind: "fail" | "nan"): void;
 }
 
 interface Addon {
@@ -309,7 +317,8 @@ interface Addon {
 }
 
 /** Builds a cluster in the addon; throws naming "device D instruction I (op)" for an unknown op, a slot outside
- *  the arena, a wait on a later instruction of the same stream, a group without the device, or a size mismatch. */
+ *  the arena, a wait on a later instruction of the same stream, a group without the device, or a size mismatch,
+ *  and "device D: ..." for an arena over its memory limit or one that cannot be allocated. */
 export function createNativeCluster(description: NativeClusterDescription): NativeClusterHandle {
   return new (addon().NativeCluster)(description);
 }

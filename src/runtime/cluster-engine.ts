@@ -7,11 +7,12 @@ import type { FloatTensor } from "../interp/tensor.js";
 import { createNativeCluster } from "../native/binding.js";
 import type { Plan } from "../plan/plan.js";
 import { lowerCluster } from "./cluster-program.js";
+import { faultTarget } from "./fault-target.js";
 import { LossScaler } from "./loss-scaler.js";
 import { CheckpointError, loadCheckpoint, saveCheckpoint } from "../checkpoint/checkpoint.js";
 import { SafetensorsError } from "../checkpoint/safetensors.js";
 import { feedBatch, lossValues, mean, readParam, writeParams } from "./cluster-step.js";
-import { EngineError, type StepEngine } from "./engine-types.js";
+import { EngineError, type InjectedFault, type StepEngine } from "./engine-types.js";
 import { deviceEvents, traceMetadata, type TraceEvent } from "./trace.js";
 
 /** "device 2 instruction 17 (linear): message" as an error naming the device and plan action. */
@@ -24,8 +25,29 @@ function failedInstruction(e: unknown, program: ReturnType<typeof lowerCluster>)
   return new EngineError(`device ${m[1]}, action ${ins.action}: ${m[3]!.startsWith("comm.") ? "communication" : "kernel"} ${m[3]} failed: ${m[4]}`);
 }
 
-export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, FloatTensor>, trace: boolean, timeoutSeconds = 60): StepEngine {
+const size = (n: number): string => `${n} bytes (${(n / 2 ** 20).toFixed(2)} MiB)`;
+
+/** The native cluster's refusal of a device's arena ("device D: its arena of N bytes exceeds its memory limit
+ *  of M bytes", or one it could not allocate) as an error that says what the plan predicted and what to do. */
+function outOfMemory(e: unknown, plan: Plan, fault: InjectedFault | undefined): Error {
+  const message = e instanceof Error ? e.message : String(e);
+  const m = /^device (\d+): (?:its arena of (\d+) bytes exceeds its memory limit of (\d+) bytes|cannot allocate its arena of (\d+) bytes: out of memory)$/.exec(message);
+  if (!m) return e instanceof Error ? e : new Error(message);
+  const d = Number(m[1]);
+  const injected = fault?.kind === "oom" ? " (--inject-fault oom: its limit set below its arena)" : "";
+  const what = m[2] !== undefined ? `its arena needs ${size(Number(m[2]))} but the device has ${size(Number(m[3]))}${injected}` : `this machine cannot allocate its arena of ${size(Number(m[4]))}`;
+  return new EngineError(
+    `device ${d} is out of memory: ${what}; the plan predicted a peak of ${size(plan.predicted.peakMemoryBytes[d] ?? 0)} for it. ` +
+      "Use more micro-batches (--set parallel.chunks=N), activation checkpointing (--set parallel.checkpoint=always), a sharding strategy (--set parallel.shard=fsdp) or more devices",
+  );
+}
+
+export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, FloatTensor>, trace: boolean, timeoutSeconds = 60, fault?: InjectedFault): StepEngine {
   const program = lowerCluster(plan, graph);
+  if (fault && !(Number.isInteger(fault.device) && fault.device >= 0 && fault.device < program.devices.length)) {
+    throw new EngineError(`--inject-fault: the plan has no device ${fault.device} (devices 0..${program.devices.length - 1})`);
+  }
+  const target = fault && fault.kind !== "oom" ? faultTarget(program, fault) : undefined;
   const bytes = program.devices.reduce((n, d) => n + d.arenaBytes, 0);
   // Virtual devices share this machine's memory: refuse what it cannot hold rather than fail in the allocator.
   const limit = 0.8 * totalmem();
@@ -34,7 +56,14 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
       `engine native: the ${program.devices.length} devices' arenas need ${(bytes / 2 ** 30).toFixed(2)} GiB together but this machine has ${(totalmem() / 2 ** 30).toFixed(1)} GiB; use fewer devices, more micro-batches or a smaller batch`,
     );
   }
-  const cluster = createNativeCluster({ devices: program.devices, timeoutSeconds });
+  // Each device has the plan's device memory (an injected oom sets one device's below its arena).
+  const memoryLimitBytes = program.devices.map((d, i) => (fault?.kind === "oom" && fault.device === i ? Math.floor(d.arenaBytes / 2) : plan.cluster.memoryBytes));
+  let cluster: ReturnType<typeof createNativeCluster>;
+  try {
+    cluster = createNativeCluster({ devices: program.devices, timeoutSeconds, memoryLimitBytes });
+  } catch (e) {
+    throw outOfMemory(e, plan, fault);
+  }
   writeParams(cluster, program, (name) => params.get(name)!.data as Float32Array);
   const { microBatches: m, microBatchSize: mbs } = plan.settings;
   const events: TraceEvent[] = trace ? traceMetadata(program.devices.length, false) : [];
@@ -55,6 +84,8 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
           cluster.set(d, slots.inverse, Float32Array.of(1 / scale));
         });
       }
+      // Armed for this run only: the fault strikes the fault.step-th step.
+      if (target && steps + 1 === fault!.step) cluster.injectFault(fault!.device, target.instruction, target.kind);
       const startUs = (performance.now() - origin) * 1e3;
       try {
         await cluster.run(trace);
@@ -81,15 +112,16 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
     checkpoint: {
       save: (dir, step) => saveCheckpoint(dir, plan, program, cluster, step, scaler?.state),
       load: (dir) => {
-        let m;
+        let restored;
         try {
-          m = loadCheckpoint(dir, plan, program, cluster);
+          restored = loadCheckpoint(dir, plan, program, cluster);
         } catch (e) {
           if (e instanceof CheckpointError || e instanceof SafetensorsError) throw new EngineError(e.message);
           throw e;
         }
+        const m = restored.manifest;
         if (scaler && m.lossScaler) scaler.restore(m.lossScaler);
-        return m.step;
+        return { step: m.step, devices: m.devices, resharded: restored.resharded };
       },
     },
     memoryBytes: bytes,

@@ -6,6 +6,25 @@ import type { TraceEvent } from "./trace.js";
 
 export class EngineError extends Error {}
 
+export const FAULT_KINDS = ["kernel", "comm", "nan", "oom"] as const;
+
+/** A failure caused on purpose to test failure handling (`fsm run --inject-fault`; the native engine only). */
+export interface InjectedFault {
+  /** kernel / comm: an instruction of the device's compute / communication stream fails; nan: a value of its
+   *  forward becomes NaN; oom: its memory limit is set below its arena, so it is refused at startup. */
+  readonly kind: (typeof FAULT_KINDS)[number];
+  readonly device: number;
+  /** The step of this run it strikes (1 = the first; oom strikes before any). */
+  readonly step: number;
+}
+
+/** Where a resumed run starts: the step (= data position) and, when resharded, the saving plan's devices. */
+export interface Resumed {
+  readonly step: number;
+  readonly devices: number;
+  readonly resharded: boolean;
+}
+
 export interface StepEngine {
   /** One training step on the batch; resolves with the mean loss of its micro-batches. */
   step(batch: Batch): Promise<number>;
@@ -19,7 +38,7 @@ export interface StepEngine {
   lastStep?(): { readonly skipped: boolean; readonly lossScale: number };
   /** Checkpoints (the native engine): save after `step` completed steps; load returns the steps the
    *  checkpoint had completed (the data position to continue from). */
-  readonly checkpoint?: { save(dir: string, step: number): string; load(dir: string): number };
+  readonly checkpoint?: { save(dir: string, step: number): string; load(dir: string): Resumed };
   /** The current value of a parameter (for tests and checkpoints). */
   param(name: string): Float32Array;
   /** Bytes the engine holds for a step, all devices together (the native arenas). */

@@ -17,10 +17,10 @@ import { lowerStep } from "./step-program.js";
 import { CheckpointError } from "../checkpoint/checkpoint.js";
 import { initFromFile } from "../checkpoint/init-weights.js";
 import { clusterEngine } from "./cluster-engine.js";
-import { EngineError, type StepEngine } from "./engine-types.js";
+import { EngineError, type InjectedFault, type StepEngine } from "./engine-types.js";
 import { stepEvents, traceMetadata, type TraceEvent } from "./trace.js";
 
-export { EngineError, type StepEngine } from "./engine-types.js";
+export { EngineError, FAULT_KINDS, type InjectedFault, type StepEngine } from "./engine-types.js";
 
 export const ENGINES = ["native", "native-fused", "native-kernels", "reference"] as const;
 export type Engine = (typeof ENGINES)[number];
@@ -39,8 +39,10 @@ export function defaultEngine(graph: Graph): Engine {
   }
 }
 
-export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: number, trace = false, init?: string): StepEngine {
+export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: number, trace = false, init?: string, fault?: InjectedFault): StepEngine {
   if (trace && engine !== "native" && engine !== "native-fused") throw new EngineError(`a trace is recorded by the native engines only (not ${engine})`);
+  // The faults strike the native cluster's devices (their threads, communicator and arenas).
+  if (fault && engine !== "native") throw new EngineError(`--inject-fault works with the native engine only (not ${engine})`);
   if (engine !== "native" && plan.settings.precision !== "fp32") {
     throw new EngineError(`engine ${engine} runs fp32 only; precision ${plan.settings.precision} (16-bit storage, fp32 compute${plan.settings.precision === "fp16" ? ", loss scaling" : ""}) runs on the native engine`);
   }
@@ -55,7 +57,7 @@ export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: num
   }
   if (engine === "native") {
     requireNativeKernels(graph, engine);
-    return clusterEngine(plan, graph, params, trace);
+    return clusterEngine(plan, graph, params, trace, undefined, fault);
   }
   if (engine === "native-fused") return nativeEngine(plan, graph, params, trace);
   let kernels: ((op: string) => Kernel) | undefined;

@@ -9,7 +9,8 @@ import type { Batch } from "../interp/session.js";
 import type { PlanRun } from "../plan/plan.js";
 import { graphFromJson } from "../plan/graph-from-json.js";
 import type { Plan } from "../plan/plan.js";
-import { createEngine, defaultEngine, EngineError, type Engine, type StepEngine } from "./engines.js";
+import { createEngine, defaultEngine, EngineError, type Engine, type InjectedFault, type StepEngine } from "./engines.js";
+import type { Resumed } from "./engine-types.js";
 
 export type { Engine } from "./engines.js";
 
@@ -61,8 +62,12 @@ export interface RunOptions {
   readonly save?: { readonly dir: string; readonly every?: number };
   /** Continue from the checkpoint in this directory: its weights, optimizer state and data position. */
   readonly resume?: string;
+  /** Told where a resume starts (after the checkpoint is loaded, before the first step). */
+  readonly onResume?: (r: Resumed) => void;
   /** Start from these weights (a safetensors file of whole tensors by parameter path) instead of the seed's. */
   readonly init?: string;
+  /** Make one device fail on purpose (a test aid for failure handling; the native engine only). */
+  readonly injectFault?: InjectedFault;
 }
 
 /** The run's batches: synthetic, a token file or .npy files (relative paths are relative to the model's .fsm
@@ -104,7 +109,7 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
   const engine = options.engine ?? defaultEngine(graph);
   let stepper: StepEngine;
   try {
-    stepper = createEngine(engine, plan, graph, plan.run!.seed, options.trace ?? false, options.init);
+    stepper = createEngine(engine, plan, graph, plan.run!.seed, options.trace ?? false, options.init, options.injectFault);
   } catch (e) {
     if (e instanceof EngineError) throw new RunError(e.message);
     throw e;
@@ -114,7 +119,9 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
   let first = 0;
   if (options.resume !== undefined) {
     try {
-      first = stepper.checkpoint!.load(options.resume);
+      const resumed = stepper.checkpoint!.load(options.resume);
+      first = resumed.step;
+      options.onResume?.(resumed);
     } catch (e) {
       if (e instanceof EngineError) throw new RunError(e.message);
       throw e;

@@ -73,7 +73,7 @@ describe("resharding a checkpoint into another plan", () => {
 
       // Exactly: load into the new plan, save at once, and both checkpoints consolidate to the same bytes.
       const engine = createEngine("native", to, graphFromJson(to.model.name, to.graph), to.run!.seed, false);
-      expect(engine.checkpoint!.load(dir)).toBe(5);
+      expect(engine.checkpoint!.load(dir)).toEqual({ step: 5, devices: na, resharded: true });
       const again = join(dir, "resaved");
       engine.checkpoint!.save(again, 5);
       consolidate(dir, join(dir, "old.safetensors"), { optimizer: true });
@@ -128,6 +128,7 @@ describe("resharding a checkpoint into another plan", () => {
     expect(a.code, a.stderr).toBe(0);
     const b = await run("run", samplePath("gpt-tiny"), "--devices", "2", ...sets({ stages: 1, data_parallel: 2, shard: "oss" }).flatMap((s) => ["--set", s]), "--steps", "2", "--resume", dir, "--save", dir);
     expect(b.code, b.stderr).toBe(0);
+    expect(b.stdout).toContain(`resumed from ${dir} after step 3, resharded from a plan of 4 devices\n`);
     expect((JSON.parse(readFileSync(join(dir, "latest.json"), "utf8")) as { step: number }).step).toBe(5);
   }, 120_000);
 });

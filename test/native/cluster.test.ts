@@ -1,7 +1,7 @@
 // The cluster executor (native/src/cluster) through createNativeCluster: hand-built device programs whose
 // results are checked against hand-computed values or the fp32 ordered sum (bit for bit), compute/communication
-// overlap seen in the trace, failures that reject naming the root cause instead of hanging, construction
-// errors, and bit-identical results run to run.
+// overlap seen in the trace, failures (real and injected) that reject naming the root cause instead of hanging,
+// construction errors (an arena over its device's memory included), and bit-identical results run to run.
 import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import {
@@ -189,6 +189,52 @@ describe("native cluster", () => {
     for (const d of [0, 1]) expect(Array.from(c.get(d, 3))).toEqual([1 + 3, 2 + 4, 5 + 3, 6 + 4]);
   });
 
+  describe("injected faults (armed for the next run only)", () => {
+    // Device 0: x = embedding rows [0, 2] = [[1, 2], [5, 6]]; device 1: rows [1, 1] = [[3, 4], [3, 4]].
+    const ready = () => {
+      const c = createNativeCluster({ devices: [embedThenAllReduce(), embedThenAllReduce()] });
+      for (const d of [0, 1]) c.set(d, 1, f32([1, 2, 3, 4, 5, 6]));
+      c.set(0, 0, new Int32Array([0, 2]));
+      c.set(1, 0, new Int32Array([1, 1]));
+      return c;
+    };
+    const sum = [1 + 3, 2 + 4, 5 + 3, 6 + 4];
+
+    it("a kernel fault on device 1 aborts device 0 inside the all-reduce; the next run is clean", async () => {
+      const c = ready();
+      c.injectFault(1, 0, "fail");
+      const t0 = performance.now();
+      await expect(c.run()).rejects.toThrow(/^device 1 instruction 0 \(embedding\): injected fault$/);
+      expect(performance.now() - t0).toBeLessThan(3000); // woken by the abort, not the 60 s timeout
+      await c.run();
+      for (const d of [0, 1]) expect(Array.from(c.get(d, 3))).toEqual(sum);
+    });
+
+    it("a communication fault on device 0's all-reduce aborts device 1 inside it", async () => {
+      const c = ready();
+      c.injectFault(0, 1, "fail");
+      const t0 = performance.now();
+      await expect(c.run()).rejects.toThrow(/^device 0 instruction 1 \(comm\.allReduce\): injected fault$/);
+      expect(performance.now() - t0).toBeLessThan(3000);
+    });
+
+    it("a NaN fault poisons the instruction's outputs, and so everything computed from them", async () => {
+      const c = ready();
+      c.injectFault(0, 0, "nan");
+      await c.run();
+      for (const d of [0, 1]) expect(Array.from(c.get(d, 3)).every(Number.isNaN)).toBe(true);
+      await c.run();
+      for (const d of [0, 1]) expect(Array.from(c.get(d, 3))).toEqual(sum);
+    });
+
+    it("refuses an instruction or kind that does not exist", () => {
+      const c = ready();
+      expect(() => c.injectFault(0, 3, "fail")).toThrow(/^device 0 has no instruction 3 \(it has 3\)$/);
+      expect(() => c.injectFault(2, 0, "fail")).toThrow(/unknown device 2/);
+      expect(() => c.injectFault(0, 0, "boom" as "fail")).toThrow(/the fault kind must be 'fail' or 'nan'/);
+    });
+  });
+
   it("a recv whose send never comes times out naming the recv, and the compute thread waiting on it exits", async () => {
     const c = createNativeCluster({
       timeoutSeconds: 0.5,
@@ -308,6 +354,12 @@ describe("native cluster", () => {
     });
     const cases: [string, () => unknown, RegExp][] = [
       ["no devices", () => createNativeCluster({ devices: [] }), /at least one device/],
+      ["an arena over its device's memory", () => createNativeCluster({ ...two([]), memoryLimitBytes: [1 << 20, 100] }),
+        /^device 1: its arena of 256 bytes exceeds its memory limit of 100 bytes$/],
+      ["a memory limit per device", () => createNativeCluster({ ...two([]), memoryLimitBytes: [1 << 20] }), /^memoryLimitBytes has 1 entries for 2 devices$/],
+      // 2^50 bytes: more than any x86-64 process can map, so the allocation fails whatever the overcommit policy.
+      ["an arena the machine cannot allocate", () => createNativeCluster({ devices: [{ arenaBytes: 2 ** 50, slots: [], instructions: [] }] }),
+        /^device 0: cannot allocate its arena of 1125899906842624 bytes: out of memory$/],
       ["a wait on a later instruction of the same stream", () => createNativeCluster(two([ins(0, "fsm_copy", [0], [1], {}, [1]), ins(0, "fsm_copy", [1], [0])])),
         /^device 0 instruction 0 \(fsm_copy\) waits on instruction 1, which comes later on the same stream$/],
       ["a wait on itself", () => createNativeCluster(two([ins(0, "fsm_copy", [0], [1], {}, [0])])), /device 0 instruction 0 \(fsm_copy\) waits on itself/],

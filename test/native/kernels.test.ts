@@ -122,6 +122,13 @@ describe("native kernels match the interpreter's", () => {
     expect(unexercised, `no test model uses: ${unexercised.join(", ")}`).toEqual([]);
   });
 
+  it("relu keeps NaN as PyTorch does (a poisoned activation reaches the loss), in both kernels", () => {
+    const x = { shape: [3], data: Float32Array.of(Number.NaN, -1, 2) };
+    const native = nativeKernel("relu")([x], {}, { outShapes: [[3]], float: "f32" })[0]!.data;
+    const interp = kernelFor("relu")([x], {}, { outShapes: [[3]], float: "f32" })[0]!.data;
+    for (const out of [native, interp]) expect(Array.from(out)).toEqual([Number.NaN, 0, 2]);
+  });
+
   it("an op without a native kernel is a clear error", () => {
     expect(() => nativeKernel("no_such_op")([], {}, { outShapes: [], float: "f32" })).toThrow("not implemented: native kernel for op 'no_such_op'");
   });

@@ -47,7 +47,8 @@ double siluGrad(double x) {
 
 }  // namespace
 
-REGISTER_KERNEL("relu", unary([](double x) { return x > 0.0 ? x : 0.0; }));
+// NaN stays NaN (x <= 0 is false for it), as in PyTorch: a poisoned activation must reach the loss.
+REGISTER_KERNEL("relu", unary([](double x) { return x <= 0.0 ? 0.0 : x; }));
 REGISTER_KERNEL("relu_grad", gradOf([](double x) { return x > 0.0 ? 1.0 : 0.0; }));
 REGISTER_KERNEL("gelu", unary(gelu));
 REGISTER_KERNEL("gelu_grad", gradOf(geluGrad));

@@ -7,7 +7,7 @@ import { loadPlan } from "../../plan/load.js";
 import { PlanError } from "../../plan/plan-error.js";
 import type { Plan } from "../../plan/plan.js";
 import { writeAtomically } from "../../plan/serialize.js";
-import { ENGINES } from "../../runtime/engines.js";
+import { ENGINES, FAULT_KINDS, type InjectedFault } from "../../runtime/engines.js";
 import { RunError, runPlan, type Engine, type StepReport } from "../../runtime/run-loop.js";
 import { flag, parseArgs, UsageError } from "../args.js";
 import type { CliIO } from "../io.js";
@@ -28,10 +28,20 @@ function bar(fraction: number, width = 24): string {
   return `[${"#".repeat(full)}${".".repeat(width - full)}]`;
 }
 
+/** --inject-fault KIND@DEVICE[:STEP]; the device is checked against the plan once it is loaded. */
+function parseFault(text: string): InjectedFault {
+  const m = /^([a-z]+)@(0|[1-9]\d*)(?::([1-9]\d*))?$/.exec(text);
+  if (!m) throw new UsageError(`--inject-fault must be KIND@DEVICE[:STEP] with KIND one of ${FAULT_KINDS.join(", ")} (e.g. kernel@1:3), got '${text}'`);
+  const kind = m[1] as InjectedFault["kind"];
+  if (!FAULT_KINDS.includes(kind)) throw new UsageError(`--inject-fault: unknown fault kind '${m[1]}' in '${text}' (expected ${FAULT_KINDS.join(", ")})`);
+  if (kind === "oom" && m[3] !== undefined) throw new UsageError(`--inject-fault: oom strikes when the devices' arenas are allocated, before any step; give no step ('oom@${m[2]}')`);
+  return { kind, device: Number(m[2]), step: Number(m[3] ?? 1) };
+}
+
 export const runCommand: Command = {
   name: "run",
   summary: "train a model as planned and report each step",
-  usage: `fsm run PLAN|FILE.fsm [--steps N] [--json] [--devices N] [--set KEY=VALUE]... [--save DIR [--save-every N]] [--resume DIR] [--init FILE]
+  usage: `fsm run PLAN|FILE.fsm [--steps N] [--json] [--devices N] [--set KEY=VALUE]... [--save DIR [--save-every N]] [--resume DIR] [--init FILE] [--inject-fault KIND@DEVICE[:STEP]]
 
 Runs the plan's training steps on CPU virtual devices: every stage, micro-batch and
 data-parallel replica as planned, parameters from the train section's seed, its
@@ -43,6 +53,9 @@ its own arena, a compute thread and a communication thread, sharding and communi
 as planned; native-fused runs every device's work as one program on one thread;
 native-kernels and reference run the plan's actions from TypeScript with the addon's or
 the interpreter's kernels. All compute the 1-device plan's step up to float rounding.
+A device whose arena exceeds the plan's device memory is refused before training. A
+failure on any device stops every device with one error naming the step, the device
+and its action; nothing of the failed step is checkpointed; the exit code is 1.
   --steps N      steps to run (default: the train section's steps)
   --engine E     native, native-fused, native-kernels or reference (default: native)
   --trace FILE   write a Chrome trace (Perfetto) of every step: per device a compute
@@ -50,10 +63,19 @@ the interpreter's kernels. All compute the 1-device plan's step up to float roun
   --save DIR     write a checkpoint into DIR at the end (and on Ctrl-C): per-device
                  safetensors files, then DIR/latest.json (native engine)
   --save-every N also every N steps
-  --resume DIR   continue from DIR's latest checkpoint (the same plan): weights,
-                 optimizer state, loss scale and data position, bit-identically
+  --resume DIR   continue from DIR's latest checkpoint: weights, optimizer state, loss
+                 scale and data position; bit-identically in the same plan, and
+                 into another plan of the model (devices, stages, sharding,
+                 precision) by resharding every value (same seed and batch)
   --init FILE    start from the weights in FILE (safetensors, whole tensors named by
                  parameter path, e.g. from 'fsm consolidate') instead of the seed's
+  --inject-fault KIND@DEVICE[:STEP]
+                 a testing aid: DEVICE fails on purpose at STEP (default 1), to check
+                 that every device stops with one clear error. KIND: kernel (a compute
+                 kernel fails), comm (a collective or send/recv fails), nan (its forward
+                 turns NaN: the prediction its loss reads, or on an earlier pipeline
+                 stage the activation it sends on) or oom (its memory set below its
+                 arena, so it is refused at startup; no STEP). Native engine only
   --json         JSON lines instead of text
   --devices N    devices for a .fsm file (default 1)
   --set KEY=VAL  override a train/parallel setting of a .fsm file (repeatable)`,
@@ -69,6 +91,7 @@ the interpreter's kernels. All compute the 1-device plan's step up to float roun
       { name: "save-every", value: true },
       { name: "resume", value: true },
       { name: "init", value: true },
+      { name: "inject-fault", value: true },
     ]);
     if (args.positionals.length !== 1) return -1;
     const stepsText = flag(args, "steps");
@@ -84,6 +107,9 @@ the interpreter's kernels. All compute the 1-device plan's step up to float roun
     if (engineText !== undefined && !(ENGINES as readonly string[]).includes(engineText)) {
       throw new UsageError(`--engine must be one of ${ENGINES.join(", ")}, got '${engineText}'`);
     }
+    const faultText = flag(args, "inject-fault");
+    const fault = faultText === undefined ? undefined : parseFault(faultText);
+    if (fault && engineText !== undefined && engineText !== "native") throw new UsageError(`--inject-fault works with the native engine only, not --engine ${engineText}`);
     const file = args.positionals[0]!;
     const json = args.flags.has("json");
     const tracePath = flag(args, "trace");
@@ -98,11 +124,15 @@ the interpreter's kernels. All compute the 1-device plan's step up to float roun
         if (args.flags.has("set") || devicesText !== undefined) throw new UsageError("--set and --devices apply to a .fsm file; a plan is run as compiled");
         plan = loadPlan(file);
       }
+      const total = stepsText === undefined ? plan.run?.steps ?? 1 : Number(stepsText);
+      if (fault && fault.device >= plan.cluster.devices) {
+        throw new UsageError(`--inject-fault ${faultText}: the plan has no device ${fault.device} (it has devices 0..${plan.cluster.devices - 1})`);
+      }
+      if (fault && fault.step > total) throw new UsageError(`--inject-fault ${faultText}: the run has only ${total} step${total === 1 ? "" : "s"}`);
       const s = plan.settings;
       if (!json) {
         io.stdout(`run ${plan.model.name}: ${plan.cluster.devices} cpu virtual device${plan.cluster.devices === 1 ? "" : "s"} = ${s.stages} stage${s.stages === 1 ? "" : "s"} × ${s.dataParallel} data-parallel, ${s.microBatches} micro-batch${s.microBatches === 1 ? "" : "es"}, ${s.schedule}, shard ${s.shard}\n`);
       }
-      const total = stepsText === undefined ? plan.run?.steps ?? 1 : Number(stepsText);
       let elapsed = 0;
       // Ctrl-C stops at the next step boundary (a second one exits at once, as usual).
       let stop = false;
@@ -119,6 +149,7 @@ the interpreter's kernels. All compute the 1-device plan's step up to float roun
           ...(saveDir !== undefined && { save: { dir: saveDir, ...(saveEvery !== undefined && { every: Number(saveEvery) }) } }),
           ...(resumeDir !== undefined && { resume: resumeDir }),
           ...(flag(args, "init") !== undefined && { init: flag(args, "init")! }),
+          ...(fault && { injectFault: fault }),
           steps: total,
           ...(engineText !== undefined && { engine: engineText as Engine }),
           ...(tracePath !== undefined && { trace: true }),
@@ -127,6 +158,10 @@ the interpreter's kernels. All compute the 1-device plan's step up to float roun
           },
           onEngine: (engine: Engine) => {
             if (!json) io.stdout(`engine: ${ENGINE_TEXT[engine]}\n`);
+          },
+          onResume: (r) => {
+            const how = r.resharded ? `, resharded from a plan of ${r.devices} device${r.devices === 1 ? "" : "s"}` : "";
+            if (!json) io.stdout(`resumed from ${resumeDir} after step ${r.step}${how}\n`);
           },
           onStep: (r: StepReport) => {
             elapsed += r.seconds;

@@ -64,7 +64,7 @@ export const elementwiseKernels: Record<string, Kernel> = {
     }
     return [out];
   },
-  relu: unary((x) => (x > 0 ? x : 0)),
+  relu: unary((x) => (x <= 0 ? 0 : x)), // NaN stays NaN, as in PyTorch
   relu_grad: gradOf((y) => (y > 0 ? 1 : 0)),
   // Exact GELU x·Φ(x), Φ(x) = (1 + erf(x/√2))/2 (torch.nn.functional.gelu's default, not the tanh form).
   gelu: unary((x) => 0.5 * x * (1 + erf(x * SQRT1_2))),
