@@ -1,9 +1,11 @@
 // Fused self-attention and its input gradient, as src/interp/kernels/attention.ts (see its header for the
 // conventions: packed QKV [query heads, key heads, value heads], GQA by ⌊h / (heads / kv_heads)⌋, HF Llama
-// rotate_half rotary embeddings, scores/√hd, causal mask j > i). The projections run on sgemm in f32; the
-// per-head scores, softmax and context run in double, as the interpreter's do. Unlike the interpreter, the S×S probabilities are
-// never stored: each row is recomputed where it is needed (forward context, backward), FlashAttention-style,
-// so memory stays O(B·S·d).
+// rotate_half rotary embeddings, scores/√hd, causal mask j > i). Every matrix product runs on sgemm in f32
+// (OpenBLAS when built with it): the projections, and per head the scores q·kᵀ, the context p·v and the five
+// products of the backward; each softmax row and its backward reduction run in double. Unlike the
+// interpreter, the S×S probabilities are never stored: they are recomputed in blocks of query rows where
+// needed (forward context, backward), FlashAttention-style, so memory stays O(B·S·d + block·S).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -47,10 +49,6 @@ std::vector<double> project(const float* a, const float* w, int64_t rows, int64_
   return std::vector<double>(out.begin(), out.end());
 }
 
-std::vector<double> project(const double* a, const float* w, int64_t rows, int64_t inner, int64_t cols, bool transposed) {
-  const std::vector<float> narrow(a, a + rows * inner);
-  return project(narrow.data(), w, rows, inner, cols, transposed);
-}
 
 /** cos/sin of the rotary angles s·base^(−2e/hd), [S, hd/2]. */
 struct Rope {
@@ -84,32 +82,45 @@ void rotate(double* a, int64_t s, const Rope& t, double sign) {
   }
 }
 
-/** The recomputable forward state: rotated q [B,H,S,hd], rotated k and v [B,K,S,hd], context [B,S,d]. */
+/** Query rows per block: a block's scores are [kBlock, S] floats (1 MiB at S = 1024), so memory stays
+ *  O(B·S·d + kBlock·S) however long the sequence — the S×S probabilities are never stored whole. */
+constexpr int64_t kBlock = 256;
+
+/** The recomputable forward state, f32 and head-major so each head is a contiguous [S, hd] matrix for sgemm:
+ *  rotated q [B,H,S,hd], rotated k and v [B,K,S,hd], and the context [B,S,d]. */
 struct Forward {
-  std::vector<double> q, k, v, ctx;
+  std::vector<float> q, k, v, ctx;
 };
 
-/** Row i of head h's probabilities into p[0..last] (softmax of the masked, scaled scores); returns last. */
-int64_t probRow(const Forward& f, const Dims& D, int64_t b, int64_t h, int64_t i, double* p) {
-  const int64_t g = h / (D.H / D.K);
-  const double scale = 1 / std::sqrt(static_cast<double>(D.hd));
-  const int64_t last = D.causal ? i : D.S - 1;
-  const double* qi = f.q.data() + ((b * D.H + h) * D.S + i) * D.hd;
-  double max = -std::numeric_limits<double>::infinity();
-  for (int64_t j = 0; j <= last; j++) {
-    const double* kj = f.k.data() + ((b * D.K + g) * D.S + j) * D.hd;
-    double s = 0;
-    for (int64_t e = 0; e < D.hd; e++) s += qi[e] * kj[e];
-    p[j] = s * scale;
-    max = std::fmax(max, p[j]);
+float* head(std::vector<float>& t, int64_t index, const Dims& D) { return t.data() + index * D.S * D.hd; }
+const float* head(const std::vector<float>& t, int64_t index, const Dims& D) { return t.data() + index * D.S * D.hd; }
+
+/** Rows [i0, i0 + R) of one head's probabilities, [R, C] with C = the keys any of them sees: scores
+ *  q·kᵀ/√hd on sgemm, then each row's masked softmax in double (masked entries 0). */
+int64_t probBlock(const float* q, const float* k, const Dims& D, int64_t i0, int64_t R, std::vector<float>& p) {
+  const int64_t C = D.causal ? i0 + R : D.S;
+  const float scale = static_cast<float>(1 / std::sqrt(static_cast<double>(D.hd)));
+  sgemm(false, true, static_cast<int>(R), static_cast<int>(C), static_cast<int>(D.hd), scale, q + i0 * D.hd, static_cast<int>(D.hd), k,
+        static_cast<int>(D.hd), 0.0f, p.data(), static_cast<int>(C));
+  for (int64_t r = 0; r < R; r++) {
+    float* row = p.data() + r * C;
+    const int64_t last = D.causal ? i0 + r : D.S - 1;
+    double max = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j <= last; j++) max = std::fmax(max, static_cast<double>(row[j]));
+    double sum = 0;
+    for (int64_t j = 0; j <= last; j++) {
+      const double e = std::exp(static_cast<double>(row[j]) - max);
+      sum += e;
+      row[j] = static_cast<float>(e);
+    }
+    const double inv = 1 / sum;
+    for (int64_t j = 0; j <= last; j++) row[j] = static_cast<float>(row[j] * inv);
+    for (int64_t j = last + 1; j < C; j++) row[j] = 0.0f;
   }
-  double sum = 0;
-  for (int64_t j = 0; j <= last; j++) sum += (p[j] = std::exp(p[j] - max));
-  for (int64_t j = 0; j <= last; j++) p[j] /= sum;
-  return last;
+  return C;
 }
 
-/** qkv = x·W_qkvᵀ + b_qkv split into heads (and rotated), then the context p·v per head. */
+/** qkv = x·W_qkvᵀ + b_qkv split into heads (and rotated), then the context p·v per head, block by block. */
 Forward forward(const float* x, const float* wqkv, const float* bqkv, const Dims& D) {
   const int64_t rows = D.B * D.S;
   std::vector<double> qkv = project(x, wqkv, rows, D.d, D.W, true);
@@ -121,37 +132,38 @@ Forward forward(const float* x, const float* wqkv, const float* bqkv, const Dims
   f.k.resize(static_cast<size_t>(D.B * D.K * D.S * D.hd));
   f.v.resize(static_cast<size_t>(D.B * D.K * D.S * D.hd));
   const Rope tables = D.rope ? ropeTables(D.S, D.hd) : Rope{};
+  std::vector<double> a(static_cast<size_t>(D.hd));
+  // One head vector: copied out of the packed row, rotated in double, stored f32.
+  auto store = [&](const double* from, float* to, int64_t s, bool rotated) {
+    std::copy(from, from + D.hd, a.begin());
+    if (rotated && D.rope) rotate(a.data(), s, tables, 1);
+    for (int64_t e = 0; e < D.hd; e++) to[e] = static_cast<float>(a[e]);
+  };
   for (int64_t b = 0; b < D.B; b++) {
     for (int64_t s = 0; s < D.S; s++) {
       const double* row = qkv.data() + (b * D.S + s) * D.W;
-      for (int64_t h = 0; h < D.H; h++) {
-        double* q = f.q.data() + ((b * D.H + h) * D.S + s) * D.hd;
-        for (int64_t e = 0; e < D.hd; e++) q[e] = row[h * D.hd + e];
-        if (D.rope) rotate(q, s, tables, 1);
-      }
+      for (int64_t h = 0; h < D.H; h++) store(row + h * D.hd, head(f.q, b * D.H + h, D) + s * D.hd, s, true);
       for (int64_t g = 0; g < D.K; g++) {
-        double* k = f.k.data() + ((b * D.K + g) * D.S + s) * D.hd;
-        double* v = f.v.data() + ((b * D.K + g) * D.S + s) * D.hd;
-        for (int64_t e = 0; e < D.hd; e++) {
-          k[e] = row[(D.H + g) * D.hd + e];
-          v[e] = row[(D.H + D.K + g) * D.hd + e];
-        }
-        if (D.rope) rotate(k, s, tables, 1);
+        store(row + (D.H + g) * D.hd, head(f.k, b * D.K + g, D) + s * D.hd, s, true);
+        store(row + (D.H + D.K + g) * D.hd, head(f.v, b * D.K + g, D) + s * D.hd, s, false);
       }
     }
   }
-  f.ctx.assign(static_cast<size_t>(rows * D.d), 0.0);
-  std::vector<double> p(static_cast<size_t>(D.S));
+  f.ctx.assign(static_cast<size_t>(rows * D.d), 0.0f);
+  std::vector<float> p(static_cast<size_t>(std::min(kBlock, D.S) * D.S));
+  std::vector<float> c(static_cast<size_t>(std::min(kBlock, D.S) * D.hd));
   for (int64_t b = 0; b < D.B; b++) {
     for (int64_t h = 0; h < D.H; h++) {
       const int64_t g = h / (D.H / D.K);
-      for (int64_t i = 0; i < D.S; i++) {
-        const int64_t last = probRow(f, D, b, h, i, p.data());
-        double* c = f.ctx.data() + (b * D.S + i) * D.d + h * D.hd;
-        for (int64_t j = 0; j <= last; j++) {
-          const double* vj = f.v.data() + ((b * D.K + g) * D.S + j) * D.hd;
-          for (int64_t e = 0; e < D.hd; e++) c[e] += p[j] * vj[e];
-        }
+      const float* q = head(f.q, b * D.H + h, D);
+      const float* k = head(f.k, b * D.K + g, D);
+      const float* v = head(f.v, b * D.K + g, D);
+      for (int64_t i0 = 0; i0 < D.S; i0 += kBlock) {
+        const int64_t R = std::min(kBlock, D.S - i0);
+        const int64_t C = probBlock(q, k, D, i0, R, p);
+        sgemm(false, false, static_cast<int>(R), static_cast<int>(D.hd), static_cast<int>(C), 1.0f, p.data(), static_cast<int>(C), v,
+              static_cast<int>(D.hd), 0.0f, c.data(), static_cast<int>(D.hd));
+        for (int64_t r = 0; r < R; r++) std::copy(c.data() + r * D.hd, c.data() + (r + 1) * D.hd, f.ctx.data() + (b * D.S + i0 + r) * D.d + h * D.hd);
       }
     }
   }
@@ -181,39 +193,39 @@ void attentionGradInput(const std::vector<Tensor>& in, std::vector<Tensor>& out,
   const int64_t rows = D.B * D.S;
   const std::vector<double> dctx = project(in[0].f32(), in[bias ? 4 : 3].f32(), rows, D.d, D.d, false);
 
-  std::vector<double> dq(f.q.size(), 0.0), dk(f.k.size(), 0.0), dv(f.v.size(), 0.0);
+  // Per head, block by block: dp = dctx·vᵀ, dv += pᵀ·dctx, ds = p·(dp − Σ dp·p)/√hd, dq = ds·k, dk += dsᵀ·q.
+  std::vector<float> dq(f.q.size(), 0.0f), dk(f.k.size(), 0.0f), dv(f.v.size(), 0.0f);
   const double scale = 1 / std::sqrt(static_cast<double>(D.hd));
-  std::vector<double> p(static_cast<size_t>(D.S)), dp(static_cast<size_t>(D.S));
+  const int64_t block = std::min(kBlock, D.S);
+  std::vector<float> p(static_cast<size_t>(block * D.S)), dp(static_cast<size_t>(block * D.S));
+  std::vector<float> dc(static_cast<size_t>(D.S * D.hd));
   for (int64_t b = 0; b < D.B; b++) {
     for (int64_t h = 0; h < D.H; h++) {
       const int64_t g = h / (D.H / D.K);
-      for (int64_t i = 0; i < D.S; i++) {
-        const int64_t last = probRow(f, D, b, h, i, p.data());
-        const double* dc = dctx.data() + (b * D.S + i) * D.d + h * D.hd;
-        // dp = dctx·vᵀ, dv += pᵀ·dctx; then the softmax backward ds = p·(dp − Σ dp·p), scaled like the scores.
-        double dot = 0;
-        for (int64_t j = 0; j <= last; j++) {
-          const double* vj = f.v.data() + ((b * D.K + g) * D.S + j) * D.hd;
-          double* dvj = dv.data() + ((b * D.K + g) * D.S + j) * D.hd;
-          double s = 0;
-          for (int64_t e = 0; e < D.hd; e++) {
-            s += dc[e] * vj[e];
-            dvj[e] += p[j] * dc[e];
-          }
-          dp[j] = s;
-          dot += s * p[j];
+      const float* q = head(f.q, b * D.H + h, D);
+      const float* k = head(f.k, b * D.K + g, D);
+      const float* v = head(f.v, b * D.K + g, D);
+      float* dqh = head(dq, b * D.H + h, D);
+      float* dkg = head(dk, b * D.K + g, D);
+      float* dvg = head(dv, b * D.K + g, D);
+      for (int64_t s = 0; s < D.S; s++)
+        for (int64_t e = 0; e < D.hd; e++) dc[s * D.hd + e] = static_cast<float>(dctx[(b * D.S + s) * D.d + h * D.hd + e]);
+      for (int64_t i0 = 0; i0 < D.S; i0 += kBlock) {
+        const int64_t R = std::min(kBlock, D.S - i0);
+        const int64_t C = probBlock(q, k, D, i0, R, p);
+        const int iR = static_cast<int>(R), iC = static_cast<int>(C), ihd = static_cast<int>(D.hd);
+        const float* dcb = dc.data() + i0 * D.hd;
+        sgemm(false, true, iR, iC, ihd, 1.0f, dcb, ihd, v, ihd, 0.0f, dp.data(), iC);
+        sgemm(true, false, iC, ihd, iR, 1.0f, p.data(), iC, dcb, ihd, 1.0f, dvg, ihd);
+        for (int64_t r = 0; r < R; r++) {
+          const float* pr = p.data() + r * C;
+          float* dr = dp.data() + r * C;
+          double dot = 0;
+          for (int64_t j = 0; j < C; j++) dot += static_cast<double>(dr[j]) * pr[j];
+          for (int64_t j = 0; j < C; j++) dr[j] = static_cast<float>(pr[j] * (dr[j] - dot) * scale);
         }
-        const double* qi = f.q.data() + ((b * D.H + h) * D.S + i) * D.hd;
-        double* dqi = dq.data() + ((b * D.H + h) * D.S + i) * D.hd;
-        for (int64_t j = 0; j <= last; j++) {
-          const double ds = p[j] * (dp[j] - dot) * scale;
-          const double* kj = f.k.data() + ((b * D.K + g) * D.S + j) * D.hd;
-          double* dkj = dk.data() + ((b * D.K + g) * D.S + j) * D.hd;
-          for (int64_t e = 0; e < D.hd; e++) {
-            dqi[e] += ds * kj[e];
-            dkj[e] += ds * qi[e];
-          }
-        }
+        sgemm(false, false, iR, ihd, iC, 1.0f, dp.data(), iC, k, ihd, 0.0f, dqh + i0 * D.hd, ihd);
+        sgemm(true, false, iC, ihd, iR, 1.0f, dp.data(), iC, q + i0 * D.hd, ihd, 1.0f, dkg, ihd);
       }
     }
   }
@@ -221,33 +233,27 @@ void attentionGradInput(const std::vector<Tensor>& in, std::vector<Tensor>& out,
   // Un-rotate (the rotation is orthogonal: its gradient is the inverse rotation) and pack like qkv.
   const Rope tables = D.rope ? ropeTables(D.S, D.hd) : Rope{};
   float* dqkv = out[1].f32();
+  std::vector<double> a(static_cast<size_t>(D.hd));
+  auto put = [&](const float* from, float* to, int64_t s, bool rotated) {
+    std::copy(from, from + D.hd, a.begin());
+    if (rotated && D.rope) rotate(a.data(), s, tables, -1);
+    for (int64_t e = 0; e < D.hd; e++) to[e] = static_cast<float>(a[e]);
+  };
   for (int64_t b = 0; b < D.B; b++) {
     for (int64_t s = 0; s < D.S; s++) {
       float* row = dqkv + (b * D.S + s) * D.W;
-      for (int64_t h = 0; h < D.H; h++) {
-        double* a = dq.data() + ((b * D.H + h) * D.S + s) * D.hd;
-        if (D.rope) rotate(a, s, tables, -1);
-        for (int64_t e = 0; e < D.hd; e++) row[h * D.hd + e] = static_cast<float>(a[e]);
-      }
+      for (int64_t h = 0; h < D.H; h++) put(head(dq, b * D.H + h, D) + s * D.hd, row + h * D.hd, s, true);
       for (int64_t g = 0; g < D.K; g++) {
-        double* a = dk.data() + ((b * D.K + g) * D.S + s) * D.hd;
-        const double* c = dv.data() + ((b * D.K + g) * D.S + s) * D.hd;
-        if (D.rope) rotate(a, s, tables, -1);
-        for (int64_t e = 0; e < D.hd; e++) {
-          row[(D.H + g) * D.hd + e] = static_cast<float>(a[e]);
-          row[(D.H + D.K + g) * D.hd + e] = static_cast<float>(c[e]);
-        }
+        put(head(dk, b * D.K + g, D) + s * D.hd, row + (D.H + g) * D.hd, s, true);
+        put(head(dv, b * D.K + g, D) + s * D.hd, row + (D.H + D.K + g) * D.hd, s, false);
       }
     }
   }
   // dx = dqkv·W_qkv from the f32 dqkv just written, as the interpreter computes it from its f32 output.
   const std::vector<double> dx = project(dqkv, wqkv, rows, D.W, D.d, false);
   float* dxo = out[0].f32();
-  float* ctx = out[2].f32();
-  for (int64_t k = 0; k < rows * D.d; k++) {
-    dxo[k] = static_cast<float>(dx[k]);
-    ctx[k] = static_cast<float>(f.ctx[k]);
-  }
+  for (int64_t k = 0; k < rows * D.d; k++) dxo[k] = static_cast<float>(dx[k]);
+  std::copy(f.ctx.begin(), f.ctx.end(), out[2].f32());
 }
 
 }  // namespace
