@@ -1,7 +1,7 @@
 // The `native` engine: a plan lowered per device (cluster-program.ts) and run by the addon's cluster — each
 // virtual device with its own arena, a compute thread and a communication thread, all sharing one
 // in-process communicator.
-import { totalmem } from "node:os";
+import { availableParallelism, totalmem } from "node:os";
 import type { Graph } from "../graph/graph.js";
 import type { FloatTensor } from "../interp/tensor.js";
 import { createNativeCluster } from "../native/binding.js";
@@ -60,7 +60,10 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
   const memoryLimitBytes = program.devices.map((d, i) => (fault?.kind === "oom" && fault.device === i ? Math.floor(d.arenaBytes / 2) : plan.cluster.memoryBytes));
   let cluster: ReturnType<typeof createNativeCluster>;
   try {
-    cluster = createNativeCluster({ devices: program.devices, timeoutSeconds, memoryLimitBytes });
+    // The cores shared out among the devices' compute threads: one device gets every core for its sgemm calls,
+    // four devices on two cores one thread each (more would oversubscribe them).
+    const blasThreads = Math.max(1, Math.floor(availableParallelism() / program.devices.length));
+    cluster = createNativeCluster({ devices: program.devices, timeoutSeconds, memoryLimitBytes, blasThreads });
   } catch (e) {
     throw outOfMemory(e, plan, fault);
   }
@@ -72,7 +75,8 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
   const scaler = program.lossScaling ? LossScaler.of(plan.run?.lossScale) : undefined;
   let last = { skipped: false, lossScale: scaler?.scale ?? 1 };
   return {
-    lastStep: () => last,
+    // Only fp16 has a loss scale to report (and steps it may skip).
+    ...(scaler && { lastStep: () => last }),
     trace: () => events,
     lastTimings: () => program.devices.map((d, i) => ({ program: d, timings: trace ? cluster.timings(i) : new Float64Array(0) })),
     step: async (batch) => {
