@@ -1,5 +1,6 @@
 // `fsm run`'s training loop over a plan: parameters initialized from the seed, the synthetic data the plan's
 // train section names, one step per iteration on an engine (engines.ts), and a report per step.
+import { accessSync, constants, existsSync, mkdirSync, statSync } from "node:fs";
 import { dirname, isAbsolute, join } from "node:path";
 import { syntheticData } from "../data/synthetic.js";
 import { npyData } from "../data/npy.js";
@@ -90,11 +91,23 @@ function openData(plan: Plan, graph: Graph, run: PlanRun): { batch(step: number)
   }
 }
 
+/** --save DIR is checked before training, not discovered after it: a directory (made if missing) we can write. */
+function prepareSaveDir(dir: string): void {
+  if (existsSync(dir) && !statSync(dir).isDirectory()) throw new RunError(`--save ${dir}: not a directory`);
+  try {
+    mkdirSync(dir, { recursive: true });
+    accessSync(dir, constants.W_OK);
+  } catch (e) {
+    throw new RunError(`--save ${dir}: cannot write there: ${(e as Error).message}`);
+  }
+}
+
 export async function runPlan(plan: Plan, options: RunOptions = {}): Promise<RunSummary> {
   const run = plan.run;
   if (!run) throw new RunError("the plan has no run section (it was written before `fsm run` existed): compile it again");
   const steps = options.steps ?? run.steps;
   if (!(Number.isInteger(steps) && steps >= 1)) throw new RunError(`steps must be a positive integer, got ${steps}`);
+  if (options.save) prepareSaveDir(options.save.dir);
   const graph = graphFromJson(plan.model.name, plan.graph);
   // The data first: a bad file is reported before any engine is built.
   const data = openData(plan, graph, run);
@@ -128,7 +141,14 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
     }
   }
   const save = (step: number): void => {
-    if (options.save) stepper.checkpoint!.save(options.save.dir, step);
+    if (!options.save) return;
+    try {
+      stepper.checkpoint!.save(options.save.dir, step);
+    } catch (e) {
+      // Disk full, permissions, a path that became a file: the previous checkpoint (if any) is still whole.
+      if ((e as NodeJS.ErrnoException).code !== undefined) throw new RunError(`cannot write the checkpoint of step ${step} into ${options.save.dir}: ${(e as Error).message}`);
+      throw e;
+    }
   };
   const seq = plan.settings.seq;
   const tokens = plan.settings.batch * (seq ?? 1);

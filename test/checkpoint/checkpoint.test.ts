@@ -159,6 +159,12 @@ describe("checkpoints", () => {
     expect(c.code).toBe(1);
     expect(c.stderr).toContain("checkpoints are saved and resumed by the native engine, not native-fused");
     expect((await run("run", samplePath("gpt-tiny"), "--save-every", "2")).code).toBe(2);
+    // A --save path that is a file is refused before training, not after it.
+    writeFileSync(join(root, "a-file"), "");
+    const d = await run("run", samplePath("gpt-tiny"), "--steps", "2", "--save", join(root, "a-file"));
+    expect(d.code).toBe(1);
+    expect(d.stderr).toContain(`--save ${join(root, "a-file")}: not a directory`);
+    expect(d.stdout).not.toContain("step 1/2");
   }, 60_000);
 });
 
