@@ -71,7 +71,9 @@ export function loadProgram(rootPath: string, host: SourceHost = nodeHost): Prog
     stackDisplay.push(display);
     for (const item of ast.items) {
       if (item.kind !== "Import") continue;
-      visit(path.normalize(path.join(path.dirname(display), item.path.value)), item);
+      // Relative to the importing file; an absolute path as it is.
+      const target = item.path.value;
+      visit(path.isAbsolute(target) ? path.normalize(target) : path.normalize(path.join(path.dirname(display), target)), item);
     }
     stack.pop();
     stackDisplay.pop();

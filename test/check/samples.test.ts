@@ -1,5 +1,6 @@
 // Every sample checks cleanly, and its parameter count equals an independent closed-form count.
-import { readdirSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { checkFile } from "../../src/check/check.js";
@@ -64,6 +65,15 @@ describe("samples", () => {
     const attn = g.ops().find((o) => o.op === "attention")!;
     expect(attn.attrs["heads"]).toBe(96);
     expect(blocks.every((l) => l.annotations.checkpoint && l.annotations.fsdpUnit)).toBe(true);
+  });
+
+  it("an import by absolute path reads that file (a model outside samples/ using its library)", () => {
+    const dir = mkdtempSync(join(tmpdir(), "fsm-abs-import-"));
+    const text = readFileSync(join(samples, "gpt-tiny.fsm"), "utf8").replace('import "lib/transformer.fsm"', `import "${join(samples, "lib/transformer.fsm")}"`);
+    writeFileSync(join(dir, "tiny.fsm"), text);
+    const r = checkFile(join(dir, "tiny.fsm"));
+    expect(r.diagnostics.map((d) => d.message)).toEqual([]);
+    expect(r.model?.graph.params().length).toBeGreaterThan(0);
   });
 
   it("gpt2 ties lm_head.weight to wte.weight and counts it once", () => {
