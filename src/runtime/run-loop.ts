@@ -157,22 +157,24 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
   let finalLoss = NaN;
   let done = 0;
   for (let step = 1; step <= steps; step++) {
+    // Steps are numbered over the whole training run: a resumed run continues the count (and --save-every's).
+    const global = first + step;
     const t0 = performance.now();
     let loss: number;
     try {
-      loss = await stepper.step(data.batch(first + step - 1));
+      loss = await stepper.step(data.batch(global - 1));
     } catch (e) {
-      if (e instanceof EngineError || e instanceof DataError) throw new RunError(`step ${step}: ${e.message}`);
+      if (e instanceof EngineError || e instanceof DataError) throw new RunError(`step ${global}: ${e.message}`);
       throw e;
     }
     const seconds = (performance.now() - t0) / 1000;
-    if (!Number.isFinite(loss)) throw new RunError(`step ${step}: the loss is ${loss}`);
+    if (!Number.isFinite(loss)) throw new RunError(`step ${global}: the loss is ${loss}`);
     if (step === 1) firstLoss = loss;
     finalLoss = loss;
-    options.onStep?.({ step, loss, seconds, tokensPerSecond: tokens / seconds, ...stepper.lastStep?.() });
+    options.onStep?.({ step: global, loss, seconds, tokensPerSecond: tokens / seconds, ...stepper.lastStep?.() });
     done = step;
     const stopping = step < steps && (options.stopRequested?.() ?? false);
-    if (step === steps || stopping || (options.save?.every !== undefined && step % options.save.every === 0)) save(first + step);
+    if (step === steps || stopping || (options.save?.every !== undefined && global % options.save.every === 0)) save(global);
     if (stopping) break;
   }
   const seconds = (performance.now() - started) / 1000;

@@ -2,7 +2,7 @@
 // shard strategy). The values move exactly (the new plan, saved again at once, consolidates to the same bytes
 // as the old checkpoint, optimizer state included), and training continues as the uninterrupted run does up
 // to the new plan's reduction order. What cannot continue the same run is refused.
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -126,9 +126,12 @@ describe("resharding a checkpoint into another plan", () => {
     const dir = join(root, "cli");
     const a = await run("run", samplePath("gpt-tiny"), "--devices", "4", ...sets({ stages: 2, data_parallel: 2, shard: "fsdp" }).flatMap((s) => ["--set", s]), "--steps", "3", "--save", dir, "--json");
     expect(a.code, a.stderr).toBe(0);
-    const b = await run("run", samplePath("gpt-tiny"), "--devices", "2", ...sets({ stages: 1, data_parallel: 2, shard: "oss" }).flatMap((s) => ["--set", s]), "--steps", "2", "--resume", dir, "--save", dir);
+    const b = await run("run", samplePath("gpt-tiny"), "--devices", "2", ...sets({ stages: 1, data_parallel: 2, shard: "oss" }).flatMap((s) => ["--set", s]), "--steps", "2", "--resume", dir, "--save", dir, "--save-every", "2");
     expect(b.code, b.stderr).toBe(0);
     expect(b.stdout).toContain(`resumed from ${dir} after step 3, resharded from a plan of 4 devices\n`);
+    // Steps count on from the checkpoint's (and so does --save-every: step 4, then the last, 5).
+    expect(b.stdout).toMatch(/^step 4\/5  loss .*\nstep 5\/5  loss /m);
+    expect(readdirSync(dir).filter((n) => n.startsWith("step-")).sort()).toEqual(["step-000003", "step-000004", "step-000005"]);
     expect((JSON.parse(readFileSync(join(dir, "latest.json"), "utf8")) as { step: number }).step).toBe(5);
   }, 120_000);
 });

@@ -56,7 +56,8 @@ the interpreter's kernels. All compute the 1-device plan's step up to float roun
 A device whose arena exceeds the plan's device memory is refused before training. A
 failure on any device stops every device with one error naming the step, the device
 and its action; nothing of the failed step is checkpointed; the exit code is 1.
-  --steps N      steps to run (default: the train section's steps)
+  --steps N      steps to run (default: the train section's steps); after --resume,
+                 N more, numbered on from the checkpoint's step
   --engine E     native, native-fused, native-kernels or reference (default: native)
   --trace FILE   write a Chrome trace (Perfetto) of every step: per device a compute
                  and a communication track, so overlap is visible (native engines)
@@ -134,6 +135,7 @@ and its action; nothing of the failed step is checkpointed; the exit code is 1.
         io.stdout(`run ${plan.model.name}: ${plan.cluster.devices} cpu virtual device${plan.cluster.devices === 1 ? "" : "s"} = ${s.stages} stage${s.stages === 1 ? "" : "s"} × ${s.dataParallel} data-parallel, ${s.microBatches} micro-batch${s.microBatches === 1 ? "" : "es"}, ${s.schedule}, shard ${s.shard}\n`);
       }
       let elapsed = 0;
+      let offset = 0; // steps done before this run (a resumed checkpoint's)
       // Ctrl-C stops at the next step boundary (a second one exits at once, as usual).
       let stop = false;
       const onSigint = (): void => {
@@ -160,6 +162,7 @@ and its action; nothing of the failed step is checkpointed; the exit code is 1.
             if (!json) io.stdout(`engine: ${ENGINE_TEXT[engine]}\n`);
           },
           onResume: (r) => {
+            offset = r.step;
             const how = r.resharded ? `, resharded from a plan of ${r.devices} device${r.devices === 1 ? "" : "s"}` : "";
             if (!json) io.stdout(`resumed from ${resumeDir} after step ${r.step}${how}\n`);
           },
@@ -168,11 +171,13 @@ and its action; nothing of the failed step is checkpointed; the exit code is 1.
             const scaling = r.lossScale === undefined ? {} : { lossScale: r.lossScale, skipped: r.skipped ?? false };
             if (json) io.stdout(JSON.stringify({ step: r.step, loss: r.loss, seconds: r.seconds, tokensPerSecond: r.tokensPerSecond, ...scaling }) + "\n");
             else {
-              const eta = (elapsed / r.step) * (total - r.step);
+              // Steps count over the whole training run: a resumed run shows step first + k of first + total.
+              const last = offset + total;
+              const eta = (elapsed / (r.step - offset)) * (last - r.step);
               const skipped = r.skipped ? `  skipped: gradients overflowed at loss scale ${r.lossScale}` : "";
-              const line = `step ${String(r.step).padStart(String(total).length)}/${total}  loss ${r.loss.toFixed(5)}  ${formatSeconds(r.seconds)}  ${Math.round(r.tokensPerSecond).toLocaleString("en-US")} tokens/s  ETA ${formatSeconds(eta)}${skipped}`;
+              const line = `step ${String(r.step).padStart(String(last).length)}/${last}  loss ${r.loss.toFixed(5)}  ${formatSeconds(r.seconds)}  ${Math.round(r.tokensPerSecond).toLocaleString("en-US")} tokens/s  ETA ${formatSeconds(eta)}${skipped}`;
               // On a terminal: a progress bar redrawn in place; elsewhere one plain line per step.
-              if (io.isTTY) io.stdout(`\r${bar(r.step / total)} ${line}\x1b[K${r.step === total ? "\n" : ""}`);
+              if (io.isTTY) io.stdout(`\r${bar(r.step / last)} ${line}\x1b[K${r.step === last ? "\n" : ""}`);
               else io.stdout(line + "\n");
             }
           },
