@@ -34,6 +34,7 @@ export interface RunSummary {
   readonly finalLoss: number;
   readonly seconds: number;
   readonly predictedStepSeconds: number;
+  /** The median step time, the first step (warm-up) left out when there are others. */
   readonly measuredStepSeconds: number;
   /** The native engines' arenas, all devices together, when the engine reports them. */
   readonly arenaBytes?: number;
@@ -102,6 +103,14 @@ function prepareSaveDir(dir: string): void {
   }
 }
 
+/** The median step time, the first step left out when there are others: it also pays for warming up (first
+ *  touches of the arenas, thread start), which the plan's step time does not include. */
+function typicalStep(times: readonly number[]): number {
+  const steady = (times.length > 1 ? times.slice(1) : [...times]).sort((a, b) => a - b);
+  const mid = steady.length >> 1;
+  return steady.length % 2 === 1 ? steady[mid]! : (steady[mid - 1]! + steady[mid]!) / 2;
+}
+
 export async function runPlan(plan: Plan, options: RunOptions = {}): Promise<RunSummary> {
   const run = plan.run;
   if (!run) throw new RunError("the plan has no run section (it was written before `fsm run` existed): compile it again");
@@ -156,6 +165,7 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
   let firstLoss = NaN;
   let finalLoss = NaN;
   let done = 0;
+  const times: number[] = [];
   for (let step = 1; step <= steps; step++) {
     // Steps are numbered over the whole training run: a resumed run continues the count (and --save-every's).
     const global = first + step;
@@ -171,6 +181,7 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
     if (!Number.isFinite(loss)) throw new RunError(`step ${global}: the loss is ${loss}`);
     if (step === 1) firstLoss = loss;
     finalLoss = loss;
+    times.push(seconds);
     options.onStep?.({ step: global, loss, seconds, tokensPerSecond: tokens / seconds, ...stepper.lastStep?.() });
     done = step;
     const stopping = step < steps && (options.stopRequested?.() ?? false);
@@ -186,7 +197,7 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
     finalLoss,
     seconds,
     predictedStepSeconds: plan.predicted.stepTimeSeconds,
-    measuredStepSeconds: seconds / done,
+    measuredStepSeconds: typicalStep(times),
     ...(stepper.memoryBytes !== undefined && { arenaBytes: stepper.memoryBytes }),
     predictedMemoryBytes: plan.predicted.peakMemoryBytes.reduce((a, b) => a + b, 0),
     ...(stepper.deviceMemoryBytes !== undefined && { peakMemoryBytes: stepper.deviceMemoryBytes }),

@@ -54,6 +54,9 @@ describe("fsm run", () => {
     expect(summary.predictedMemoryBytes).toBeGreaterThan(0);
     expect(summary.engine).toBe("native");
     expect(summary.arenaBytes).toBeGreaterThan(0);
+    // The measured step time is the median of the steps after the first (which also warms up).
+    const seconds = a.stdout.trim().split("\n").slice(0, 3).map((l) => (JSON.parse(l) as { seconds: number }).seconds);
+    expect((summary as unknown as { measuredStepSeconds: number }).measuredStepSeconds).toBeCloseTo((seconds[1]! + seconds[2]!) / 2, 9);
     const text = await run("run", plan, "--steps", "2");
     expect(text.stdout).toMatch(/engine: (native|native-kernels|reference) \(/);
     expect(text.stdout).toMatch(/step 2\/2 {2}loss \d+\.\d{5} {2}\S+ \S+ {2}[\d,]+ tokens\/s {2}ETA/);

@@ -188,7 +188,7 @@ and its action; nothing of the failed step is checkpointed; the exit code is 1.
       if (json) io.stdout(JSON.stringify({ summary }) + "\n");
       else {
         io.stdout(`done: ${summary.steps} steps in ${formatSeconds(summary.seconds)}, loss ${summary.firstLoss.toFixed(5)} → ${summary.finalLoss.toFixed(5)}${tracePath === undefined ? "" : `; trace in ${tracePath}`}\n`);
-        io.stdout(`step time: measured ${formatSeconds(summary.measuredStepSeconds)}, predicted ${formatSeconds(summary.predictedStepSeconds)}\n`);
+        io.stdout(`step time: measured ${formatSeconds(summary.measuredStepSeconds)} (median), predicted ${formatSeconds(summary.predictedStepSeconds)}\n`);
         if (summary.peakMemoryBytes) {
           const most = Math.max(...summary.peakMemoryBytes);
           const d = summary.peakMemoryBytes.indexOf(most);
