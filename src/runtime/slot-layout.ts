@@ -1,8 +1,11 @@
 // Offsets for a step program's slots in one arena, reusing memory between values whose lifetimes do not
 // overlap: a value lives from the instruction that writes it to the last one that reads it (an instruction's
 // outputs never share memory with its inputs, as the intervals meet at that instruction); slots read or
-// written from outside a run (parameters, state, inputs, losses) live throughout. First fit over a free list
-// kept sorted by offset, in slot order: deterministic, no fragmentation bookkeeping beyond coalescing.
+// written from outside a run (parameters, state, inputs, losses) live throughout. Two deterministic
+// heuristics, the smaller arena kept: a sweep in time order with best fit over a coalescing free list, and
+// greedy by size (largest first, each at the lowest offset clear of every placed slot it is alive with, as
+// TensorFlow Lite's arena planner does), which packs large, long-lived values (FSDP's gathered units and
+// gradients) much tighter.
 
 export interface SlotNeed {
   readonly bytes: number;
@@ -14,8 +17,44 @@ export interface SlotNeed {
 const ALIGN = 64;
 const aligned = (n: number): number => Math.ceil(n / ALIGN) * ALIGN;
 
-/** Offsets by slot, and the arena's size. */
-export function layoutSlots(needs: readonly SlotNeed[]): { offsets: number[]; arenaBytes: number } {
+export interface SlotLayout {
+  readonly offsets: number[];
+  readonly arenaBytes: number;
+}
+
+/** Offsets by slot, and the arena's size: the better of the two heuristics. */
+export function layoutSlots(needs: readonly SlotNeed[]): SlotLayout {
+  const sweep = sweepBestFit(needs);
+  const greedy = greedyBySize(needs);
+  return greedy.arenaBytes < sweep.arenaBytes ? greedy : sweep;
+}
+
+const overlaps = (a: SlotNeed, b: SlotNeed): boolean => a.from <= b.to && b.from <= a.to;
+
+/** Largest first; each at the lowest offset where it clears every already placed slot alive with it. */
+export function greedyBySize(needs: readonly SlotNeed[]): SlotLayout {
+  const order = needs.map((_, i) => i).sort((a, b) => aligned(needs[b]!.bytes) - aligned(needs[a]!.bytes) || needs[a]!.from - needs[b]!.from || a - b);
+  const offsets = new Array<number>(needs.length).fill(0);
+  const placed: number[] = [];
+  let arenaBytes = 0;
+  for (const id of order) {
+    const need = needs[id]!;
+    const size = aligned(need.bytes);
+    const conflicts = placed.filter((p) => overlaps(needs[p]!, need)).sort((a, b) => offsets[a]! - offsets[b]!);
+    let offset = 0;
+    for (const c of conflicts) {
+      if (offsets[c]! >= offset + size) break; // the gap before c holds it
+      offset = Math.max(offset, offsets[c]! + aligned(needs[c]!.bytes));
+    }
+    offsets[id] = offset;
+    placed.push(id);
+    arenaBytes = Math.max(arenaBytes, offset + size);
+  }
+  return { offsets, arenaBytes };
+}
+
+/** In time order, best fit over a free list kept sorted by offset and coalesced. */
+export function sweepBestFit(needs: readonly SlotNeed[]): SlotLayout {
   const order = needs.map((_, i) => i).sort((a, b) => needs[a]!.from - needs[b]!.from || a - b);
   const offsets = new Array<number>(needs.length).fill(0);
   const free: { offset: number; size: number }[] = [];
