@@ -62,6 +62,7 @@ describe("resharding a checkpoint into another plan", () => {
     ["fsdp 2 stages × 2 replicas → 1 device", FSDP_2x2, ONE],
     ["1 device → sddp 4 replicas", ONE, SDDP_1x4],
     ["oss 2 replicas → 3 pipeline stages", OSS_1x2, PIPE_3],
+    ["interleaved 2 stages × 2 virtual → fsdp 2 replicas, gathered weights kept", [{ stages: 2, data_parallel: 1, chunks: 4, shard: "none", schedule: "interleaved", virtual_stages: 2 }, 2], [{ stages: 1, data_parallel: 2, chunks: 2, shard: "fsdp", reshard_after_forward: "false" }, 2]],
   ];
   for (const [title, [a, na], [b, nb]] of pairs) {
     it(`${title}: every value moves exactly, and 5 + resume + 5 steps track the uninterrupted 10`, async () => {
