@@ -95,6 +95,18 @@ struct Forward {
 float* head(std::vector<float>& t, int64_t index, const Dims& D) { return t.data() + index * D.S * D.hd; }
 const float* head(const std::vector<float>& t, int64_t index, const Dims& D) { return t.data() + index * D.S * D.hd; }
 
+/** Calls fn(b, h, g, q, k, v) for every batch row b and query head h: its [S, hd] query head and the key and
+ *  value heads g it reads (grouped-query attention shares one among H / K query heads). */
+template <typename Fn>
+void forEachHead(const Forward& f, const Dims& D, Fn fn) {
+  for (int64_t b = 0; b < D.B; b++) {
+    for (int64_t h = 0; h < D.H; h++) {
+      const int64_t g = h / (D.H / D.K);
+      fn(b, h, g, head(f.q, b * D.H + h, D), head(f.k, b * D.K + g, D), head(f.v, b * D.K + g, D));
+    }
+  }
+}
+
 /** Rows [i0, i0 + R) of one head's probabilities, [R, C] with C = the keys any of them sees: scores
  *  q·kᵀ/√hd on sgemm, then each row's masked softmax in double (masked entries 0). */
 int64_t probBlock(const float* q, const float* k, const Dims& D, int64_t i0, int64_t R, std::vector<float>& p) {
@@ -152,21 +164,15 @@ Forward forward(const float* x, const float* wqkv, const float* bqkv, const Dims
   f.ctx.assign(static_cast<size_t>(rows * D.d), 0.0f);
   std::vector<float> p(static_cast<size_t>(std::min(kBlock, D.S) * D.S));
   std::vector<float> c(static_cast<size_t>(std::min(kBlock, D.S) * D.hd));
-  for (int64_t b = 0; b < D.B; b++) {
-    for (int64_t h = 0; h < D.H; h++) {
-      const int64_t g = h / (D.H / D.K);
-      const float* q = head(f.q, b * D.H + h, D);
-      const float* k = head(f.k, b * D.K + g, D);
-      const float* v = head(f.v, b * D.K + g, D);
-      for (int64_t i0 = 0; i0 < D.S; i0 += kBlock) {
-        const int64_t R = std::min(kBlock, D.S - i0);
-        const int64_t C = probBlock(q, k, D, i0, R, p);
-        sgemm(false, false, static_cast<int>(R), static_cast<int>(D.hd), static_cast<int>(C), 1.0f, p.data(), static_cast<int>(C), v,
-              static_cast<int>(D.hd), 0.0f, c.data(), static_cast<int>(D.hd));
-        for (int64_t r = 0; r < R; r++) std::copy(c.data() + r * D.hd, c.data() + (r + 1) * D.hd, f.ctx.data() + (b * D.S + i0 + r) * D.d + h * D.hd);
-      }
+  forEachHead(f, D, [&](int64_t b, int64_t h, int64_t, const float* q, const float* k, const float* v) {
+    for (int64_t i0 = 0; i0 < D.S; i0 += kBlock) {
+      const int64_t R = std::min(kBlock, D.S - i0);
+      const int64_t C = probBlock(q, k, D, i0, R, p);
+      sgemm(false, false, static_cast<int>(R), static_cast<int>(D.hd), static_cast<int>(C), 1.0f, p.data(), static_cast<int>(C), v,
+            static_cast<int>(D.hd), 0.0f, c.data(), static_cast<int>(D.hd));
+      for (int64_t r = 0; r < R; r++) std::copy(c.data() + r * D.hd, c.data() + (r + 1) * D.hd, f.ctx.data() + (b * D.S + i0 + r) * D.d + h * D.hd);
     }
-  }
+  });
   return f;
 }
 
@@ -199,36 +205,30 @@ void attentionGradInput(const std::vector<Tensor>& in, std::vector<Tensor>& out,
   const int64_t block = std::min(kBlock, D.S);
   std::vector<float> p(static_cast<size_t>(block * D.S)), dp(static_cast<size_t>(block * D.S));
   std::vector<float> dc(static_cast<size_t>(D.S * D.hd));
-  for (int64_t b = 0; b < D.B; b++) {
-    for (int64_t h = 0; h < D.H; h++) {
-      const int64_t g = h / (D.H / D.K);
-      const float* q = head(f.q, b * D.H + h, D);
-      const float* k = head(f.k, b * D.K + g, D);
-      const float* v = head(f.v, b * D.K + g, D);
-      float* dqh = head(dq, b * D.H + h, D);
-      float* dkg = head(dk, b * D.K + g, D);
-      float* dvg = head(dv, b * D.K + g, D);
-      for (int64_t s = 0; s < D.S; s++)
-        for (int64_t e = 0; e < D.hd; e++) dc[s * D.hd + e] = static_cast<float>(dctx[(b * D.S + s) * D.d + h * D.hd + e]);
-      for (int64_t i0 = 0; i0 < D.S; i0 += kBlock) {
-        const int64_t R = std::min(kBlock, D.S - i0);
-        const int64_t C = probBlock(q, k, D, i0, R, p);
-        const int iR = static_cast<int>(R), iC = static_cast<int>(C), ihd = static_cast<int>(D.hd);
-        const float* dcb = dc.data() + i0 * D.hd;
-        sgemm(false, true, iR, iC, ihd, 1.0f, dcb, ihd, v, ihd, 0.0f, dp.data(), iC);
-        sgemm(true, false, iC, ihd, iR, 1.0f, p.data(), iC, dcb, ihd, 1.0f, dvg, ihd);
-        for (int64_t r = 0; r < R; r++) {
-          const float* pr = p.data() + r * C;
-          float* dr = dp.data() + r * C;
-          double dot = 0;
-          for (int64_t j = 0; j < C; j++) dot += static_cast<double>(dr[j]) * pr[j];
-          for (int64_t j = 0; j < C; j++) dr[j] = static_cast<float>(pr[j] * (dr[j] - dot) * scale);
-        }
-        sgemm(false, false, iR, ihd, iC, 1.0f, dp.data(), iC, k, ihd, 0.0f, dqh + i0 * D.hd, ihd);
-        sgemm(true, false, iC, ihd, iR, 1.0f, dp.data(), iC, q + i0 * D.hd, ihd, 1.0f, dkg, ihd);
+  forEachHead(f, D, [&](int64_t b, int64_t h, int64_t g, const float* q, const float* k, const float* v) {
+    float* dqh = head(dq, b * D.H + h, D);
+    float* dkg = head(dk, b * D.K + g, D);
+    float* dvg = head(dv, b * D.K + g, D);
+    for (int64_t s = 0; s < D.S; s++)
+      for (int64_t e = 0; e < D.hd; e++) dc[s * D.hd + e] = static_cast<float>(dctx[(b * D.S + s) * D.d + h * D.hd + e]);
+    for (int64_t i0 = 0; i0 < D.S; i0 += kBlock) {
+      const int64_t R = std::min(kBlock, D.S - i0);
+      const int64_t C = probBlock(q, k, D, i0, R, p);
+      const int iR = static_cast<int>(R), iC = static_cast<int>(C), ihd = static_cast<int>(D.hd);
+      const float* dcb = dc.data() + i0 * D.hd;
+      sgemm(false, true, iR, iC, ihd, 1.0f, dcb, ihd, v, ihd, 0.0f, dp.data(), iC);
+      sgemm(true, false, iC, ihd, iR, 1.0f, p.data(), iC, dcb, ihd, 1.0f, dvg, ihd);
+      for (int64_t r = 0; r < R; r++) {
+        const float* pr = p.data() + r * C;
+        float* dr = dp.data() + r * C;
+        double dot = 0;
+        for (int64_t j = 0; j < C; j++) dot += static_cast<double>(dr[j]) * pr[j];
+        for (int64_t j = 0; j < C; j++) dr[j] = static_cast<float>(pr[j] * (dr[j] - dot) * scale);
       }
+      sgemm(false, false, iR, ihd, iC, 1.0f, dp.data(), iC, k, ihd, 0.0f, dqh + i0 * D.hd, ihd);
+      sgemm(true, false, iC, ihd, iR, 1.0f, dp.data(), iC, q + i0 * D.hd, ihd, 1.0f, dkg, ihd);
     }
-  }
+  });
 
   // Un-rotate (the rotation is orthogonal: its gradient is the inverse rotation) and pack like qkv.
   const Rope tables = D.rope ? ropeTables(D.S, D.hd) : Rope{};
