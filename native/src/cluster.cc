@@ -33,24 +33,6 @@ double secondsSince(Clock::time_point origin) { return std::chrono::duration<dou
 
 bool isInteger(double x) { return std::isfinite(x) && std::floor(x) == x; }
 
-// A non-negative integer that fits a size (byte counts, offsets, indices).
-size_t sizeOf(const Napi::Env& env, const Napi::Value& v, const std::string& what) {
-  if (!v.IsNumber() || !isInteger(v.As<Napi::Number>().DoubleValue()) || v.As<Napi::Number>().DoubleValue() < 0) {
-    throw Napi::TypeError::New(env, what + " must be a non-negative integer");
-  }
-  return static_cast<size_t>(v.As<Napi::Number>().DoubleValue());
-}
-
-Napi::Array arrayOf(const Napi::Env& env, const Napi::Value& v, const std::string& what) {
-  if (!v.IsArray()) throw Napi::TypeError::New(env, what + " must be an array");
-  return v.As<Napi::Array>();
-}
-
-Napi::Object objectOf(const Napi::Env& env, const Napi::Value& v, const std::string& what) {
-  if (!v.IsObject()) throw Napi::TypeError::New(env, what + " must be an object");
-  return v.As<Napi::Object>();
-}
-
 // An integer attribute of a communication op (root, peer, tag), in int range.
 int intAttr(const Napi::Env& env, const Attrs& attrs, const std::string& name, const std::string& at) {
   auto it = attrs.numbers.find(name);
@@ -256,21 +238,7 @@ NativeCluster::NativeCluster(const Napi::CallbackInfo& info) : Napi::ObjectWrap<
     Napi::Array slots = arrayOf(env, dv.Get("slots"), dn + ": slots");
     for (uint32_t i = 0; i < slots.Length(); i++) {
       const std::string sn = dn + " slot " + std::to_string(i);
-      Napi::Object s = objectOf(env, slots.Get(i), sn);
-      Tensor t;
-      t.shape = shapeOf(env, s.Get("shape"), sn);
-      t.dtype = dtypeOf(env, s.Get("dtype"), sn);
-      const size_t offset = sizeOf(env, s.Get("offset"), sn + ": offset");
-      const size_t bytes = t.bytes(), align = elementBytes(t.dtype);
-      if (offset % align != 0) {
-        throw Napi::RangeError::New(env, sn + ": offset " + std::to_string(offset) + " is not a multiple of " + std::to_string(align) +
-                                             " (the size of a " + dtypeName(t.dtype) + " element)");
-      }
-      if (offset > dev->arenaBytes || bytes > dev->arenaBytes - offset) {
-        throw Napi::RangeError::New(env, sn + " (bytes " + std::to_string(offset) + ".." + std::to_string(offset + bytes) +
-                                             ") lies outside the arena of " + std::to_string(dev->arenaBytes) + " bytes");
-      }
-      t.data = dev->arena + offset;
+      const Tensor t = slotOf(env, slots.Get(i), sn, dev->arena, dev->arenaBytes);
       dev->slots.push_back(t);
     }
 

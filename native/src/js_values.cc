@@ -1,6 +1,7 @@
-// js_values.h: shapes and attributes from JS values.
+// js_values.h: sizes, arrays, objects, slots, shapes and attributes from JS values.
 #include "js_values.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace fsm {
@@ -78,6 +79,44 @@ Napi::Value timingsArray(const Napi::Env& env, const std::vector<double>& timing
   Napi::Float64Array a = Napi::Float64Array::New(env, timings.size());
   std::memcpy(a.Data(), timings.data(), timings.size() * sizeof(double));
   return a;
+}
+
+// A non-negative integer that fits a size (byte counts, offsets, indices).
+size_t sizeOf(const Napi::Env& env, const Napi::Value& v, const std::string& what) {
+  const double x = v.IsNumber() ? v.As<Napi::Number>().DoubleValue() : -1;
+  if (!std::isfinite(x) || std::floor(x) != x || x < 0) {
+    throw Napi::TypeError::New(env, what + " must be a non-negative integer");
+  }
+  return static_cast<size_t>(v.As<Napi::Number>().DoubleValue());
+}
+
+Napi::Array arrayOf(const Napi::Env& env, const Napi::Value& v, const std::string& what) {
+  if (!v.IsArray()) throw Napi::TypeError::New(env, what + " must be an array");
+  return v.As<Napi::Array>();
+}
+
+Napi::Object objectOf(const Napi::Env& env, const Napi::Value& v, const std::string& what) {
+  if (!v.IsObject()) throw Napi::TypeError::New(env, what + " must be an object");
+  return v.As<Napi::Object>();
+}
+
+Tensor slotOf(const Napi::Env& env, const Napi::Value& v, const std::string& what, uint8_t* arena, size_t arenaBytes) {
+  Napi::Object s = objectOf(env, v, what);
+  Tensor t;
+  t.shape = shapeOf(env, s.Get("shape"), what);
+  t.dtype = dtypeOf(env, s.Get("dtype"), what);
+  const size_t offset = sizeOf(env, s.Get("offset"), what + ": offset");
+  const size_t bytes = t.bytes(), align = elementBytes(t.dtype);
+  if (offset % align != 0) {
+    throw Napi::RangeError::New(env, what + ": offset " + std::to_string(offset) + " is not a multiple of " + std::to_string(align) +
+                                         " (the size of a " + dtypeName(t.dtype) + " element)");
+  }
+  if (offset > arenaBytes || bytes > arenaBytes - offset) {
+    throw Napi::RangeError::New(env, what + " (bytes " + std::to_string(offset) + ".." + std::to_string(offset + bytes) +
+                                         ") lies outside the arena of " + std::to_string(arenaBytes) + " bytes");
+  }
+  t.data = arena + offset;
+  return t;
 }
 
 }  // namespace fsm

@@ -11,6 +11,17 @@
 
 namespace fsm {
 
+/** A non-negative integer that fits a size (byte counts, offsets, indices); `what` names it in the error. */
+size_t sizeOf(const Napi::Env& env, const Napi::Value& v, const std::string& what);
+
+/** `v` as an array / object, or a TypeError naming `what`. */
+Napi::Array arrayOf(const Napi::Env& env, const Napi::Value& v, const std::string& what);
+Napi::Object objectOf(const Napi::Env& env, const Napi::Value& v, const std::string& what);
+
+/** A slot {shape, dtype, offset} of an arena, every field checked: the offset a multiple of the element size and
+ *  the bytes inside the arena (a RangeError naming `what` otherwise). */
+Tensor slotOf(const Napi::Env& env, const Napi::Value& v, const std::string& what, uint8_t* arena, size_t arenaBytes);
+
 /** An array of non-negative integers; `what` names the value in the error. */
 std::vector<int64_t> shapeOf(const Napi::Env& env, const Napi::Value& v, const std::string& what);
 

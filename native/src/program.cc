@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "js_values.h"
@@ -66,35 +67,33 @@ NativeProgram::NativeProgram(const Napi::CallbackInfo& info) : Napi::ObjectWrap<
   Napi::Env env = info.Env();
   if (info.Length() != 1 || !info[0].IsObject()) throw Napi::TypeError::New(env, "NativeProgram({arenaBytes, slots, instructions})");
   Napi::Object desc = info[0].As<Napi::Object>();
-  arenaBytes_ = static_cast<size_t>(desc.Get("arenaBytes").As<Napi::Number>().DoubleValue());
-  // One allocation for the whole step, 64-byte aligned; touched once here so the hot path never faults.
-  storage_.assign(arenaBytes_ + 64, 0);
+  arenaBytes_ = sizeOf(env, desc.Get("arenaBytes"), "arenaBytes");
+  // One allocation for the whole step, 64-byte aligned; touched once here so the hot path never faults. Running
+  // out of memory is an error, never a crash.
+  try {
+    storage_.assign(arenaBytes_ + 64, 0);
+  } catch (const std::bad_alloc&) {
+    throw Napi::Error::New(env, "cannot allocate the program's arena of " + std::to_string(arenaBytes_) + " bytes: out of memory");
+  }
   const auto base = reinterpret_cast<uintptr_t>(storage_.data());
   arena_ = storage_.data() + ((64 - base % 64) % 64);
-  Napi::Array slots = desc.Get("slots").As<Napi::Array>();
-  for (uint32_t i = 0; i < slots.Length(); i++) {
-    Napi::Object s = slots.Get(i).As<Napi::Object>();
-    Tensor t;
-    t.shape = shapeOf(env, s.Get("shape"), "slot " + std::to_string(i));
-    t.dtype = dtypeOf(env, s.Get("dtype"), "slot " + std::to_string(i));
-    const size_t offset = static_cast<size_t>(s.Get("offset").As<Napi::Number>().DoubleValue());
-    if (offset + t.bytes() > arenaBytes_) throw Napi::RangeError::New(env, "slot " + std::to_string(i) + " lies outside the arena");
-    t.data = arena_ + offset;
-    slots_.push_back(t);
-  }
-  Napi::Array list = desc.Get("instructions").As<Napi::Array>();
+  Napi::Array slots = arrayOf(env, desc.Get("slots"), "slots");
+  for (uint32_t i = 0; i < slots.Length(); i++) slots_.push_back(slotOf(env, slots.Get(i), "slot " + std::to_string(i), arena_, arenaBytes_));
+  Napi::Array list = arrayOf(env, desc.Get("instructions"), "instructions");
   for (uint32_t i = 0; i < list.Length(); i++) {
-    Napi::Object o = list.Get(i).As<Napi::Object>();
+    const std::string at = "instruction " + std::to_string(i);
+    Napi::Object o = objectOf(env, list.Get(i), at);
     ProgramInstruction ins;
+    if (!o.Get("op").IsString()) throw Napi::TypeError::New(env, at + ": op must be a string");
     ins.op = o.Get("op").As<Napi::String>().Utf8Value();
     auto it = kernelRegistry().find(ins.op);
     if (it == kernelRegistry().end()) throw Napi::Error::New(env, "not implemented: native kernel for op '" + ins.op + "'");
     ins.kernel = it->second;
     for (const char* key : {"inputs", "outputs"}) {
-      Napi::Array ids = o.Get(key).As<Napi::Array>();
+      Napi::Array ids = arrayOf(env, o.Get(key), at + ": " + key);
       for (uint32_t k = 0; k < ids.Length(); k++) {
-        const uint32_t id = ids.Get(k).As<Napi::Number>().Uint32Value();
-        if (id >= slots_.size()) throw Napi::RangeError::New(env, "instruction " + std::to_string(i) + " uses unknown slot " + std::to_string(id));
+        const size_t id = sizeOf(env, ids.Get(k), at + ": " + key + "[" + std::to_string(k) + "]");
+        if (id >= slots_.size()) throw Napi::RangeError::New(env, at + " uses unknown slot " + std::to_string(id));
         (std::strcmp(key, "inputs") == 0 ? ins.inputs : ins.outputs).push_back(slots_[id]);
       }
     }
