@@ -58,6 +58,9 @@ export interface CheckpointPieces {
   has(name: string): boolean;
   /** The whole tensor of `numel` elements, assembled from its pieces; an element no rank holds is an error. */
   read(name: string, numel: number): Float32Array;
+  /** Elements [from, from + count) of tensor `name` into `into` at `at`, read straight from the files' byte
+   *  ranges that overlap them; an element no rank holds is an error. */
+  readRange(name: string, from: number, count: number, into: Float32Array, at: number): void;
   /** The optimizer's step counter as saved (raw bytes and dtype), from the first rank that has one. */
   readonly step?: { readonly dtype: string; readonly data: Buffer };
 }
@@ -94,6 +97,21 @@ export function openPieces(dir: string, m: Manifest): CheckpointPieces {
       const gap = covered.indexOf(0);
       if (gap >= 0) throw new CheckpointError(`${dir}: no rank holds element ${gap} of ${name}`);
       return new Float32Array(full.buffer, full.byteOffset, numel);
+    },
+    readRange: (name, from, count, into, at) => {
+      const list = pieces.get(name);
+      if (!list) throw new CheckpointError(`${dir}: no rank holds any of ${name}`);
+      const target = Buffer.from(into.buffer, into.byteOffset + 4 * at, 4 * count);
+      const covered = new Uint8Array(count);
+      for (const p of list) {
+        const lo = Math.max(from, p.from);
+        const hi = Math.min(from + count, p.from + p.count);
+        if (lo >= hi) continue;
+        readInto(p.file, p.offset + 4 * (lo - p.from), target, 4 * (lo - from), 4 * (hi - lo));
+        covered.fill(1, lo - from, hi - from);
+      }
+      const gap = covered.indexOf(0);
+      if (gap >= 0) throw new CheckpointError(`${dir}: no rank holds element ${from + gap} of ${name}`);
     },
     ...(step && { step }),
   };

@@ -1,12 +1,12 @@
 // Resuming a checkpoint into another plan of the same model — other devices, stages, shard strategy or
 // precision (FairScale's "consolidate, then load into the new world size", without the consolidated file).
-// Each whole tensor (weights, each optimizer state role) is assembled from the old ranks' pieces (pieces.ts)
-// and written where the new plan keeps it: every replica, stage copy and FSDP shard; 16-bit compute copies
-// are cast from the fp32 weights as at the start of a run. Values move exactly, so the resumed run equals the
+// Every value the new plan keeps (weights in every replica, stage copy and FSDP shard, each optimizer state
+// role) is read from the old ranks' pieces that overlap it (pieces.ts), one slot at a time; 16-bit compute
+// copies are cast from the fp32 weights as at the start of a run. Values move exactly, so the resumed run equals the
 // uninterrupted one up to the new plan's reduction order.
 import type { Plan } from "../plan/plan.js";
 import type { ClusterProgram } from "../runtime/cluster-program.js";
-import { writeParams, type DeviceSlots } from "../runtime/cluster-step.js";
+import { writeParamPieces, type DeviceSlots } from "../runtime/cluster-step.js";
 import { CheckpointError, planParams, type Manifest } from "./manifest.js";
 import { openPieces } from "./pieces.js";
 
@@ -26,21 +26,16 @@ export function reshardCheckpoint(dir: string, m: Manifest, plan: Plan, program:
   for (const role of roles) if (!saved.has(role)) problems.push(`no optimizer state '${role}' (saved: ${[...saved].join(", ") || "none"}; another optimizer?)`);
   if (problems.length > 0) throw new CheckpointError(`${why} whose state does not fit this one: ${problems.join("; ")}`);
 
+  // Slot by slot, each piece read straight from the old ranks' byte ranges: memory is one slot, not the model.
   const pieces = openPieces(dir, m);
-  // Whole tensors are kept until every device has its pieces: the arenas hold all of them anyway.
-  const whole = new Map<string, Float32Array>();
-  const value = (name: string, shapeOf: string): Float32Array => {
-    if (!whole.has(name)) whole.set(name, pieces.read(name, shapes[shapeOf]!.reduce((a, b) => a * b, 1)));
-    return whole.get(name)!;
-  };
-  writeParams(slots, program, (name) => value(name, name));
+  writeParamPieces(slots, program, pieces.readRange);
 
   program.optimizerState.forEach((state, device) => {
     // A state slot is laid out as the weights it belongs to: the same pieces, on the state's slot.
     for (const { item, role, slot } of state.items) {
       const data = new Float32Array(slots.get(device, slot).length);
       for (const p of program.paramPieces) {
-        if (p.device === device && p.slot === item.param && p.dtype === "f32") data.set(value(`${p.param}.${role}`, p.param).subarray(p.from, p.from + p.count), p.at);
+        if (p.device === device && p.slot === item.param && p.dtype === "f32") pieces.readRange(`${p.param}.${role}`, p.from, p.count, data, p.at);
       }
       slots.set(device, slot, data);
     }

@@ -15,6 +15,14 @@ export interface DeviceSlots {
 /** Writes every parameter piece of every device from the full values: fp32 master weights as they are,
  *  16-bit compute copies rounded by the addon's own cast kernel (the bits the step's casts would give). */
 export function writeParams(cluster: DeviceSlots, program: ClusterProgram, values: (name: string) => Float32Array): void {
+  writeParamPieces(cluster, program, (name, from, count, into, at) => into.set(values(name).subarray(from, from + count), at));
+}
+
+/** Fills `count` elements of parameter `name` from element `from` into `into` at `at`. */
+export type PieceSource = (name: string, from: number, count: number, into: Float32Array, at: number) => void;
+
+/** writeParams from any source of element ranges (a checkpoint's pieces: no whole tensor needs to exist). */
+export function writeParamPieces(cluster: DeviceSlots, program: ClusterProgram, fill: PieceSource): void {
   // Shards are written whole, padding included, so stale arena bytes never reach a gather.
   const bySlot = new Map<string, { device: number; slot: number; parts: typeof program.paramPieces[number][] }>();
   for (const p of program.paramPieces) {
@@ -25,7 +33,7 @@ export function writeParams(cluster: DeviceSlots, program: ClusterProgram, value
   for (const { device, slot, parts } of bySlot.values()) {
     const dtype = parts[0]!.dtype;
     const data = new Float32Array(cluster.get(device, slot).length);
-    for (const p of parts) data.set(values(p.param).subarray(p.from, p.from + p.count), p.at);
+    for (const p of parts) fill(p.param, p.from, p.count, data, p.at);
     if (dtype === "f32") cluster.set(device, slot, data);
     else cluster.set(device, slot, runNativeKernel("fsm_cast", [{ data, shape: [data.length] }], {}, [{ shape: [data.length], dtype }])[0]!);
   }

@@ -2,7 +2,7 @@
 // shard strategy). The values move exactly (the new plan, saved again at once, consolidates to the same bytes
 // as the old checkpoint, optimizer state included), and training continues as the uninterrupted run does up
 // to the new plan's reduction order. What cannot continue the same run is refused.
-import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -121,6 +121,12 @@ describe("resharding a checkpoint into another plan", () => {
     expect(await fail({ ...ONE[0], "train.seed": 7 }, 1)).toMatch(/trained with seed 1; this plan has seed 7/);
     expect(await fail({ ...ONE[0], "train.optimizer": "sgd(lr: 0.1, momentum: 0.9)" }, 1)).toMatch(/no optimizer state 'momentum' \(saved: exp_avg, exp_avg_sq; another optimizer\?\)/);
     expect(await fail(...ONE)).toBe("no error");
+    // A rank file replaced by another rank's leaves elements no rank holds: named, not silently zero.
+    const rank3 = join(dir, "step-000002", "rank-00003.safetensors");
+    const saved = readFileSync(rank3);
+    writeFileSync(rank3, readFileSync(join(dir, "step-000002", "rank-00000.safetensors")));
+    expect(await fail(...ONE)).toMatch(/no rank holds element \d+ of \S+/);
+    writeFileSync(rank3, saved);
   }, 120_000);
 
   it("through the CLI: a 4-device fsdp checkpoint resumes on 2 devices", async () => {
