@@ -13,7 +13,8 @@ import type { DeviceSlots } from "../runtime/cluster-step.js";
 import { CHECKPOINT_FORMAT, CHECKPOINT_VERSION, CheckpointError, checkDataState, dataState, planFingerprint, planParams, rankFile, readManifest, stepDir, type Manifest } from "./manifest.js";
 import { reshardCheckpoint } from "./reshard.js";
 import { fsyncDir, writeDurably } from "./durable.js";
-import { readSafetensors, writeSafetensors, type SafeDType, type SafeTensor } from "./safetensors.js";
+import { readHeader, readInto } from "./rank-file.js";
+import { writeSafetensors, type SafeDType, type SafeTensor } from "./safetensors.js";
 
 export { CheckpointError, readManifest, type Manifest } from "./manifest.js";
 
@@ -28,6 +29,7 @@ interface Entry {
 }
 
 const DTYPE: Readonly<Record<string, SafeDType>> = { f32: "F32", i32: "I32", bf16: "BF16", f16: "F16" };
+const BYTES: Readonly<Record<SafeDType, number>> = { F32: 4, I32: 4, BF16: 2, F16: 2 };
 
 function entries(program: ClusterProgram, device: number): Entry[] {
   const out: Entry[] = [];
@@ -117,21 +119,28 @@ export function loadCheckpoint(dir: string, plan: Plan, program: ClusterProgram,
   }
   program.devices.forEach((d, device) => {
     const path = join(dir, m.dir, rankFile(device));
-    const { tensors, metadata } = readSafetensors(path);
+    const { tensors, metadata, dataStart } = readHeader(path);
     if (metadata.fingerprint !== m.fingerprint) throw new CheckpointError(`${path} belongs to another checkpoint (fingerprint ${metadata.fingerprint})`);
-    // Each slot read once, filled from every tensor it holds, written back once.
-    const written = new Map<number, ReturnType<DeviceSlots["get"]>>();
+    // Every tensor checked before any slot is touched; then slot by slot, each tensor's bytes read straight
+    // into its place (one slot in memory at a time, never the whole file).
+    const bySlot = new Map<number, { e: Entry; offset: number }[]>();
     for (const e of entries(program, device)) {
-      const t = tensors.get(e.name);
+      const t = tensors[e.name];
       const dtype = DTYPE[d.slots[e.slot]!.dtype]!;
       if (!t) throw new CheckpointError(`${path} has no tensor ${e.name}`);
-      if (t.dtype !== dtype || t.shape.length !== 1 || t.shape[0] !== e.count) throw new CheckpointError(`${path}: ${e.name} is ${t.dtype}[${t.shape}], expected ${dtype}[${e.count}]`);
+      const bytes = t.data_offsets[1] - t.data_offsets[0];
+      if (t.dtype !== dtype || t.shape.length !== 1 || t.shape[0] !== e.count || bytes !== e.count * BYTES[dtype]) {
+        throw new CheckpointError(`${path}: ${e.name} is ${t.dtype}[${t.shape}] (${bytes} bytes), expected ${dtype}[${e.count}]`);
+      }
       if (e.range !== undefined && metadata[`range:${e.name}`] !== e.range) throw new CheckpointError(`${path}: ${e.name} holds elements ${metadata[`range:${e.name}`]}, this plan needs ${e.range}`);
-      if (!written.has(e.slot)) written.set(e.slot, slots.get(device, e.slot));
-      const whole = written.get(e.slot)!;
-      new Uint8Array(whole.buffer, whole.byteOffset + e.at * whole.BYTES_PER_ELEMENT, e.count * whole.BYTES_PER_ELEMENT).set(t.data);
+      bySlot.set(e.slot, [...(bySlot.get(e.slot) ?? []), { e, offset: dataStart + t.data_offsets[0] }]);
     }
-    for (const [slot, whole] of written) slots.set(device, slot, whole);
+    for (const [slot, list] of bySlot) {
+      const whole = slots.get(device, slot);
+      const bytes = Buffer.from(whole.buffer, whole.byteOffset, whole.byteLength);
+      for (const { e, offset } of list) readInto(path, offset, bytes, e.at * whole.BYTES_PER_ELEMENT, e.count * whole.BYTES_PER_ELEMENT);
+      slots.set(device, slot, whole);
+    }
   });
   return { manifest: m, resharded: false };
 }
