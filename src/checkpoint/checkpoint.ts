@@ -14,7 +14,7 @@ import { CHECKPOINT_FORMAT, CHECKPOINT_VERSION, CheckpointError, checkDataState,
 import { reshardCheckpoint } from "./reshard.js";
 import { fsyncDir, writeDurably } from "./durable.js";
 import { readHeader, readInto } from "./rank-file.js";
-import { writeSafetensors, type SafeDType, type SafeTensor } from "./safetensors.js";
+import { writeSafetensorsStreaming, type SafeDType } from "./safetensors.js";
 
 export { CheckpointError, readManifest, type Manifest } from "./manifest.js";
 
@@ -76,18 +76,21 @@ export function saveCheckpoint(dir: string, plan: Plan, program: ClusterProgram,
   removeAbandonedSaves(dir);
   mkdirSync(temp, { recursive: true });
   program.devices.forEach((d, device) => {
-    const tensors = new Map<string, SafeTensor>();
     // The data position and seed (the run's RNG: see DataState) in every rank file, as the manifest has them.
     const metadata: Record<string, string> = { format: CHECKPOINT_FORMAT, fingerprint, device: String(device), step: String(step), data_position: String(step), seed: String(plan.run?.seed ?? 0) };
-    // One read per slot: an FSDP shard slot holds the pieces of many parameters.
-    const read = new Map<number, ReturnType<DeviceSlots["get"]>>();
-    for (const e of entries(program, device)) {
-      if (!read.has(e.slot)) read.set(e.slot, slots.get(device, e.slot));
-      const part = read.get(e.slot)!.subarray(e.at, e.at + e.count);
-      tensors.set(e.name, { dtype: DTYPE[d.slots[e.slot]!.dtype]!, shape: [e.count], data: new Uint8Array(part.buffer, part.byteOffset, part.byteLength) });
-      if (e.range !== undefined) metadata[`range:${e.name}`] = e.range;
-    }
-    writeSafetensors(join(temp, rankFile(device)), tensors, metadata);
+    // In slot order, each slot read once and dropped when the next begins: an FSDP shard slot holds many
+    // parameters' pieces, and memory stays one slot rather than the device's whole state.
+    const list = entries(program, device).sort((a, b) => a.slot - b.slot);
+    for (const e of list) if (e.range !== undefined) metadata[`range:${e.name}`] = e.range;
+    const byName = new Map(list.map((e) => [e.name, e]));
+    let current: { slot: number; data: ReturnType<DeviceSlots["get"]> } | undefined;
+    const bytesOf = (name: string): NodeJS.TypedArray => {
+      const e = byName.get(name)!;
+      if (current?.slot !== e.slot) current = { slot: e.slot, data: slots.get(device, e.slot) };
+      return current.data.subarray(e.at, e.at + e.count);
+    };
+    const infos = list.map((e) => ({ name: e.name, dtype: DTYPE[d.slots[e.slot]!.dtype]!, shape: [e.count] }));
+    writeSafetensorsStreaming(join(temp, rankFile(device)), infos, bytesOf, metadata);
   });
   fsyncDir(temp);
   rmSync(final, { recursive: true, force: true });

@@ -16,8 +16,9 @@ interface Piece {
 export interface CheckpointPieces {
   /** Whether some rank holds part of the fp32 tensor `name` (a parameter or `param.role`). */
   has(name: string): boolean;
-  /** The whole tensor of `numel` elements, assembled from its pieces; an element no rank holds is an error. */
-  read(name: string, numel: number): Float32Array;
+  /** The whole tensor of `numel` elements, assembled from its pieces (into `into` when given: a reused buffer
+   *  keeps memory at one tensor whatever the garbage collector does); an element no rank holds is an error. */
+  read(name: string, numel: number, into?: Float32Array): Float32Array;
   /** Elements [from, from + count) of tensor `name` into `into` at `at`, read straight from the files' byte
    *  ranges that overlap them; an element no rank holds is an error. */
   readRange(name: string, from: number, count: number, into: Float32Array, at: number): void;
@@ -42,37 +43,31 @@ export function openPieces(dir: string, m: Manifest): CheckpointPieces {
       pieces.set(name, [...(pieces.get(name) ?? []), { file, offset: dataStart + t.data_offsets[0], from, count }]);
     }
   }
+  const readRange: CheckpointPieces["readRange"] = (name, from, count, into, at) => {
+    const list = pieces.get(name);
+    if (!list) throw new CheckpointError(`${dir}: no rank holds any of ${name}`);
+    const target = Buffer.from(into.buffer, into.byteOffset + 4 * at, 4 * count);
+    const covered = new Uint8Array(count);
+    for (const p of list) {
+      const lo = Math.max(from, p.from);
+      const hi = Math.min(from + count, p.from + p.count);
+      if (lo >= hi) continue;
+      readInto(p.file, p.offset + 4 * (lo - p.from), target, 4 * (lo - from), 4 * (hi - lo));
+      covered.fill(1, lo - from, hi - from);
+    }
+    const gap = covered.indexOf(0);
+    if (gap >= 0) throw new CheckpointError(`${dir}: no rank holds element ${from + gap} of ${name}`);
+  };
   return {
     has: (name) => pieces.has(name),
-    read: (name, numel) => {
-      const list = pieces.get(name);
-      if (!list) throw new CheckpointError(`${dir}: no rank holds any of ${name}`);
-      const full = Buffer.alloc(4 * numel);
-      const covered = new Uint8Array(numel);
-      for (const p of list) {
+    read: (name, numel, into = new Float32Array(numel)) => {
+      for (const p of pieces.get(name) ?? []) {
         if (p.from + p.count > numel) throw new CheckpointError(`${p.file}: ${name}'s piece [${p.from}, ${p.from + p.count}) lies outside its ${numel} elements`);
-        readInto(p.file, p.offset, full, 4 * p.from, 4 * p.count);
-        covered.fill(1, p.from, p.from + p.count);
       }
-      const gap = covered.indexOf(0);
-      if (gap >= 0) throw new CheckpointError(`${dir}: no rank holds element ${gap} of ${name}`);
-      return new Float32Array(full.buffer, full.byteOffset, numel);
+      readRange(name, 0, numel, into, 0);
+      return into;
     },
-    readRange: (name, from, count, into, at) => {
-      const list = pieces.get(name);
-      if (!list) throw new CheckpointError(`${dir}: no rank holds any of ${name}`);
-      const target = Buffer.from(into.buffer, into.byteOffset + 4 * at, 4 * count);
-      const covered = new Uint8Array(count);
-      for (const p of list) {
-        const lo = Math.max(from, p.from);
-        const hi = Math.min(from + count, p.from + p.count);
-        if (lo >= hi) continue;
-        readInto(p.file, p.offset + 4 * (lo - p.from), target, 4 * (lo - from), 4 * (hi - lo));
-        covered.fill(1, lo - from, hi - from);
-      }
-      const gap = covered.indexOf(0);
-      if (gap >= 0) throw new CheckpointError(`${dir}: no rank holds element ${from + gap} of ${name}`);
-    },
+    readRange,
     ...(step && { step }),
   };
 }

@@ -3,7 +3,7 @@
 // then the tensors' bytes, back to back, offsets relative to the end of the header. Written atomically
 // (temporary file, fsync, rename) so an interrupted write never leaves a file that looks whole; read with
 // every offset, size and dtype checked.
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from "node:fs";
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
 
 export type SafeDType = "F32" | "I32" | "BF16" | "F16";
 const BYTES: Readonly<Record<SafeDType, number>> = { F32: 4, I32: 4, BF16: 2, F16: 2 };
@@ -19,13 +19,25 @@ export class SafetensorsError extends Error {}
 
 /** Writes `path` atomically: `path.tmp-PID`, fsync, rename. */
 export function writeSafetensors(path: string, tensors: ReadonlyMap<string, SafeTensor>, metadata: Readonly<Record<string, string>> = {}): void {
+  writeSafetensorsStreaming(path, [...tensors].map(([name, t]) => ({ name, dtype: t.dtype, shape: t.shape })), (name) => tensors.get(name)!.data, metadata);
+}
+
+/** A tensor's name and type, its bytes supplied later. */
+export interface SafeTensorInfo {
+  readonly name: string;
+  readonly dtype: SafeDType;
+  readonly shape: readonly number[];
+}
+
+/** Writes `path` atomically from the tensors' types, asking `data(name)` for each one's bytes in order, so a
+ *  writer holds one tensor at a time rather than the file. */
+export function writeSafetensorsStreaming(path: string, tensors: readonly SafeTensorInfo[], data: (name: string) => NodeJS.TypedArray, metadata: Readonly<Record<string, string>> = {}): void {
   const header: Record<string, unknown> = { __metadata__: metadata };
   let at = 0;
-  for (const [name, t] of tensors) {
-    const n = t.shape.reduce((a, b) => a * b, 1);
-    if (n * BYTES[t.dtype] !== t.data.byteLength) throw new Error(`internal: tensor ${name} has ${t.data.byteLength} bytes for shape [${t.shape}] ${t.dtype}`);
-    header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [at, at + t.data.byteLength] };
-    at += t.data.byteLength;
+  for (const t of tensors) {
+    const bytes = t.shape.reduce((a, b) => a * b, 1) * BYTES[t.dtype];
+    header[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: [at, at + bytes] };
+    at += bytes;
   }
   let json = JSON.stringify(header);
   json += " ".repeat((8 - (json.length % 8)) % 8); // the format pads the header to a multiple of 8
@@ -36,11 +48,20 @@ export function writeSafetensors(path: string, tensors: ReadonlyMap<string, Safe
   try {
     writeSync(fd, head);
     writeSync(fd, Buffer.from(json));
-    for (const t of tensors.values()) writeSync(fd, t.data);
+    for (const t of tensors) {
+      const bytes = data(t.name);
+      const want = t.shape.reduce((a, b) => a * b, 1) * BYTES[t.dtype];
+      if (bytes.byteLength !== want) throw new Error(`internal: tensor ${t.name} has ${bytes.byteLength} bytes for shape [${t.shape}] ${t.dtype}`);
+      writeSync(fd, bytes);
+    }
     fsyncSync(fd);
-  } finally {
+  } catch (e) {
+    // No half-written file is left behind (a failed read of a piece, a full disk).
     closeSync(fd);
+    rmSync(tmp, { force: true });
+    throw e;
   }
+  closeSync(fd);
   renameSync(tmp, path);
 }
 

@@ -196,6 +196,7 @@ describe("fsm consolidate", () => {
     const bad = await run("consolidate", dir, "-o", join(root, "bad.safetensors"));
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/no rank holds (element \d+ of|any of) /);
+    expect(readdirSync(root).filter((n) => n.startsWith("bad.safetensors")), "no half-written output").toEqual([]);
     writeFileSync(rank3, copy);
   }, 60_000);
 });
