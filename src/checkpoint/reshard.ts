@@ -6,7 +6,7 @@
 // uninterrupted one up to the new plan's reduction order.
 import type { Plan } from "../plan/plan.js";
 import type { ClusterProgram } from "../runtime/cluster-program.js";
-import { writeParamPieces, type DeviceSlots } from "../runtime/cluster-step.js";
+import { slotElements, writeParamPieces, type DeviceSlots } from "../runtime/cluster-step.js";
 import { CheckpointError, planParams, type Manifest } from "./manifest.js";
 import { openPieces } from "./pieces.js";
 
@@ -33,7 +33,7 @@ export function reshardCheckpoint(dir: string, m: Manifest, plan: Plan, program:
   program.optimizerState.forEach((state, device) => {
     // A state slot is laid out as the weights it belongs to: the same pieces, on the state's slot.
     for (const { item, role, slot } of state.items) {
-      const data = new Float32Array(slots.get(device, slot).length);
+      const data = new Float32Array(slotElements(program, device, slot));
       for (const p of program.paramPieces) {
         if (p.device === device && p.slot === item.param && p.dtype === "f32") pieces.readRange(`${p.param}.${role}`, p.from, p.count, data, p.at);
       }

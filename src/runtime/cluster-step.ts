@@ -12,6 +12,11 @@ export interface DeviceSlots {
   get(device: number, slot: number): Float32Array | Int32Array | Uint16Array;
 }
 
+/** A slot's element count, from the program (reading the slot to learn it would copy it). */
+export function slotElements(program: ClusterProgram, device: number, slot: number): number {
+  return program.devices[device]!.slots[slot]!.shape.reduce((a, b) => a * b, 1);
+}
+
 /** Writes every parameter piece of every device from the full values: fp32 master weights as they are,
  *  16-bit compute copies rounded by the addon's own cast kernel (the bits the step's casts would give). */
 export function writeParams(cluster: DeviceSlots, program: ClusterProgram, values: (name: string) => Float32Array): void {
@@ -32,7 +37,7 @@ export function writeParamPieces(cluster: DeviceSlots, program: ClusterProgram, 
   }
   for (const { device, slot, parts } of bySlot.values()) {
     const dtype = parts[0]!.dtype;
-    const data = new Float32Array(cluster.get(device, slot).length);
+    const data = new Float32Array(slotElements(program, device, slot));
     for (const p of parts) fill(p.param, p.from, p.count, data, p.at);
     if (dtype === "f32") cluster.set(device, slot, data);
     else cluster.set(device, slot, runNativeKernel("fsm_cast", [{ data, shape: [data.length] }], {}, [{ shape: [data.length], dtype }])[0]!);
