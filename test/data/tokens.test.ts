@@ -97,6 +97,25 @@ describe("token files", () => {
     expect(l.slice(-5).reduce((a, b) => a + b) / 5).toBeLessThan(l.slice(0, 5).reduce((a, b) => a + b) / 5 - 1);
   }, 60_000);
 
+  it("the data position is saved in checkpoints: 3 steps + resume (on 4 devices instead of 2) + 3 read the uninterrupted run's batches", async () => {
+    // A small file (20 windows, 2.5 batches) so the resumed steps cross an epoch boundary into a new order.
+    const path = writeTokens("resume.bin", 16 * 20 + 1, "u16");
+    const data = ["--set", `train.data=tokens("${path}", dtype: u16)`];
+    const losses = (out: string): number[] => out.trim().split("\n").map((l) => JSON.parse(l) as { loss?: number }).filter((x) => x.loss !== undefined).map((x) => x.loss!);
+    const whole = await run("run", samplePath("gpt-tiny"), "--devices", "2", ...data, "--steps", "6", "--json");
+    expect(whole.code, whole.stderr).toBe(0);
+    const ckpt = join(dir, "resume-ckpt");
+    const first = await run("run", samplePath("gpt-tiny"), "--devices", "2", ...data, "--steps", "3", "--json", "--save", ckpt);
+    const second = await run("run", samplePath("gpt-tiny"), "--devices", "4", "--set", "parallel.shard=fsdp", ...data, "--steps", "3", "--json", "--resume", ckpt);
+    expect(second.code, second.stderr).toBe(0);
+    const resumed = [...losses(first.stdout), ...losses(second.stdout)];
+    const expected = losses(whole.stdout);
+    // Another plan after the resume: the same batches, summed in another order (rtol 1e-5).
+    resumed.forEach((l, i) => expect(Math.abs(l - expected[i]!), `step ${i + 1}`).toBeLessThan(1e-5 * Math.abs(expected[i]!)));
+    // And a wrong position would show: the steps' losses differ from one another by far more than that.
+    expect(Math.abs(expected[3]! - expected[4]!)).toBeGreaterThan(1e-3);
+  }, 60_000);
+
   it("refuses a bad file before training: missing, not whole tokens, too short, ids outside the vocabulary, a non-token model", async () => {
     const g = gptTiny();
     const opts = { batch: 2, seq: 16, seed: 1 };
