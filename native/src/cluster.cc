@@ -13,6 +13,8 @@
 #include <map>
 #include <new>
 #include <stdexcept>
+#include <iomanip>
+#include <sstream>
 #include <thread>
 
 #include "comm/communicator.h"
@@ -345,6 +347,7 @@ std::string NativeCluster::runStep() {
   firstError_.clear();
   for (auto& dev : devices_) {
     dev->completed[0] = dev->completed[1] = 0;
+    dev->inKernel[0] = dev->inKernel[1] = -1;  // a stream aborted mid-kernel last run left its mark
     if (tracing_) dev->timings.assign(dev->instructions.size() * 2, 0.0);
   }
   // A fresh communicator each step: an aborted one stays aborted, and meetings are matched by call order.
@@ -432,13 +435,29 @@ void NativeCluster::runStream(size_t d, int s, Communicator& comm, Clock::time_p
         if (failed_) break;
       }
       if (tracing_) dev.timings[2 * i] = secondsSince(origin);
+      if (ins.kind == ClusterOp::Kernel) {
+        dev.kernelSince[s] = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+        dev.inKernel[s] = static_cast<int64_t>(i);
+      }
       const bool injected = fault_ != Fault::None && d == faultDevice_ && i == faultInstruction_;
       // Fails as a real error would, where it would: peers waiting on this device are woken by the abort.
       if (injected && fault_ == Fault::Fail) throw std::runtime_error("injected fault");
+      if (injected && fault_ == Fault::Hang) {
+        // Stuck, as a device in a dead loop or a lost node would be: only the abort wakes it (a peer's
+        // timeout, which reports it busy); with nobody waiting on it, it gives up itself — after three
+        // timeouts, so that peers waiting on it always time out first.
+        std::unique_lock<std::mutex> lk(dev.mutex);
+        const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(3 * timeoutSeconds_));
+        if (dev.cv.wait_until(lk, deadline, [&] { return failed_.load(); })) break;
+        std::ostringstream msg;
+        msg << "injected hang: stopped responding for " << 3 * timeoutSeconds_ << " s and nothing waited on it";
+        throw std::runtime_error(msg.str());
+      }
       // A guarded instruction whose guard is set (nonzero, NaN included) is skipped but counts as completed.
       const bool skip = ins.guard.data != nullptr && *static_cast<const float*>(ins.guard.data) != 0.0f;
       if (!skip) execute(d, ins, comm);
       if (injected && fault_ == Fault::NaN) poisonWithNaN(ins.outputs);
+      dev.inKernel[s] = -1;
       if (tracing_) dev.timings[2 * i + 1] = skip ? dev.timings[2 * i] : secondsSince(origin);
       {
         std::lock_guard<std::mutex> lk(dev.mutex);
@@ -491,7 +510,9 @@ void NativeCluster::fail(const std::string& message, Communicator& comm) {
   {
     std::lock_guard<std::mutex> lk(failMutex_);
     if (failed_) return;
-    firstError_ = message;
+    // A timeout names the ranks that never came, which may themselves be waiting on the stuck one; the
+    // devices busy in a kernel all along are the likelier cause, so they are named too.
+    firstError_ = message.find("timed out") != std::string::npos ? message + busyNote() : message;
     failed_ = true;
   }
   comm.abort(message);
@@ -499,6 +520,21 @@ void NativeCluster::fail(const std::string& message, Communicator& comm) {
     { std::lock_guard<std::mutex> lk(dev->mutex); }  // a waiter between its check and its wait cannot miss this
     dev->cv.notify_all();
   }
+}
+
+std::string NativeCluster::busyNote() const {
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  std::ostringstream note;
+  note << std::fixed << std::setprecision(1);
+  for (size_t d = 0; d < devices_.size(); d++) {
+    for (int s = 0; s < 2; s++) {
+      const int64_t i = devices_[d]->inKernel[s];
+      if (i < 0) continue;
+      note << (note.tellp() == 0 ? "; busy computing, not waiting: " : ", ") << where(d, static_cast<size_t>(i), devices_[d]->instructions[static_cast<size_t>(i)].op)
+           << " for " << static_cast<double>(now - devices_[d]->kernelSince[s]) / 1e9 << " s";
+    }
+  }
+  return note.str();
 }
 
 void NativeCluster::checkIdle(const Napi::Env& env) const {
@@ -565,7 +601,7 @@ Napi::Value NativeCluster::DeviceCount(const Napi::CallbackInfo& info) {
 Napi::Value NativeCluster::InjectFault(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   checkIdle(env);
-  // injectFault(device, instruction, "fail" | "nan"): armed for the next run only.
+  // injectFault(device, instruction, "fail" | "nan" | "hang"): armed for the next run only.
   const ClusterDevice& dev = device(env, info[0]);
   const size_t i = sizeOf(env, info[1], "instruction");
   if (i >= dev.instructions.size()) {
@@ -573,10 +609,10 @@ Napi::Value NativeCluster::InjectFault(const Napi::CallbackInfo& info) {
                                          std::to_string(dev.instructions.size()) + ")");
   }
   const std::string kind = info[2].IsString() ? info[2].As<Napi::String>().Utf8Value() : "";
-  if (kind != "fail" && kind != "nan") throw Napi::TypeError::New(env, "the fault kind must be 'fail' or 'nan'");
+  if (kind != "fail" && kind != "nan" && kind != "hang") throw Napi::TypeError::New(env, "the fault kind must be 'fail', 'nan' or 'hang'");
   faultDevice_ = static_cast<size_t>(info[0].As<Napi::Number>().DoubleValue());
   faultInstruction_ = i;
-  fault_ = kind == "fail" ? Fault::Fail : Fault::NaN;
+  fault_ = kind == "fail" ? Fault::Fail : kind == "nan" ? Fault::NaN : Fault::Hang;
   return env.Undefined();
 }
 

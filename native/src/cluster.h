@@ -60,6 +60,10 @@ struct ClusterDevice {
   std::mutex mutex;
   std::condition_variable cv;
   size_t completed[2] = {0, 0};
+  // Per stream: the kernel instruction it is running (-1: none) and since when (steady-clock ns), so a
+  // communicator timeout can say which devices were busy computing rather than waiting — the stuck one.
+  std::atomic<int64_t> inKernel[2] = {-1, -1};
+  std::atomic<int64_t> kernelSince[2] = {0, 0};
 };
 
 class NativeCluster : public Napi::ObjectWrap<NativeCluster> {
@@ -94,11 +98,15 @@ class NativeCluster : public Napi::ObjectWrap<NativeCluster> {
   void runStream(size_t d, int s, Communicator& comm, std::chrono::steady_clock::time_point origin);
   void execute(size_t d, ClusterInstruction& ins, Communicator& comm);
   void fail(const std::string& message, Communicator& comm);
+  /** "; busy computing, not waiting: device D instruction I (op) for T s, ..." (empty when none is). */
+  std::string busyNote() const;
 
   /** A fault armed for the next run only (injectFault; tests of failure handling): instruction `instruction` of
-   *  device `device` throws "injected fault" instead of running (Fail), or has its float outputs set to NaN
-   *  after it runs (NaN). Set and cleared only while no step runs, so the device threads just read it. */
-  enum class Fault { None, Fail, NaN };
+   *  device `device` throws "injected fault" instead of running (Fail), has its float outputs set to NaN
+   *  after it runs (NaN), or stops responding there (Hang: until the run is aborted — a peer's communicator
+   *  timeout — or, with nobody waiting on it, its own timeout). Set and cleared only while no step runs, so the
+   *  device threads just read it. */
+  enum class Fault { None, Fail, NaN, Hang };
   Fault fault_ = Fault::None;
   size_t faultDevice_ = 0;
   size_t faultInstruction_ = 0;

@@ -308,8 +308,10 @@ export interface NativeClusterHandle {
   deviceCount(): number;
   /** A fault for the next run only, to test failure handling: `fail` makes the device's instruction throw
    *  "injected fault" where it would start (the run rejects "device D instruction I (op): injected fault",
-   *  every other device aborted); `nan` runs it, then fills its float outputs with NaN. Throws while a step runs. */
-  injectFault(device: number, instruction: number, kind: "fail" | "nan"): void;
+   *  every other device aborted); `nan` runs it, then fills its float outputs with NaN; `hang` stops there until
+   *  the run is aborted (a peer's communicator timeout names the device) or, if nothing waits on it, fails after
+   *  the timeout itself. Throws while a step runs. */
+  injectFault(device: number, instruction: number, kind: "fail" | "nan" | "hang"): void;
 }
 
 interface Addon {

@@ -22,7 +22,12 @@ function failedInstruction(e: unknown, program: ReturnType<typeof lowerCluster>)
   if (!m) return e instanceof Error ? e : new Error(message);
   const ins = program.devices[Number(m[1])]?.instructions[Number(m[2])];
   if (!ins) return new EngineError(message);
-  return new EngineError(`device ${m[1]}, action ${ins.action}: ${m[3]!.startsWith("comm.") ? "communication" : "kernel"} ${m[3]} failed: ${m[4]}`);
+  // Other instructions the message names (a timeout's busy devices) by their plan actions too.
+  const detail = m[4]!.replace(/device (\d+) instruction (\d+) \(([^)]+)\)/g, (all, d: string, i: string, op: string) => {
+    const other = program.devices[Number(d)]?.instructions[Number(i)];
+    return other ? `device ${d}, action ${other.action} (${op})` : all;
+  });
+  return new EngineError(`device ${m[1]}, action ${ins.action}: ${m[3]!.startsWith("comm.") ? "communication" : "kernel"} ${m[3]} failed: ${detail}`);
 }
 
 const size = (n: number): string => `${n} bytes (${(n / 2 ** 20).toFixed(2)} MiB)`;

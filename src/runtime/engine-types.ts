@@ -6,12 +6,13 @@ import type { TraceEvent } from "./trace.js";
 
 export class EngineError extends Error {}
 
-export const FAULT_KINDS = ["kernel", "comm", "nan", "oom"] as const;
+export const FAULT_KINDS = ["kernel", "comm", "nan", "oom", "hang"] as const;
 
 /** A failure caused on purpose to test failure handling (`fsm run --inject-fault`; the native engine only). */
 export interface InjectedFault {
   /** kernel / comm: an instruction of the device's compute / communication stream fails; nan: a value of its
-   *  forward becomes NaN; oom: its memory limit is set below its arena, so it is refused at startup. */
+   *  forward becomes NaN; oom: its memory limit is set below its arena, so it is refused at startup; hang: it
+   *  stops responding mid-step (its peers' communicator timeout names it). */
   readonly kind: (typeof FAULT_KINDS)[number];
   readonly device: number;
   /** The step of this run it strikes (1 = the first; oom strikes before any). */

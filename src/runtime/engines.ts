@@ -39,7 +39,7 @@ export function defaultEngine(graph: Graph): Engine {
   }
 }
 
-export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: number, trace = false, init?: string, fault?: InjectedFault): StepEngine {
+export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: number, trace = false, init?: string, fault?: InjectedFault, timeoutSeconds?: number): StepEngine {
   if (trace && engine !== "native" && engine !== "native-fused") throw new EngineError(`a trace is recorded by the native engines only (not ${engine})`);
   // The faults strike the native cluster's devices (their threads, communicator and arenas).
   if (fault && engine !== "native") throw new EngineError(`--inject-fault works with the native engine only (not ${engine})`);
@@ -57,7 +57,7 @@ export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: num
   }
   if (engine === "native") {
     requireNativeKernels(graph, engine);
-    return clusterEngine(plan, graph, params, trace, undefined, fault);
+    return clusterEngine(plan, graph, params, trace, timeoutSeconds, fault);
   }
   if (engine === "native-fused") return nativeEngine(plan, graph, params, trace);
   let kernels: ((op: string) => Kernel) | undefined;

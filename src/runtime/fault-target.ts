@@ -11,8 +11,9 @@ import { EngineError, type InjectedFault } from "./engine-types.js";
  *  stream (its peers are then waiting on it). nan poisons a value of micro-batch 0's forward: on a device that
  *  computes losses the prediction its loss kernel reads, so the NaN enters the loss through that kernel as a
  *  real overflow would; on an earlier pipeline stage the last activation it computes, which it sends on and the later stages
- *  carry to a loss (relu keeps NaN, as PyTorch's does). */
-export function faultTarget(program: ClusterProgram, fault: InjectedFault): { instruction: number; kind: "fail" | "nan" } {
+ *  carry to a loss (relu keeps NaN, as PyTorch's does). hang stops the device at its middle compute kernel: its
+ *  peers then wait for it in their next collective or receive until the communicator's timeout names it. */
+export function faultTarget(program: ClusterProgram, fault: InjectedFault): { instruction: number; kind: "fail" | "nan" | "hang" } {
   const dev = program.devices[fault.device]!;
   const isComm = (op: string): boolean => op.startsWith("comm.");
   const isKernel = (i: number): boolean => dev.instructions[i]!.stream === COMPUTE && !isComm(dev.instructions[i]!.op);
@@ -33,8 +34,8 @@ export function faultTarget(program: ClusterProgram, fault: InjectedFault): { in
     const prediction = Math.max(...dev.instructions[lossKernel]!.inputs.filter(float).map((slot) => lastWriter(slot, lossKernel)), -1);
     return { instruction: prediction >= 0 ? prediction : lossKernel, kind: "nan" };
   }
-  const kernel = fault.kind === "kernel";
+  const kernel = fault.kind === "kernel" || fault.kind === "hang";
   const list = at((ins) => (kernel ? ins.stream === COMPUTE && !isComm(ins.op) : ins.stream === COMM && isComm(ins.op)));
   if (list.length === 0) throw new EngineError(`${spec}: device ${fault.device} has no ${kernel ? "compute kernels" : "communication instructions (it exchanges nothing with other devices)"}`);
-  return { instruction: list[list.length >> 1]!, kind: "fail" };
+  return { instruction: list[list.length >> 1]!, kind: fault.kind === "hang" ? "hang" : "fail" };
 }

@@ -68,6 +68,9 @@ export interface RunOptions {
   readonly onResume?: (r: Resumed) => void;
   /** Start from these weights (a safetensors file of whole tensors by parameter path) instead of the seed's. */
   readonly init?: string;
+  /** How long a device waits for its peers in a collective or a receive before the step fails (native engine;
+   *  default 60 s), as torch.distributed's init_process_group timeout. */
+  readonly timeoutSeconds?: number;
   /** Make one device fail on purpose (a test aid for failure handling; the native engine only). */
   readonly injectFault?: InjectedFault;
 }
@@ -131,7 +134,7 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
   const engine = options.engine ?? defaultEngine(graph);
   let stepper: StepEngine;
   try {
-    stepper = createEngine(engine, plan, graph, plan.run!.seed, options.trace ?? false, options.init, options.injectFault);
+    stepper = createEngine(engine, plan, graph, plan.run!.seed, options.trace ?? false, options.init, options.injectFault, options.timeoutSeconds);
   } catch (e) {
     if (e instanceof EngineError) throw new RunError(e.message);
     throw e;

@@ -231,7 +231,7 @@ describe("native cluster", () => {
       const c = ready();
       expect(() => c.injectFault(0, 3, "fail")).toThrow(/^device 0 has no instruction 3 \(it has 3\)$/);
       expect(() => c.injectFault(2, 0, "fail")).toThrow(/unknown device 2/);
-      expect(() => c.injectFault(0, 0, "boom" as "fail")).toThrow(/the fault kind must be 'fail' or 'nan'/);
+      expect(() => c.injectFault(0, 0, "boom" as "fail")).toThrow(/the fault kind must be 'fail', 'nan' or 'hang'/);
     });
   });
 

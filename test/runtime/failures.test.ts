@@ -142,13 +142,14 @@ describe("fsm run --inject-fault: one device fails, every device stops", () => {
 
 describe("fsm run --inject-fault: what it refuses", () => {
   const cases: [string, string[], RegExp][] = [
-    ["an unknown kind", ["--inject-fault", "disk@1"], /^fsm run: --inject-fault: unknown fault kind 'disk' in 'disk@1' \(expected kernel, comm, nan, oom\)$/m],
-    ["a spec without a device", ["--inject-fault", "kernel"], /^fsm run: --inject-fault must be KIND@DEVICE\[:STEP\] with KIND one of kernel, comm, nan, oom \(e\.g\. kernel@1:3\), got 'kernel'$/m],
+    ["an unknown kind", ["--inject-fault", "disk@1"], /^fsm run: --inject-fault: unknown fault kind 'disk' in 'disk@1' \(expected kernel, comm, nan, oom, hang\)$/m],
+    ["a spec without a device", ["--inject-fault", "kernel"], /^fsm run: --inject-fault must be KIND@DEVICE\[:STEP\] with KIND one of kernel, comm, nan, oom, hang \(e\.g\. kernel@1:3\), got 'kernel'$/m],
     ["step 0", ["--inject-fault", "kernel@1:0"], /--inject-fault must be KIND@DEVICE\[:STEP\]/],
     ["a device the plan does not have", ["--inject-fault", "kernel@4"], /^fsm run: --inject-fault kernel@4: the plan has no device 4 \(it has devices 0\.\.3\)$/m],
     ["a step after the run's last", ["--steps", "2", "--inject-fault", "nan@1:3"], /^fsm run: --inject-fault nan@1:3: the run has only 2 steps$/m],
     ["a step for oom", ["--inject-fault", "oom@1:2"], /oom strikes when the devices' arenas are allocated, before any step; give no step \('oom@1'\)/],
     ["another engine", ["--engine", "reference", "--inject-fault", "kernel@0"], /--inject-fault works with the native engine only, not --engine reference/],
+    ["a timeout that is not a positive number", ["--timeout", "-3"], /--timeout must be a number of seconds in \(0, 1000000\], got '-3'/],
   ];
   for (const [name, argv, message] of cases) {
     it(`${name}: usage error, exit 2`, async () => {
@@ -158,6 +159,23 @@ describe("fsm run --inject-fault: what it refuses", () => {
       expect(r.stdout).toBe(""); // refused before anything runs
     });
   }
+
+  it("hang: device 1 stops responding at step 2; its peers' timeout names it (no run hangs), exit 1", async () => {
+    const r = await timed("run", plan, "--steps", "3", "--json", "--timeout", "2", "--inject-fault", "hang@1:2");
+    expect(r.code, r.stderr).toBe(1);
+    // The timeout names whoever never came (perhaps itself waiting on device 1), and the device that was busy
+    // computing all along: device 1, in the action where it stopped.
+    expect(oneError(r.stderr)).toMatch(/: error: step 2: device [023], action \S+: communication comm\.\w+ failed: .*timed out after 2 s .*never \w+; busy computing, not waiting: device 1, action \S+ \(\w+\) for \d+\.\d s$/);
+    expect(stepsReported(r.stdout)).toEqual([1]);
+    expect(r.ms).toBeLessThan(PROMPT_MS);
+  });
+
+  it("hang on a device nothing waits for (1 device): it gives up after three timeouts itself, exit 1", async () => {
+    const r = await timed("run", tiny, "--steps", "2", "--timeout", "0.5", "--inject-fault", "hang@0");
+    expect(r.code, r.stderr).toBe(1);
+    expect(oneError(r.stderr)).toMatch(/: error: step 1: device 0, action \S+: kernel \S+ failed: injected hang: stopped responding for 1\.5 s and nothing waited on it$/);
+    expect(r.ms).toBeLessThan(PROMPT_MS);
+  });
 
   it("a comm fault on a device that communicates nothing (1 device): a clear error at startup, exit 1", async () => {
     const r = await run("run", tiny, "--steps", "2", "--inject-fault", "comm@0");

@@ -41,7 +41,7 @@ function parseFault(text: string): InjectedFault {
 export const runCommand: Command = {
   name: "run",
   summary: "train a model as planned and report each step",
-  usage: `fsm run PLAN|FILE.fsm [--steps N] [--json] [--devices N] [--set KEY=VALUE]... [--save DIR [--save-every N]] [--resume DIR] [--init FILE] [--inject-fault KIND@DEVICE[:STEP]]
+  usage: `fsm run PLAN|FILE.fsm [--steps N] [--json] [--devices N] [--set KEY=VALUE]... [--save DIR [--save-every N]] [--resume DIR] [--init FILE] [--timeout SECONDS] [--inject-fault KIND@DEVICE[:STEP]]
 
 Runs the plan's training steps on CPU virtual devices: every stage, micro-batch and
 data-parallel replica as planned, parameters from the train section's seed, its
@@ -75,8 +75,13 @@ and its action; nothing of the failed step is checkpointed; the exit code is 1.
                  that every device stops with one clear error. KIND: kernel (a compute
                  kernel fails), comm (a collective or send/recv fails), nan (its forward
                  turns NaN: the prediction its loss reads, or on an earlier pipeline
-                 stage the activation it sends on) or oom (its memory set below its
-                 arena, so it is refused at startup; no STEP). Native engine only
+                 stage the activation it sends on), oom (its memory set below its
+                 arena, so it is refused at startup; no STEP) or hang (it stops
+                 responding: its peers' --timeout names it). Native engine only
+  --timeout SECONDS
+                 how long a device waits for its peers in a collective or a receive
+                 before the step fails naming the devices that never came (native
+                 engine; default 60)
   --json         JSON lines instead of text
   --devices N    devices for a .fsm file (default 1)
   --set KEY=VAL  override a train/parallel setting of a .fsm file (repeatable)`,
@@ -93,6 +98,7 @@ and its action; nothing of the failed step is checkpointed; the exit code is 1.
       { name: "resume", value: true },
       { name: "init", value: true },
       { name: "inject-fault", value: true },
+      { name: "timeout", value: true },
     ]);
     if (args.positionals.length !== 1) return -1;
     const stepsText = flag(args, "steps");
@@ -107,6 +113,10 @@ and its action; nothing of the failed step is checkpointed; the exit code is 1.
     const engineText = flag(args, "engine");
     if (engineText !== undefined && !(ENGINES as readonly string[]).includes(engineText)) {
       throw new UsageError(`--engine must be one of ${ENGINES.join(", ")}, got '${engineText}'`);
+    }
+    const timeoutText = flag(args, "timeout");
+    if (timeoutText !== undefined && !(/^\d+(\.\d+)?$/.test(timeoutText) && Number(timeoutText) > 0 && Number(timeoutText) <= 1e6)) {
+      throw new UsageError(`--timeout must be a number of seconds in (0, 1000000], got '${timeoutText}'`);
     }
     const faultText = flag(args, "inject-fault");
     const fault = faultText === undefined ? undefined : parseFault(faultText);
@@ -152,6 +162,7 @@ and its action; nothing of the failed step is checkpointed; the exit code is 1.
           ...(resumeDir !== undefined && { resume: resumeDir }),
           ...(flag(args, "init") !== undefined && { init: flag(args, "init")! }),
           ...(fault && { injectFault: fault }),
+          ...(timeoutText !== undefined && { timeoutSeconds: Number(timeoutText) }),
           steps: total,
           ...(engineText !== undefined && { engine: engineText as Engine }),
           ...(tracePath !== undefined && { trace: true }),
