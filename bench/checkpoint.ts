@@ -25,7 +25,7 @@ function plan(devices: number, overrides: readonly string[]): Plan {
 }
 
 function engine(p: Plan): ReturnType<typeof createEngine> {
-  return createEngine("native", p, graphFromJson(p.model.name, p.graph), p.run!.seed, false);
+  return createEngine("native", p, graphFromJson(p.model.name, p.graph), p.run!.seed);
 }
 
 function timed<T>(f: () => T): { value: T; seconds: number } {

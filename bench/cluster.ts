@@ -68,7 +68,7 @@ async function timed(plan: Plan, engine: Engine): Promise<{ stepMs: number; peak
 /** Traced native steps: per device the overlap summed over the traced steps (after WARMUP), and the steps' ms. */
 async function overlap(plan: Plan): Promise<{ perDevice: Overlap[]; tracedStepMs: number; liveBytes: number[] }> {
   const graph = graphFromJson(plan.model.name, plan.graph);
-  const engine = createEngine("native", plan, graph, plan.run!.seed, true);
+  const engine = createEngine("native", plan, graph, plan.run!.seed, { trace: true });
   const seq = plan.settings.seq;
   const data = syntheticData(graph, { batch: plan.settings.batch, ...(seq !== null && { seq }), seed: plan.run!.seed });
   let sums: { commSeconds: number; hiddenSeconds: number; computeSeconds: number }[] = [];

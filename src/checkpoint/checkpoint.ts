@@ -9,12 +9,12 @@ import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs"
 import { join } from "node:path";
 import type { Plan } from "../plan/plan.js";
 import type { ClusterProgram } from "../runtime/cluster-program.js";
-import type { DeviceSlots } from "../runtime/cluster-step.js";
+import { statePieces, type DeviceSlots } from "../runtime/cluster-step.js";
 import { CHECKPOINT_FORMAT, CHECKPOINT_VERSION, CheckpointError, checkDataState, dataState, planFingerprint, planParams, rankFile, readManifest, stepDir, type Manifest } from "./manifest.js";
 import { reshardCheckpoint } from "./reshard.js";
-import { fsyncDir, writeDurably } from "./durable.js";
+import { fsyncDir, writeAtomically } from "../plan/serialize.js";
 import { readHeader, readInto } from "./rank-file.js";
-import { writeSafetensorsStreaming, type SafeDType } from "./safetensors.js";
+import { SAFE_BYTES, writeSafetensorsStreaming, type SafeDType } from "./safetensors.js";
 
 export { CheckpointError, readManifest, type Manifest } from "./manifest.js";
 
@@ -29,7 +29,6 @@ interface Entry {
 }
 
 const DTYPE: Readonly<Record<string, SafeDType>> = { f32: "F32", i32: "I32", bf16: "BF16", f16: "F16" };
-const BYTES: Readonly<Record<SafeDType, number>> = { F32: 4, I32: 4, BF16: 2, F16: 2 };
 
 function entries(program: ClusterProgram, device: number): Entry[] {
   const out: Entry[] = [];
@@ -42,11 +41,8 @@ function entries(program: ClusterProgram, device: number): Entry[] {
   };
   const mine = program.paramPieces.filter((p) => p.device === device);
   for (const p of mine) add({ name: p.dtype === "f32" ? p.param : `${p.param}:compute`, slot: p.slot, at: p.at, count: p.count, range: `${p.from},${p.count}` });
+  for (const { slot, role, piece: p } of statePieces(program, device)) add({ name: `${p.param}.${role}`, slot, at: p.at, count: p.count, range: `${p.from},${p.count}` });
   const state = program.optimizerState[device]!;
-  for (const { item, role, slot } of state.items) {
-    // Optimizer state is laid out as the weights it belongs to: the same pieces, on the state's slot.
-    for (const p of mine.filter((x) => x.slot === item.param && x.dtype === "f32")) add({ name: `${p.param}.${role}`, slot, at: p.at, count: p.count, range: `${p.from},${p.count}` });
-  }
   if (state.step !== undefined) add({ name: "optimizer.step", slot: state.step, at: 0, count: 1 });
   return out;
 }
@@ -100,7 +96,7 @@ export function saveCheckpoint(dir: string, plan: Plan, program: ClusterProgram,
   const roles = [...new Set(program.optimizerState.flatMap((s) => s.items.map((i) => i.role)))];
   const manifest: Manifest = { format: CHECKPOINT_FORMAT, version: CHECKPOINT_VERSION, model: plan.model.name, fingerprint, step, devices: plan.cluster.devices, dir: final.slice(dir.length + 1), params, roles, data: dataState(plan, step), ...(lossScaler && { lossScaler }) };
   // Last: until the manifest names it, the new step directory is not a checkpoint.
-  writeDurably(join(dir, "latest.json"), JSON.stringify(manifest, null, 2) + "\n");
+  writeAtomically(join(dir, "latest.json"), JSON.stringify(manifest, null, 2) + "\n");
   return final;
 }
 
@@ -132,7 +128,7 @@ export function loadCheckpoint(dir: string, plan: Plan, program: ClusterProgram,
       const dtype = DTYPE[d.slots[e.slot]!.dtype]!;
       if (!t) throw new CheckpointError(`${path} has no tensor ${e.name}`);
       const bytes = t.data_offsets[1] - t.data_offsets[0];
-      if (t.dtype !== dtype || t.shape.length !== 1 || t.shape[0] !== e.count || bytes !== e.count * BYTES[dtype]) {
+      if (t.dtype !== dtype || t.shape.length !== 1 || t.shape[0] !== e.count || bytes !== e.count * SAFE_BYTES[dtype]) {
         throw new CheckpointError(`${path}: ${e.name} is ${t.dtype}[${t.shape}] (${bytes} bytes), expected ${dtype}[${e.count}]`);
       }
       if (e.range !== undefined && metadata[`range:${e.name}`] !== e.range) throw new CheckpointError(`${path}: ${e.name} holds elements ${metadata[`range:${e.name}`]}, this plan needs ${e.range}`);

@@ -4,7 +4,7 @@
 // output is written one tensor at a time, so memory is bounded by the largest tensor, not the model. Every
 // element of every tensor must be covered by some rank's piece; the output is written atomically.
 import { dirname } from "node:path";
-import { fsyncDir } from "./durable.js";
+import { fsyncDir } from "../plan/serialize.js";
 import { CheckpointError, readManifest } from "./manifest.js";
 import { openPieces } from "./pieces.js";
 import { writeSafetensorsStreaming } from "./safetensors.js";

@@ -6,7 +6,7 @@
 // uninterrupted one up to the new plan's reduction order.
 import type { Plan } from "../plan/plan.js";
 import type { ClusterProgram } from "../runtime/cluster-program.js";
-import { slotElements, writeParamPieces, type DeviceSlots } from "../runtime/cluster-step.js";
+import { slotElements, statePieces, writeParamPieces, type DeviceSlots } from "../runtime/cluster-step.js";
 import { CheckpointError, planParams, type Manifest } from "./manifest.js";
 import { openPieces } from "./pieces.js";
 
@@ -31,12 +31,12 @@ export function reshardCheckpoint(dir: string, m: Manifest, plan: Plan, program:
   writeParamPieces(slots, program, pieces.readRange);
 
   program.optimizerState.forEach((state, device) => {
-    // A state slot is laid out as the weights it belongs to: the same pieces, on the state's slot.
-    for (const { item, role, slot } of state.items) {
+    // Slot by slot: each state slot filled from the old ranks' pieces of its role, then written once.
+    const bySlot = new Map<number, ReturnType<typeof statePieces>>();
+    for (const s of statePieces(program, device)) bySlot.set(s.slot, [...(bySlot.get(s.slot) ?? []), s]);
+    for (const [slot, list] of bySlot) {
       const data = new Float32Array(slotElements(program, device, slot));
-      for (const p of program.paramPieces) {
-        if (p.device === device && p.slot === item.param && p.dtype === "f32") pieces.readRange(`${p.param}.${role}`, p.from, p.count, data, p.at);
-      }
+      for (const { role, piece: p } of list) pieces.readRange(`${p.param}.${role}`, p.from, p.count, data, p.at);
       slots.set(device, slot, data);
     }
     if (state.step === undefined) return;

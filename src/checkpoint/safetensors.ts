@@ -6,7 +6,8 @@
 import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
 
 export type SafeDType = "F32" | "I32" | "BF16" | "F16";
-const BYTES: Readonly<Record<SafeDType, number>> = { F32: 4, I32: 4, BF16: 2, F16: 2 };
+/** Bytes per element of each dtype. */
+export const SAFE_BYTES: Readonly<Record<SafeDType, number>> = { F32: 4, I32: 4, BF16: 2, F16: 2 };
 
 export interface SafeTensor {
   readonly dtype: SafeDType;
@@ -33,12 +34,12 @@ export interface SafeTensorInfo {
  *  writer holds one tensor at a time rather than the file. */
 export function writeSafetensorsStreaming(path: string, tensors: readonly SafeTensorInfo[], data: (name: string) => NodeJS.TypedArray, metadata: Readonly<Record<string, string>> = {}): void {
   const header: Record<string, unknown> = { __metadata__: metadata };
+  const sizes = tensors.map((t) => t.shape.reduce((a, b) => a * b, 1) * SAFE_BYTES[t.dtype]);
   let at = 0;
-  for (const t of tensors) {
-    const bytes = t.shape.reduce((a, b) => a * b, 1) * BYTES[t.dtype];
-    header[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: [at, at + bytes] };
-    at += bytes;
-  }
+  tensors.forEach((t, i) => {
+    header[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: [at, at + sizes[i]!] };
+    at += sizes[i]!;
+  });
   let json = JSON.stringify(header);
   json += " ".repeat((8 - (json.length % 8)) % 8); // the format pads the header to a multiple of 8
   const head = Buffer.alloc(8);
@@ -48,12 +49,11 @@ export function writeSafetensorsStreaming(path: string, tensors: readonly SafeTe
   try {
     writeSync(fd, head);
     writeSync(fd, Buffer.from(json));
-    for (const t of tensors) {
+    tensors.forEach((t, i) => {
       const bytes = data(t.name);
-      const want = t.shape.reduce((a, b) => a * b, 1) * BYTES[t.dtype];
-      if (bytes.byteLength !== want) throw new Error(`internal: tensor ${t.name} has ${bytes.byteLength} bytes for shape [${t.shape}] ${t.dtype}`);
+      if (bytes.byteLength !== sizes[i]) throw new Error(`internal: tensor ${t.name} has ${bytes.byteLength} bytes for shape [${t.shape}] ${t.dtype}`);
       writeSync(fd, bytes);
-    }
+    });
     fsyncSync(fd);
   } catch (e) {
     // No half-written file is left behind (a failed read of a piece, a full disk).
@@ -93,9 +93,9 @@ export function readSafetensors(path: string): { tensors: Map<string, SafeTensor
       continue;
     }
     const t = v as { dtype: string; shape: number[]; data_offsets: [number, number] };
-    if (!(t.dtype in BYTES)) fail(`tensor ${name} has dtype ${t.dtype}`);
+    if (!(t.dtype in SAFE_BYTES)) fail(`tensor ${name} has dtype ${t.dtype}`);
     const [a, b] = t.data_offsets ?? [];
-    const size = (t.shape ?? []).reduce((x, y) => x * y, 1) * BYTES[t.dtype as SafeDType];
+    const size = (t.shape ?? []).reduce((x, y) => x * y, 1) * SAFE_BYTES[t.dtype as SafeDType];
     if (!Number.isInteger(a) || !Number.isInteger(b) || b! - a! !== size || b! > body.length) fail(`tensor ${name}'s data [${a}, ${b}) does not fit (shape [${t.shape}] ${t.dtype}, ${body.length} data bytes)`);
     tensors.set(name, { dtype: t.dtype as SafeDType, shape: t.shape, data: body.subarray(a!, b!) });
   }

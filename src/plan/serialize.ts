@@ -1,6 +1,7 @@
-// Writing a plan: compact JSON (plans for large clusters are big), atomically (a temp file renamed over the
-// target, so a reader never sees half a plan and a failed write leaves the old file intact).
-import { renameSync, rmSync, writeFileSync } from "node:fs";
+// Writing a plan: compact JSON (plans for large clusters are big), atomically and durably (a temp file,
+// fsync'd, renamed over the target, so a reader never sees half a plan and a failed write or a crash leaves
+// the old file intact). Every file fsm writes whole goes through writeAtomically.
+import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import type { Plan } from "./plan.js";
 
@@ -13,16 +14,38 @@ export function writePlan(path: string, plan: Plan): number {
   return writeAtomically(path, planToJson(plan));
 }
 
-/** Writes `text` to `path` through a temp file renamed over it; returns the bytes written. */
+/** Writes `text` to `path` through a temp file renamed over it; returns the bytes written. Durable as well as
+ *  atomic: the bytes are fsync'd before the rename publishes them and the directory after, so a crash or power
+ *  loss at any moment leaves the old file or the new one whole (a checkpoint's manifest relies on it). */
 export function writeAtomically(path: string, text: string): number {
   // Same directory as the target: rename is atomic only within one file system.
   const temp = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
   try {
-    writeFileSync(temp, text);
+    const fd = openSync(temp, "w");
+    try {
+      writeSync(fd, text);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
     renameSync(temp, path);
   } catch (e) {
     rmSync(temp, { force: true });
     throw e;
   }
+  fsyncDir(dirname(path));
   return Buffer.byteLength(text);
+}
+
+/** fsync a directory: makes renames and new entries in it durable (Linux; a no-op where unsupported). */
+export function fsyncDir(dir: string): void {
+  let fd: number | undefined;
+  try {
+    fd = openSync(dir, "r");
+    fsyncSync(fd);
+  } catch {
+    // Some platforms cannot open or fsync a directory; the data itself was fsync'd.
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
 }

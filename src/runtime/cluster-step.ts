@@ -12,6 +12,13 @@ export interface DeviceSlots {
   get(device: number, slot: number): Float32Array | Int32Array | Uint16Array;
 }
 
+/** One device's optimizer state as pieces: a state slot is laid out as the fp32 weights it belongs to, so each
+ *  of their pieces has its counterpart, at the same place, on the state's slot (for checkpoints). */
+export function statePieces(program: ClusterProgram, device: number): { slot: number; role: string; piece: ClusterProgram["paramPieces"][number] }[] {
+  const weights = program.paramPieces.filter((p) => p.device === device && p.dtype === "f32");
+  return program.optimizerState[device]!.items.flatMap(({ item, role, slot }) => weights.filter((p) => p.slot === item.param).map((piece) => ({ slot, role, piece })));
+}
+
 /** A slot's element count, from the program (reading the slot to learn it would copy it). */
 export function slotElements(program: ClusterProgram, device: number, slot: number): number {
   return program.devices[device]!.slots[slot]!.shape.reduce((a, b) => a * b, 1);

@@ -39,7 +39,19 @@ export function defaultEngine(graph: Graph): Engine {
   }
 }
 
-export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: number, trace = false, init?: string, fault?: InjectedFault, timeoutSeconds?: number): StepEngine {
+/** How an engine is built besides its plan: tracing, starting weights, a fault to inject, the peers' timeout. */
+export interface EngineOptions {
+  /** Record a Chrome trace of every step (native engines). */
+  readonly trace?: boolean;
+  /** Start from the weights in this safetensors file instead of the seed's. */
+  readonly init?: string;
+  readonly fault?: InjectedFault;
+  /** Seconds a device waits for its peers before the step fails (native; default 60). */
+  readonly timeoutSeconds?: number;
+}
+
+export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: number, options: EngineOptions = {}): StepEngine {
+  const { trace = false, init, fault, timeoutSeconds } = options;
   if (trace && engine !== "native" && engine !== "native-fused") throw new EngineError(`a trace is recorded by the native engines only (not ${engine})`);
   // The faults strike the native cluster's devices (their threads, communicator and arenas).
   if (fault && engine !== "native") throw new EngineError(`--inject-fault works with the native engine only (not ${engine})`);

@@ -134,7 +134,12 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
   const engine = options.engine ?? defaultEngine(graph);
   let stepper: StepEngine;
   try {
-    stepper = createEngine(engine, plan, graph, plan.run!.seed, options.trace ?? false, options.init, options.injectFault, options.timeoutSeconds);
+    stepper = createEngine(engine, plan, graph, plan.run!.seed, {
+      ...(options.trace !== undefined && { trace: options.trace }),
+      ...(options.init !== undefined && { init: options.init }),
+      ...(options.injectFault && { fault: options.injectFault }),
+      ...(options.timeoutSeconds !== undefined && { timeoutSeconds: options.timeoutSeconds }),
+    });
   } catch (e) {
     if (e instanceof EngineError) throw new RunError(e.message);
     throw e;

@@ -211,7 +211,7 @@ describe("fsm run --init", () => {
     // Another plan (1 device, unsharded) starts from exactly those weights.
     const plan = planFor({ stages: 1, data_parallel: 1, chunks: 1, shard: "none" }, 1);
     const graph = graphFromJson(plan.model.name, plan.graph);
-    const engine = createEngine("native", plan, graph, 1, false, file);
+    const engine = createEngine("native", plan, graph, 1, { init: file });
     const { tensors } = readSafetensors(file);
     for (const p of plan.graph.params) {
       const t = tensors.get(p.name)!;

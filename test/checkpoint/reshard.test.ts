@@ -73,7 +73,7 @@ describe("resharding a checkpoint into another plan", () => {
       await train(from, 5, { save: { dir } });
 
       // Exactly: load into the new plan, save at once, and both checkpoints consolidate to the same bytes.
-      const engine = createEngine("native", to, graphFromJson(to.model.name, to.graph), to.run!.seed, false);
+      const engine = createEngine("native", to, graphFromJson(to.model.name, to.graph), to.run!.seed);
       expect(engine.checkpoint!.load(dir)).toEqual({ step: 5, devices: na, resharded: true });
       const again = join(dir, "resaved");
       engine.checkpoint!.save(again, 5);

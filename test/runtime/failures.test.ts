@@ -215,6 +215,6 @@ describe("each device's arena must fit the device's memory", () => {
       new RegExp(`^device ${first} is out of memory: its arena needs ${arenas[first]} bytes \\([\\d.]+ MiB\\) but the device has ${memoryBytes} bytes`),
     );
     expect(createEngine("native", { ...p, cluster: { ...p.cluster, memoryBytes: Math.max(...arenas) } }, graph, 1).deviceMemoryBytes).toEqual(arenas);
-    expect(() => createEngine("reference", p, graph, 1, false, undefined, { kind: "kernel", device: 0, step: 1 })).toThrow(/--inject-fault works with the native engine only \(not reference\)/);
+    expect(() => createEngine("reference", p, graph, 1, { fault: { kind: "kernel", device: 0, step: 1 } })).toThrow(/--inject-fault works with the native engine only \(not reference\)/);
   });
 });

@@ -150,10 +150,10 @@ describe("the native engine's lastTimings", () => {
     const plan = compileModel(model, { cluster: "cpu", devices: 2, source: "mlp", fsmVersion: "test" }).plan;
     const graph = graphFromJson(plan.model.name, plan.graph);
     const data = syntheticData(graph, { batch: plan.settings.batch, seed: 1 });
-    const untraced = createEngine("native", plan, graph, 1, false);
+    const untraced = createEngine("native", plan, graph, 1);
     await untraced.step(data.batch(0));
     expect(untraced.lastTimings!().map((d) => d.timings.length)).toEqual([0, 0]);
-    const engine = createEngine("native", plan, graph, 1, true);
+    const engine = createEngine("native", plan, graph, 1, { trace: true });
     await engine.step(data.batch(0));
     const last = engine.lastTimings!();
     expect(last).toHaveLength(2);
