@@ -13,8 +13,8 @@ import { statePieces, type DeviceSlots } from "../runtime/cluster-step.js";
 import { CHECKPOINT_FORMAT, CHECKPOINT_VERSION, CheckpointError, checkDataState, dataState, planFingerprint, planParams, rankFile, readManifest, stepDir, type Manifest } from "./manifest.js";
 import { reshardCheckpoint } from "./reshard.js";
 import { fsyncDir, writeAtomically } from "../plan/serialize.js";
-import { readHeader, readInto } from "./rank-file.js";
-import { SAFE_BYTES, writeSafetensorsStreaming, type SafeDType } from "./safetensors.js";
+import { readInto } from "./rank-file.js";
+import { readSafetensorsHeader, SAFE_BYTES, writeSafetensorsStreaming, type SafeDType } from "./safetensors.js";
 
 export { CheckpointError, readManifest, type Manifest } from "./manifest.js";
 
@@ -118,7 +118,7 @@ export function loadCheckpoint(dir: string, plan: Plan, program: ClusterProgram,
   }
   program.devices.forEach((d, device) => {
     const path = join(dir, m.dir, rankFile(device));
-    const { tensors, metadata, dataStart } = readHeader(path);
+    const { tensors, metadata, dataStart } = readSafetensorsHeader(path);
     if (metadata.fingerprint !== m.fingerprint) throw new CheckpointError(`${path} belongs to another checkpoint (fingerprint ${metadata.fingerprint})`);
     // Every tensor checked before any slot is touched; then slot by slot, each tensor's bytes read straight
     // into its place (one slot in memory at a time, never the whole file).

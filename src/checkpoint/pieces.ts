@@ -3,7 +3,8 @@
 // this, one at a time, so memory is bounded by the largest tensor, not the model.
 import { join } from "node:path";
 import { CheckpointError, rankFile, type Manifest } from "./manifest.js";
-import { readBytes, readHeader, readInto } from "./rank-file.js";
+import { readBytes, readInto } from "./rank-file.js";
+import { readSafetensorsHeader } from "./safetensors.js";
 
 interface Piece {
   readonly file: string;
@@ -31,7 +32,7 @@ export function openPieces(dir: string, m: Manifest): CheckpointPieces {
   let step: CheckpointPieces["step"];
   for (let d = 0; d < m.devices; d++) {
     const file = join(dir, m.dir, rankFile(d));
-    const { tensors, metadata, dataStart } = readHeader(file);
+    const { tensors, metadata, dataStart } = readSafetensorsHeader(file);
     if (metadata.fingerprint !== undefined && metadata.fingerprint !== m.fingerprint) throw new CheckpointError(`${file} belongs to another checkpoint (fingerprint ${metadata.fingerprint})`);
     for (const [stored, t] of Object.entries(tensors)) {
       if (stored === "optimizer.step" && step === undefined) step = { dtype: t.dtype, data: readBytes(file, dataStart + t.data_offsets[0], t.data_offsets[1] - t.data_offsets[0]) };

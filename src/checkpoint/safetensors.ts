@@ -3,7 +3,7 @@
 // then the tensors' bytes, back to back, offsets relative to the end of the header. Written atomically
 // (temporary file, fsync, rename) so an interrupted write never leaves a file that looks whole; read with
 // every offset, size and dtype checked.
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
+import { closeSync, fstatSync, fsyncSync, openSync, readFileSync, readSync, renameSync, rmSync, writeSync } from "node:fs";
 
 export type SafeDType = "F32" | "I32" | "BF16" | "F16";
 /** Bytes per element of each dtype. */
@@ -65,39 +65,57 @@ export function writeSafetensorsStreaming(path: string, tensors: readonly SafeTe
   renameSync(tmp, path);
 }
 
-export function readSafetensors(path: string): { tensors: Map<string, SafeTensor>; metadata: Record<string, string> } {
-  let bytes: Buffer;
+export interface SafeHeaderEntry {
+  readonly dtype: SafeDType;
+  readonly shape: number[];
+  readonly data_offsets: [number, number];
+}
+
+/** A file's header and where its data starts, read without the data: every tensor's dtype, size and byte
+ *  range checked against its shape and the file's size. Checkpoints read rank files this way, then only the
+ *  byte ranges they need (rank-file.ts). */
+export function readSafetensorsHeader(path: string): { tensors: Record<string, SafeHeaderEntry>; metadata: Record<string, string>; dataStart: number } {
+  let fd: number;
   try {
-    bytes = readFileSync(path);
+    fd = openSync(path, "r");
   } catch (e) {
     throw new SafetensorsError(`cannot read ${path}: ${(e as Error).message}`);
   }
   const fail = (why: string): never => {
     throw new SafetensorsError(`${path} is not a valid safetensors file: ${why}`);
   };
-  if (bytes.length < 8) fail("shorter than its 8-byte header length");
-  const n = Number(bytes.readBigUInt64LE(0));
-  if (8 + n > bytes.length) fail(`its header claims ${n} bytes but the file has ${bytes.length - 8} after the length (truncated?)`);
-  let header: Record<string, { dtype: string; shape: number[]; data_offsets: [number, number] } | Record<string, string>>;
   try {
-    header = JSON.parse(bytes.toString("utf8", 8, 8 + n));
-  } catch {
-    return fail("its header is not JSON");
-  }
-  const body = bytes.subarray(8 + n);
-  const tensors = new Map<string, SafeTensor>();
-  let metadata: Record<string, string> = {};
-  for (const [name, v] of Object.entries(header)) {
-    if (name === "__metadata__") {
-      metadata = v as Record<string, string>;
-      continue;
+    const size = fstatSync(fd).size;
+    const len = Buffer.alloc(8);
+    if (readSync(fd, len, 0, 8, 0) !== 8) fail("shorter than its 8-byte header length");
+    const n = Number(len.readBigUInt64LE(0));
+    if (8 + n > size) fail(`its header claims ${n} bytes but the file has ${size - 8} after the length (truncated?)`);
+    const text = Buffer.alloc(n);
+    readSync(fd, text, 0, n, 8);
+    let header: Record<string, unknown>;
+    try {
+      header = JSON.parse(text.toString("utf8")) as Record<string, unknown>;
+    } catch {
+      return fail("its header is not JSON");
     }
-    const t = v as { dtype: string; shape: number[]; data_offsets: [number, number] };
-    if (!(t.dtype in SAFE_BYTES)) fail(`tensor ${name} has dtype ${t.dtype}`);
-    const [a, b] = t.data_offsets ?? [];
-    const size = (t.shape ?? []).reduce((x, y) => x * y, 1) * SAFE_BYTES[t.dtype as SafeDType];
-    if (!Number.isInteger(a) || !Number.isInteger(b) || b! - a! !== size || b! > body.length) fail(`tensor ${name}'s data [${a}, ${b}) does not fit (shape [${t.shape}] ${t.dtype}, ${body.length} data bytes)`);
-    tensors.set(name, { dtype: t.dtype as SafeDType, shape: t.shape, data: body.subarray(a!, b!) });
+    const { __metadata__: metadata, ...rest } = header;
+    const tensors = rest as Record<string, SafeHeaderEntry>;
+    for (const [name, t] of Object.entries(tensors)) {
+      if (!(t.dtype in SAFE_BYTES)) fail(`tensor ${name} has dtype ${t.dtype}`);
+      const [a, b] = t.data_offsets ?? [];
+      const bytes = (t.shape ?? []).reduce((x, y) => x * y, 1) * SAFE_BYTES[t.dtype];
+      if (!Number.isInteger(a) || !Number.isInteger(b) || b! - a! !== bytes) fail(`tensor ${name}'s data [${a}, ${b}) is not its shape [${t.shape}] of ${t.dtype}`);
+      if (8 + n + b! > size) throw new SafetensorsError(`${path}: tensor ${name}'s data [${a}, ${b}) lies outside the file (truncated?)`);
+    }
+    return { tensors, metadata: (metadata ?? {}) as Record<string, string>, dataStart: 8 + n };
+  } finally {
+    closeSync(fd);
   }
-  return { tensors, metadata };
+}
+
+/** The whole file: its header (checked as readSafetensorsHeader does) and every tensor's bytes. */
+export function readSafetensors(path: string): { tensors: Map<string, SafeTensor>; metadata: Record<string, string> } {
+  const { tensors, metadata, dataStart } = readSafetensorsHeader(path);
+  const body = readFileSync(path).subarray(dataStart);
+  return { tensors: new Map(Object.entries(tensors).map(([name, t]) => [name, { dtype: t.dtype, shape: t.shape, data: body.subarray(...t.data_offsets) }])), metadata };
 }

@@ -2,6 +2,7 @@
 // into one safetensors file of full tensors named by parameter path (src/checkpoint/consolidate.ts).
 import { CheckpointError } from "../../checkpoint/checkpoint.js";
 import { consolidate } from "../../checkpoint/consolidate.js";
+import { SafetensorsError } from "../../checkpoint/safetensors.js";
 import { flag, parseArgs } from "../args.js";
 import type { CliIO } from "../io.js";
 import type { Command } from "./command.js";
@@ -27,7 +28,7 @@ whole, named by its path, in fp32 — with --optimizer also its optimizer state
       io.stdout(`wrote ${out}: ${r.tensors} tensors, ${r.bytes.toLocaleString("en-US")} bytes of data\n`);
       return 0;
     } catch (e) {
-      if (e instanceof CheckpointError) {
+      if (e instanceof CheckpointError || e instanceof SafetensorsError) {
         io.stderr(`${dir}: error: ${e.message}\n`);
         return 1;
       }
