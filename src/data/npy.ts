@@ -3,19 +3,21 @@
 // when the loader opens — NumPy's format header, a little-endian C-order dtype the input can take (f4/f8 for
 // float inputs, i4/i8 for integer ones), the row shape, one row count for all files, at least a batch of rows
 // — and rows are then read as needed (streamed), visited in a per-epoch order shuffled by the seed.
-import { closeSync, fstatSync, openSync, readSync } from "node:fs";
+import { closeSync, fstatSync, readSync } from "node:fs";
 import type { Graph } from "../graph/graph.js";
 import { isFloatDType } from "../graph/types.js";
 import { concreteShape } from "../interp/run.js";
 import type { Batch } from "../interp/session.js";
-import { epochOrder } from "./shuffle.js";
+import { sizeOf } from "../interp/tensor.js";
 import { DataError } from "./data-error.js";
-import { rowsOf, type RowSlice } from "./rows.js";
+import { openChecked, openFile, readFully } from "./file.js";
+import type { RowSlice } from "./rows.js";
+import { batchOrder } from "./shuffle.js";
 
 const DTYPES = { "<f4": { bytes: 4, float: true }, "<f8": { bytes: 8, float: true }, "<i4": { bytes: 4, float: false }, "<i8": { bytes: 8, float: false } } as const;
 type Descr = keyof typeof DTYPES;
 
-export interface NpyHeader {
+interface NpyHeader {
   readonly descr: Descr;
   readonly shape: readonly number[];
   /** Byte offset of the data. */
@@ -23,7 +25,7 @@ export interface NpyHeader {
 }
 
 /** Reads and checks a .npy header (format versions 1-3). */
-export function readNpyHeader(fd: number, path: string): NpyHeader {
+function readNpyHeader(fd: number, path: string): NpyHeader {
   const head = Buffer.alloc(12);
   readSync(fd, head, 0, 12, 0);
   if (head.toString("latin1", 0, 6) !== "\x93NUMPY") throw new DataError(`${path} is not a .npy file (no \\x93NUMPY magic)`);
@@ -33,7 +35,7 @@ export function readNpyHeader(fd: number, path: string): NpyHeader {
   const headerLength = major === 1 ? head.readUInt16LE(8) : head.readUInt32LE(8);
   const start = 8 + lengthBytes;
   const text = Buffer.alloc(headerLength);
-  if (readSync(fd, text, 0, headerLength, start) !== headerLength) throw new DataError(`${path}: truncated .npy header`);
+  if (!readFully(fd, text, start)) throw new DataError(`${path}: truncated .npy header`);
   const header = text.toString(major === 3 ? "utf8" : "latin1");
   const descr = /'descr'\s*:\s*'([^']*)'/.exec(header)?.[1];
   const fortran = /'fortran_order'\s*:\s*(True|False)/.exec(header)?.[1];
@@ -52,6 +54,21 @@ export interface NpyOptions {
   readonly seed: number;
 }
 
+/** One input's file, checked against the input. */
+interface Source {
+  readonly name: string;
+  readonly path: string;
+  readonly fd: number;
+  readonly header: NpyHeader;
+  /** The shape of one row (the input's shape without B) and its element count. */
+  readonly row: readonly number[];
+  readonly size: number;
+  readonly float: boolean;
+  /** A row's bytes as the file has them, for the 8-byte dtypes (converted to the f32/i32 input); the 4-byte
+   *  ones are the input's own and are read straight into the batch. */
+  readonly wide: Float64Array | BigInt64Array | undefined;
+}
+
 export function npyData(g: Graph, files: Readonly<Record<string, string>>, options: NpyOptions): { description: string; rows: number; batch(step: number, rows?: RowSlice): Batch; close(): void } {
   const inputs = g.inputs().map((t) => g.tensor(t));
   const names = inputs.map((t) => t.name);
@@ -60,80 +77,63 @@ export function npyData(g: Graph, files: Readonly<Record<string, string>>, optio
   const missing = names.filter((n) => files[n] === undefined);
   if (missing.length > 0) throw new DataError(`npy(...) gives no file for input ${missing.join(", ")} of model ${g.model}`);
   const bindings = options.seq === undefined ? { B: 1 } : { B: 1, S: options.seq };
-  const opened: { name: string; path: string; fd: number; header: NpyHeader; row: number[]; float: boolean; buffer: Buffer }[] = [];
-  const close = (): void => opened.forEach((o) => closeSync(o.fd));
-  try {
+  const fds: number[] = [];
+  const close = (): void => fds.forEach((fd) => closeSync(fd));
+  return openChecked(close, () => {
+    const opened: Source[] = [];
     for (const t of inputs) {
       const path = files[t.name]!;
-      let fd: number;
-      try {
-        fd = openSync(path, "r");
-      } catch (e) {
-        throw new DataError(`cannot open .npy file ${path} for input '${t.name}': ${(e as Error).message}`);
-      }
-      let header: NpyHeader;
-      try {
-        header = readNpyHeader(fd, path);
-      } catch (e) {
-        closeSync(fd);
-        throw e;
-      }
+      const fd = openFile(path, `cannot open .npy file ${path} for input '${t.name}'`);
+      fds.push(fd);
+      const header = readNpyHeader(fd, path);
       const row = concreteShape(t.type.shape, bindings).slice(1);
-      // One row's bytes, reused for every read of this file.
-      const entry = { name: t.name, path, fd, header, row, float: isFloatDType(t.type.dtype), buffer: Buffer.alloc(row.reduce((a, b) => a * b, 1) * DTYPES[header.descr].bytes) };
-      opened.push(entry);
       const kind = DTYPES[header.descr];
-      if (kind.float !== entry.float) throw new DataError(`${path}: dtype ${header.descr} for input '${t.name}', which is ${t.type.dtype} (use ${entry.float ? "<f4 or <f8" : "<i4 or <i8"})`);
+      const float = isFloatDType(t.type.dtype);
+      if (kind.float !== float) throw new DataError(`${path}: dtype ${header.descr} for input '${t.name}', which is ${t.type.dtype} (use ${float ? "<f4 or <f8" : "<i4 or <i8"})`);
       const rowShape = header.shape.slice(1);
-      if (rowShape.length !== entry.row.length || rowShape.some((n, i) => n !== entry.row[i])) {
-        throw new DataError(`${path}: rows of shape (${rowShape.join(", ")}) for input '${t.name}', which needs rows of shape (${entry.row.join(", ")})`);
+      if (rowShape.length !== row.length || rowShape.some((n, i) => n !== row[i])) {
+        throw new DataError(`${path}: rows of shape (${rowShape.join(", ")}) for input '${t.name}', which needs rows of shape (${row.join(", ")})`);
       }
-      const expected = header.dataOffset + header.shape.reduce((a, b) => a * b, 1) * kind.bytes;
-      if (fstatSync(fd).size < expected) throw new DataError(`${path}: truncated (${fstatSync(fd).size} bytes, the header promises ${expected})`);
+      const expected = header.dataOffset + sizeOf(header.shape) * kind.bytes;
+      const bytes = fstatSync(fd).size;
+      if (bytes < expected) throw new DataError(`${path}: truncated (${bytes} bytes, the header promises ${expected})`);
+      const size = sizeOf(row);
+      const wide = header.descr === "<f8" ? new Float64Array(size) : header.descr === "<i8" ? new BigInt64Array(size) : undefined;
+      opened.push({ name: t.name, path, fd, header, row, size, float, wide });
     }
     const rows = opened[0]!.header.shape[0]!;
     for (const o of opened) if (o.header.shape[0] !== rows) throw new DataError(`${o.path} has ${o.header.shape[0]} rows but ${opened[0]!.path} has ${rows}: every input needs one row per example`);
     if (rows < options.batch) throw new DataError(`${opened[0]!.path} has ${rows} rows, fewer than one batch of ${options.batch}`);
-    const order = epochOrder(options.seed, rows, "npy");
-    const readRow = (o: (typeof opened)[number], r: number, into: Float32Array | Int32Array, at: number): void => {
-      const kind = DTYPES[o.header.descr];
-      const n = o.row.reduce((a, b) => a * b, 1);
-      const buf = o.buffer;
-      const offset = o.header.dataOffset + r * n * kind.bytes;
-      if (readSync(o.fd, buf, 0, buf.length, offset) !== buf.length) throw new DataError(`${o.path}: short read at byte ${offset}`);
-      for (let k = 0; k < n; k++) {
-        let v: number;
-        if (o.header.descr === "<f4") v = buf.readFloatLE(4 * k);
-        else if (o.header.descr === "<f8") v = buf.readDoubleLE(8 * k);
-        else if (o.header.descr === "<i4") v = buf.readInt32LE(4 * k);
-        else {
-          const big = buf.readBigInt64LE(8 * k);
+    const order = batchOrder(options.seed, rows, "npy", options.batch);
+    /** Row `r` of `o`'s file into `into` from element `at` on. */
+    const readRow = (o: Source, r: number, into: Float32Array | Int32Array, at: number): void => {
+      const bytes = o.wide?.byteLength ?? o.size * 4;
+      const offset = o.header.dataOffset + r * bytes;
+      const full = o.wide ? readFully(o.fd, o.wide, offset) : readFully(o.fd, into, offset, at * 4, bytes);
+      if (!full) throw new DataError(`${o.path}: short read at byte ${offset}`);
+      if (o.wide instanceof Float64Array) into.set(o.wide, at);
+      else if (o.wide instanceof BigInt64Array) {
+        for (let k = 0; k < o.size; k++) {
+          const big = o.wide[k]!;
           if (big > 2147483647n || big < -2147483648n) throw new DataError(`${o.path}: value ${big} in row ${r} does not fit the int32 input '${o.name}'`);
-          v = Number(big);
+          into[at + k] = Number(big);
         }
-        into[at + k] = v;
       }
     };
-    const data = {
+    return {
       description: `${rows.toLocaleString("en-US")} rows of ${opened.map((o) => `${o.name} ← ${o.path}`).join(", ")}, shuffled by seed ${options.seed}`,
       rows,
       batch(step: number, slice?: RowSlice): Batch {
-        const { from, count } = rowsOf(options.batch, slice);
+        const rs = order(step, slice);
         const out: Record<string, Batch[string]> = {};
         for (const o of opened) {
-          const n = o.row.reduce((a, b) => a * b, 1);
-          const arr = o.float ? new Float32Array(count * n) : new Int32Array(count * n);
-          for (let r = 0; r < count; r++) readRow(o, order(step * options.batch + from + r), arr, r * n);
-          out[o.name] = { shape: [count, ...o.row], data: arr } as Batch[string];
+          const data = o.float ? new Float32Array(rs.length * o.size) : new Int32Array(rs.length * o.size);
+          rs.forEach((r, i) => readRow(o, r, data, i * o.size));
+          out[o.name] = { shape: [rs.length, ...o.row], data };
         }
         return out;
       },
       close,
     };
-    data.batch(0); // a read of every file before training starts
-    return data;
-  } catch (e) {
-    close();
-    throw e;
-  }
+  });
 }

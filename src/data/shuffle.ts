@@ -2,23 +2,34 @@
 // permutation drawn from the seed and the epoch (Fisher-Yates), a fresh one each epoch. Only the current
 // epoch's permutation is kept.
 import { Rng, streamSeed } from "../interp/random.js";
+import { rowsOf, type RowSlice } from "./rows.js";
 
 /** The item read as the i-th of the run (i = step · batch + row). */
-export function epochOrder(seed: number, count: number, source: string): (i: number) => number {
+function epochOrder(seed: number, count: number, source: string): (i: number) => number {
   let epoch = -1;
-  let order = new Uint32Array(0);
+  const order = new Uint32Array(count);
   return (i) => {
     const e = Math.floor(i / count);
     if (e !== epoch) {
       const rng = new Rng(streamSeed(seed, `${source} epoch ${e}`));
-      order = new Uint32Array(count);
       for (let k = 0; k < count; k++) order[k] = k;
       for (let k = count - 1; k > 0; k--) {
         const j = rng.int(k + 1);
-        [order[k], order[j]] = [order[j]!, order[k]!];
+        const t = order[k]!;
+        order[k] = order[j]!;
+        order[j] = t;
       }
       epoch = e;
     }
     return order[i % count]!;
+  };
+}
+
+/** The items of step `step`'s batch of `batch` (or of its `rows`: a data-parallel rank's share), in order. */
+export function batchOrder(seed: number, count: number, source: string, batch: number): (step: number, rows?: RowSlice) => number[] {
+  const order = epochOrder(seed, count, source);
+  return (step, rows) => {
+    const { from, count: n } = rowsOf(batch, rows);
+    return Array.from({ length: n }, (_, r) => order(step * batch + from + r));
   };
 }

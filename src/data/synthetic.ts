@@ -12,6 +12,7 @@ import { Rng, streamSeed } from "../interp/random.js";
 import { concreteShape } from "../interp/run.js";
 import type { Batch } from "../interp/session.js";
 import { floatArray, sizeOf, type FloatKind, type Tensor } from "../interp/tensor.js";
+import { vocabOf } from "./vocab.js";
 
 export interface SyntheticOptions {
   readonly seed: number;
@@ -41,20 +42,6 @@ export function syntheticData(g: Graph, options: SyntheticOptions): SyntheticDat
   if (ints.length > 0 && floatsIn.length === 0) return tokenTask(g, options, ints.map((t) => t.id), shapeOf);
   if (floatsIn.length > 0 && ints.length === 0) return regressionTask(options, floatsIn.map((t) => ({ name: t.name, shape: shapeOf(t.id) })));
   throw new Error(`not implemented: synthetic data for a model with both integer and float inputs ('${g.model}')`);
-}
-
-/** The vocabulary an i32 input indexes: the rows of the embedding that reads it, or the classes of the cross-entropy it is the target of. */
-function vocabOf(g: Graph, t: TensorId): number | undefined {
-  const sizes: number[] = [];
-  for (const id of g.consumers(t)) {
-    const o = g.op(id);
-    if (o.op === "embedding" && typeof o.attrs.num === "number") sizes.push(o.attrs.num);
-    if (o.op === "cross_entropy" && o.inputs[1] === t) {
-      const last = g.tensor(o.inputs[0]!).type.shape.at(-1);
-      if (last && Object.keys(last.syms).length === 0) sizes.push(last.coef);
-    }
-  }
-  return sizes.length === 0 ? undefined : Math.min(...sizes);
 }
 
 function tokenTask(g: Graph, options: SyntheticOptions, ids: TensorId[], shapeOf: (t: TensorId) => number[]): SyntheticData {

@@ -11,7 +11,7 @@ import { compileModel } from "../../src/compile/compile.js";
 import { npyData } from "../../src/data/npy.js";
 import { graphFromJson } from "../../src/plan/graph-from-json.js";
 import { runCli as run } from "../support/cli.js";
-import { samplePath } from "../compile/helpers.js";
+import { samplePath, sets } from "../compile/helpers.js";
 import { rng } from "../support/prng.js";
 
 const dir = mkdtempSync(join(tmpdir(), "fsm-npy-"));
@@ -110,6 +110,42 @@ describe(".npy data", () => {
     expect(Number.isInteger(k)).toBe(true);
     expect(row).toEqual(Array.from({ length: width(xName) }, (_, j) => Math.fround((k * width(xName) + j) / 1000)));
     data.close();
+  });
+
+  it("converts the 8-byte dtypes to the inputs' f32/i32 and reads the 4-byte ones as they are", () => {
+    const dx = width(xName);
+    const x64 = Float64Array.from({ length: n * dx }, (_, i) => i / 3);
+    const f8 = npy(join(dir, "x8.npy"), "<f8", [n, dx], x64);
+    const data = npyData(mlp, { [xName]: f8, [yName]: yFile }, { batch: 4, seed: 5 });
+    const whole = npyData(mlp, { [xName]: xFile, [yName]: yFile }, { batch: 4, seed: 5 });
+    const [b, w] = [data.batch(2), whole.batch(2)];
+    expect(b[yName]).toEqual(w[yName]);
+    // The same rows in the same order (the order depends only on the seed and the row count).
+    const rowOf = (t: Float32Array, r: number) => Array.from(t.subarray(r * dx, (r + 1) * dx));
+    for (let r = 0; r < 4; r++) {
+      const k = [...Array(n).keys()].find((i) => rowOf(w[xName]!.data as Float32Array, r).every((v, j) => v === x[i * dx + j]));
+      expect(k).toBeDefined();
+      expect(rowOf(b[xName]!.data as Float32Array, r)).toEqual(Array.from(x64.subarray(k! * dx, (k! + 1) * dx), Math.fround));
+    }
+    data.close();
+    whole.close();
+    // Integer inputs: <i4 and <i8 give the same i32 batches; an i64 value beyond i32 is refused.
+    const plan = compileModel(checkFile(samplePath("gpt-tiny"), { overrides: sets({ stages: 1, chunks: 1 }) }).model!, { cluster: "cpu", devices: 1, source: "t", fsmVersion: "test" }).plan;
+    const gpt = graphFromJson(plan.model.name, plan.graph);
+    const ids = Int32Array.from({ length: 40 * 16 }, (_, i) => (i * 7) % 64);
+    const i4 = { tokens: npy(join(dir, "t4.npy"), "<i4", [40, 16], ids), targets: npy(join(dir, "y4.npy"), "<i4", [40, 16], ids) };
+    const i8 = { tokens: npy(join(dir, "t8.npy"), "<i8", [40, 16], BigInt64Array.from(ids, BigInt)), targets: i4.targets };
+    const [a4, a8] = [npyData(gpt, i4, { batch: 8, seq: 16, seed: 2 }), npyData(gpt, i8, { batch: 8, seq: 16, seed: 2 })];
+    for (const step of [0, 7]) {
+      expect(a8.batch(step)).toEqual(a4.batch(step));
+      expect(a4.batch(step).tokens!.data).toBeInstanceOf(Int32Array);
+    }
+    a4.close();
+    a8.close();
+    const big = BigInt64Array.from(ids, BigInt);
+    big[3] = 2n ** 31n;
+    const bad = { tokens: npy(join(dir, "big.npy"), "<i8", [40, 16], big), targets: i4.targets };
+    expect(() => npyData(gpt, bad, { batch: 40, seq: 16, seed: 2 })).toThrow("value 2147483648 in row 0 does not fit the int32 input 'tokens'");
   });
 
   it("refuses mismatches before training, naming the file and the problem", async () => {

@@ -106,10 +106,13 @@ describe("token files", () => {
     expect(whole.code, whole.stderr).toBe(0);
     const ckpt = join(dir, "resume-ckpt");
     const first = await run("run", samplePath("gpt-tiny"), "--devices", "2", ...data, "--steps", "3", "--json", "--save", ckpt);
+    expect(first.code, first.stderr).toBe(0);
     const second = await run("run", samplePath("gpt-tiny"), "--devices", "4", "--set", "parallel.shard=fsdp", ...data, "--steps", "3", "--json", "--resume", ckpt);
     expect(second.code, second.stderr).toBe(0);
     const resumed = [...losses(first.stdout), ...losses(second.stdout)];
     const expected = losses(whole.stdout);
+    expect(resumed).toHaveLength(6);
+    expect(expected).toHaveLength(6);
     // Another plan after the resume: the same batches, summed in another order (rtol 1e-5).
     resumed.forEach((l, i) => expect(Math.abs(l - expected[i]!), `step ${i + 1}`).toBeLessThan(1e-5 * Math.abs(expected[i]!)));
     // And a wrong position would show: the steps' losses differ from one another by far more than that.
@@ -126,6 +129,10 @@ describe("token files", () => {
     expect(() => tokenData(g, writeTokens("short.bin", 16, "u16"), "u16", opts)).toThrow(/has 16 tokens, fewer than one sequence of 16 \+ 1/);
     // u32 ids read as u16: every other id is a high half (0 here), the rest fine — so use ids ≥ 64 instead.
     expect(() => tokenData(g, writeTokens("big.bin", 400, "u16", (x) => x + 64), "u16", opts)).toThrow(/outside the model's vocabulary of 64/);
+    // Ids at or past 2^31 in a u32 file are outside the vocabulary too (not wrapped to negative ids).
+    const huge = join(dir, "huge.bin");
+    writeFileSync(huge, Buffer.from(Uint32Array.from({ length: 400 }, (_, i) => (i === 5 ? 2 ** 31 : i % 64)).buffer));
+    expect(() => tokenData(g, huge, "u32", { ...opts, batch: 24 })).toThrow("token 2147483648 at index 5 is outside the model's vocabulary of 64");
     const mlp = compileModel(checkFile(samplePath("mlp")).model!, { cluster: "cpu", devices: 1, source: "m", fsmVersion: "test" }).plan;
     expect(() => tokenData(graphFromJson(mlp.model.name, mlp.graph), writeTokens("m.bin", 400, "u16"), "u16", opts)).toThrow(DataError);
     // Through the CLI: exit 1, the message, nothing trained.
