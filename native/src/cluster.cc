@@ -9,12 +9,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iomanip>
 #include <limits>
 #include <map>
 #include <new>
-#include <stdexcept>
-#include <iomanip>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include "comm/communicator.h"
