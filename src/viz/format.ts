@@ -15,6 +15,16 @@ export function rankText(ranks: readonly number[]): string {
   return parts.join(", ");
 }
 
+/** `ranks 0-31` or `rank 2`: the label of a timeline row or memory curve standing for these ranks. */
+export function ranksLabel(ranks: readonly number[]): string {
+  return `${ranks.length > 1 ? "ranks" : "rank"} ${rankText(ranks)}`;
+}
+
+/** `1 node`, `2 nodes`, `3 micro-batches`. */
+export function plural(n: number, word: string): string {
+  return `${n} ${n === 1 ? word : word.endsWith("h") ? `${word}es` : `${word}s`}`;
+}
+
 /** A stage's layers: `wte .. layers.0 (0-2)`, or `head (5)` for one layer. */
 export function stageLayers(st: { readonly firstLayer: string; readonly lastLayer: string; readonly layers: readonly [number, number] }): string {
   const [a, b] = st.layers;
@@ -48,15 +58,20 @@ function hslHex(h: number, s: number, l: number): string {
   return `#${f(0)}${f(8)}${f(4)}`;
 }
 
+/** Stage k's hue: a golden angle from the previous stage's. */
+function stageHue(k: number): number {
+  return (k * 137.508 + 210) % 360;
+}
+
 /**
  * Stage k's color as #rrggbb (CSS, SVG and Graphviz all read it): hues a golden angle apart, so
  * neighbouring stages never look alike however many stages a plan has (a fixed list would repeat).
  */
 export function stageColor(k: number): string {
-  return hslHex((k * 137.508 + 210) % 360, 0.62, k % 2 === 0 ? 0.6 : 0.5);
+  return hslHex(stageHue(k), 0.62, k % 2 === 0 ? 0.6 : 0.5);
 }
 
 /** A pale version of stage k's color, for backgrounds behind text. */
 export function stageFill(k: number): string {
-  return hslHex((k * 137.508 + 210) % 360, 0.62, 0.9);
+  return hslHex(stageHue(k), 0.62, 0.9);
 }

@@ -49,7 +49,7 @@ export function layerFacts(plan: Plan): LayerFacts[] {
 }
 
 /** The (virtual) stage of every layer. */
-export function layerStages(plan: Plan): number[] {
+function layerStages(plan: Plan): number[] {
   const out = new Array<number>(plan.graph.layers.length).fill(-1);
   for (const st of plan.stages) for (let l = st.layers[0]; l <= st.layers[1]; l++) out[l] = st.index;
   return out;
@@ -67,12 +67,13 @@ function repeatKey(plan: Plan, facts: readonly LayerFacts[], l: number): { prefi
 export function layerGroups(plan: Plan, facts: readonly LayerFacts[]): LayerGroup[] {
   const groups: LayerGroup[] = [];
   const n = plan.graph.layers.length;
+  const keys = plan.graph.layers.map((_, l) => repeatKey(plan, facts, l));
   let i = 0;
   while (i < n) {
     let j = i;
-    const key = repeatKey(plan, facts, i);
+    const key = keys[i];
     while (key && j + 1 < n && facts[j + 1]!.stage === facts[i]!.stage) {
-      const next = repeatKey(plan, facts, j + 1);
+      const next = keys[j + 1];
       if (!next || next.prefix !== key.prefix || next.shape !== key.shape || next.index !== key.index + (j + 1 - i)) break;
       j++;
     }

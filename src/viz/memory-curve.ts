@@ -2,7 +2,7 @@
 // to their `to` action's end, as the memory plan lays them out; the curve is the live bytes at every change.
 import type { Plan, PlanBuffer, PlanProgram } from "../plan/plan.js";
 import { parseAction } from "../schedule/action.js";
-import { rankText } from "./format.js";
+import { ranksLabel } from "./format.js";
 import type { LayerFacts } from "./layers.js";
 import type { MemoryCurve } from "./view-types.js";
 
@@ -20,17 +20,18 @@ function releaseTime(program: PlanProgram, b: PlanBuffer, plan: Plan, facts: rea
   const { kind, stage } = parsed.action;
   const [lo, hi] = plan.stages[stage]!.layers;
   const forward = kind === "F" || kind === "R";
-  const order: number[] = [];
-  for (let l = lo; l <= hi; l++) order.push(l);
-  if (!forward) order.reverse();
+  // The stage's layers in the order the action runs them: first to last forward, last to first backward.
+  const n = hi - lo + 1;
+  const layer = (i: number) => (forward ? lo + i : hi - i);
   const weight = (l: number) => (forward ? facts[l]!.forwardSeconds : facts[l]!.backwardSeconds);
-  let total = order.reduce((n, l) => n + weight(l), 0);
+  let total = 0;
+  for (let i = 0; i < n; i++) total += weight(layer(i));
   const uniform = !(total > 0);
-  if (uniform) total = order.length;
+  if (uniform) total = n;
   let done = 0;
-  for (const l of order) {
-    done += uniform ? 1 : weight(l);
-    if (l === b.toLayer) break;
+  for (let i = 0; i < n; i++) {
+    done += uniform ? 1 : weight(layer(i));
+    if (layer(i) === b.toLayer) break;
   }
   return a.start + ((a.end - a.start) * done) / total;
 }
@@ -57,7 +58,7 @@ export function memoryCurves(plan: Plan, facts: readonly LayerFacts[]): MemoryCu
     }
     return {
       program: m.program,
-      label: `${program.ranks.length > 1 ? "ranks" : "rank"} ${rankText(program.ranks)}`,
+      label: ranksLabel(program.ranks),
       stages: program.stages,
       points,
       maxBytes: max,

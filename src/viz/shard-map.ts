@@ -1,6 +1,7 @@
 // The shard map: for every stage's shard group, which rank holds which part of the weights, gradients and
 // optimizer state (ZeRO 0-3), with the bytes each holds.
 import type { Plan, PlanShard } from "../plan/plan.js";
+import { plural } from "./format.js";
 import type { ShardGroup, ShardMember } from "./view-types.js";
 
 const HOLDS: Readonly<Record<string, string>> = {
@@ -33,7 +34,7 @@ export function shardGroups(plan: Plan): ShardGroup[] {
       const b = s.stateBytes[g]!;
       return { rank, groupRank: g, paramBytes: b.param, gradBytes: b.grad, optimizerBytes: b.optimizer, owns: owns(s, g, order) };
     });
-    const units = s.strategy === "fsdp" ? ` (${s.units.length} unit${s.units.length === 1 ? "" : "s"})` : "";
+    const units = s.strategy === "fsdp" ? ` (${plural(s.units.length, "unit")})` : "";
     const holds = s.ranks.length === 1 ? "a group of one: the rank holds everything" : `${HOLDS[s.strategy] ?? `sharded as '${s.strategy}'`}${units}`;
     return { stage: s.stage, strategy: s.strategy, ranks: s.ranks, holds, members };
   });

@@ -4,7 +4,7 @@ import { formatBytes, formatSeconds, pct } from "./format.js";
 import type { Block, BlockKind, MemoryCurve, Timeline } from "./view-types.js";
 
 /** Columns of the time axis. */
-export const TEXT_COLUMNS = 96;
+const TEXT_COLUMNS = 96;
 
 const SHORT: Readonly<Record<BlockKind, string>> = {
   forward: "F",

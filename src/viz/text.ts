@@ -1,6 +1,6 @@
 // `fsm viz --format text`: the plan at a glance in a terminal — summary, stage table, the graph by stage,
 // the shard map, the predicted (and measured) timeline, memory per program, and the search's alternatives.
-import { count, formatBytes, formatFlops, formatSeconds, pct, rankText, stageLayers, tableLines as table } from "./format.js";
+import { count, formatBytes, formatFlops, formatSeconds, pct, plural, rankText, stageLayers, tableLines as table } from "./format.js";
 import { memoryText, TEXT_LEGEND, timelineText } from "./text-timeline.js";
 import type { ShardGroup, ShardMember, ViewModel } from "./view-types.js";
 
@@ -10,7 +10,7 @@ const LIST_MEMBERS = 8;
 function summaryLines(vm: ViewModel): string[] {
   const s = vm.summary;
   return [
-    `${vm.title} (${s.nodes} node${s.nodes === 1 ? "" : "s"}): ${count(s.parameters)} parameters`,
+    `${vm.title} (${plural(s.nodes, "node")}): ${count(s.parameters)} parameters`,
     vm.settings,
     `predicted step ${formatSeconds(s.stepSeconds)}, bubble ${pct(s.bubbleFraction)}, exposed communication ${formatSeconds(s.exposedCommSeconds)}, ` +
       `MFU ${pct(s.mfu)}, ${count(Math.round(s.tokensPerSecond))} tokens/s, ${formatFlops(s.flopsPerStep)} per step`,

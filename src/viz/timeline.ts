@@ -2,7 +2,7 @@
 // classified and labelled from the action text, with the compute lane's idle stretches (the bubbles).
 import type { Plan, PlanAction, PlanProgram } from "../plan/plan.js";
 import { parseAction, type Action } from "../schedule/action.js";
-import { formatBytes, formatSeconds, rankText } from "./format.js";
+import { formatBytes, formatSeconds, ranksLabel } from "./format.js";
 import type { Block, BlockKind, Lane, Timeline, TimelineRow } from "./view-types.js";
 
 const COLLECTIVE_ABBR: Readonly<Record<string, string>> = { ALL_GATHER: "AG", REDUCE_SCATTER: "RS", ALL_REDUCE: "AR", BROADCAST: "BC", REDUCE: "RD" };
@@ -31,8 +31,7 @@ function kindOf(a: Action): BlockKind {
   }
 }
 
-function labelOf(a: Action): string {
-  const kind = kindOf(a);
+function labelOf(a: Action, kind: BlockKind): string {
   if (kind === "send" || kind === "recv") return `${kind} ${a.kind.slice(-1)}${a.mb}`;
   if (kind === "optimizer") return "opt";
   const abbr = COLLECTIVE_ABBR[a.kind];
@@ -49,9 +48,10 @@ export function blockFor(text: string, start: number, end: number, extra: string
   const a = parsed.action;
   if (a.kind === "FREE") return undefined;
   const where = [`stage ${a.stage}`, ...(a.mb !== undefined ? [`micro-batch ${a.mb}`] : []), ...(a.unit !== undefined ? [`unit ${a.unit}`] : [])];
+  const kind = kindOf(a);
   return {
-    kind: kindOf(a),
-    label: labelOf(a),
+    kind,
+    label: labelOf(a, kind),
     stage: a.stage,
     ...(a.mb !== undefined && { mb: a.mb }),
     start,
@@ -66,7 +66,7 @@ function predictedExtra(a: PlanAction): string {
 }
 
 /** Idle stretches of a compute lane over [0, stepSeconds]; shorter than `eps` is no gap (rounding). */
-export function idleOf(blocks: readonly Block[], stepSeconds: number): { start: number; end: number }[] {
+function idleOf(blocks: readonly Block[], stepSeconds: number): { start: number; end: number }[] {
   const eps = stepSeconds * 1e-6;
   const sorted = [...blocks].sort((x, y) => x.start - y.start || x.end - y.end);
   const gaps: { start: number; end: number }[] = [];
@@ -92,10 +92,9 @@ function programRow(program: PlanProgram, stepSeconds: number): TimelineRow {
     const a = program.actions[id]!;
     return blockFor(a.text, a.start, a.end, predictedExtra(a));
   };
-  const many = program.ranks.length > 1;
   return {
     program: program.id,
-    label: `${many ? "ranks" : "rank"} ${rankText(program.ranks)}`,
+    label: ranksLabel(program.ranks),
     stages: program.stages,
     lanes: lanes(program.streams.compute.map(block), program.streams.comm.map(block), stepSeconds),
   };

@@ -82,13 +82,20 @@ export function measuredStep(events: readonly RawEvent[], devices: number, step?
       `the trace's devices (${rankText(seen)}) are not the plan's ${devices} (${rankText([...Array(devices).keys()])}): was it recorded from another plan?`,
     );
   }
-  const steps = [...new Set(events.map((e) => e.step))].sort((a, b) => a - b);
-  const complete = steps.filter((s) => new Set(events.filter((e) => e.step === s).map((e) => e.pid)).size === devices);
+  // The devices of every step, from one pass over the events.
+  const devicesOf = new Map<number, Set<number>>();
+  for (const e of events) {
+    let d = devicesOf.get(e.step);
+    if (!d) devicesOf.set(e.step, (d = new Set()));
+    d.add(e.pid);
+  }
+  const steps = [...devicesOf.keys()].sort((a, b) => a - b);
   let chosen: number;
   if (step !== undefined) {
-    if (!steps.includes(step)) throw new TraceError(`the trace has no step ${step} (it has steps ${rankText(steps)})`);
+    if (!devicesOf.has(step)) throw new TraceError(`the trace has no step ${step} (it has steps ${rankText(steps)})`);
     chosen = step;
   } else {
+    const complete = steps.filter((s) => devicesOf.get(s)!.size === devices);
     if (complete.length === 0) throw new TraceError(`no step of the trace has events from every device`);
     chosen = complete[complete.length - 1]!;
   }

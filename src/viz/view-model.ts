@@ -1,13 +1,14 @@
 // Plan (+ a measured step) → ViewModel: pure and deterministic; every renderer draws from its result.
 import type { Plan } from "../plan/plan.js";
-import { parseAction } from "../schedule/action.js";
+import { summarizePlan } from "../plan/summary.js";
+import { plural } from "./format.js";
 import { groupEdges, layerFacts, layerGroups, type LayerFacts } from "./layers.js";
 import { measuredTimeline } from "./measured.js";
 import { memoryCurves } from "./memory-curve.js";
 import { shardGroups } from "./shard-map.js";
 import { predictedTimeline } from "./timeline.js";
 import type { MeasuredStep } from "./trace.js";
-import type { Alternatives, StageRow, Summary, ViewModel } from "./view-types.js";
+import type { Alternatives, StageRow, Summary, Timeline, ViewModel } from "./view-types.js";
 
 export interface ViewOptions {
   /** One step of a measured trace (trace.ts), drawn below the predicted one. */
@@ -17,23 +18,22 @@ export interface ViewOptions {
 export function buildViewModel(plan: Plan, options: ViewOptions = {}): ViewModel {
   const facts = layerFacts(plan);
   const groups = layerGroups(plan, facts);
+  const predicted = predictedTimeline(plan);
   const c = plan.cluster;
   return {
     title: `${plan.model.name} on ${c.profile} × ${c.devices}`,
     settings: settingsLine(plan),
     summary: summary(plan),
-    stages: stageRows(plan, facts),
+    stages: stageRows(plan, facts, predicted),
     layerGroups: groups,
     edges: groupEdges(plan, groups),
     shards: shardGroups(plan),
-    predicted: predictedTimeline(plan),
+    predicted,
     ...(options.measured && { measured: measuredTimeline(plan, options.measured) }),
     memory: memoryCurves(plan, facts),
     ...(plan.search && { alternatives: alternatives(plan) }),
   };
 }
-
-const plural = (n: number, word: string) => `${n} ${n === 1 ? word : word.endsWith("h") ? `${word}es` : `${word}s`}`;
 
 function settingsLine(plan: Plan): string {
   const s = plan.settings;
@@ -70,33 +70,31 @@ function summary(plan: Plan): Summary {
   };
 }
 
-function stageRows(plan: Plan, facts: readonly LayerFacts[]): StageRow[] {
-  return plan.stages.map((st) => {
-    const program = plan.programs.find((p) => p.stages.includes(st.index))!;
-    const memory = plan.memory[program.id]!;
+function stageRows(plan: Plan, facts: readonly LayerFacts[], predicted: Timeline): StageRow[] {
+  // A stage's compute time: its blocks on its program's compute lane (the predicted timeline parsed them).
+  const computeSeconds = plan.stages.map(() => 0);
+  for (const row of predicted.rows) {
+    for (const b of row.lanes[0].blocks) if (b.stage !== undefined) computeSeconds[b.stage] += b.end - b.start;
+  }
+  return summarizePlan(plan).stageLayers.map(({ stage, pipeRank, layers, firstLayer, lastLayer, ranks }) => {
+    const memory = plan.memory[plan.programs.find((p) => p.stages.includes(stage))!.id]!;
     let parameters = 0;
     let flops = 0;
-    for (let l = st.layers[0]; l <= st.layers[1]; l++) {
+    for (let l = layers[0]; l <= layers[1]; l++) {
       parameters += facts[l]!.parameters;
       flops += facts[l]!.flops;
     }
-    let computeSeconds = 0;
-    for (const id of program.streams.compute) {
-      const a = program.actions[id]!;
-      const parsed = parseAction(a.text);
-      if (parsed.ok && parsed.action.stage === st.index) computeSeconds += a.end - a.start;
-    }
-    const state = plan.shard[st.index]!.stateBytes.map((b) => b.param + b.grad + b.optimizer);
+    const state = plan.shard[stage]!.stateBytes.map((b) => b.param + b.grad + b.optimizer);
     return {
-      stage: st.index,
-      pipeRank: st.pipeRank,
-      layers: st.layers,
-      firstLayer: plan.graph.layers[st.layers[0]]!.name,
-      lastLayer: plan.graph.layers[st.layers[1]]!.name,
-      ranks: st.ranks,
+      stage,
+      pipeRank,
+      layers,
+      firstLayer,
+      lastLayer,
+      ranks,
       parameters,
       flopsPerDevice: flops * plan.settings.microBatches,
-      computeSeconds,
+      computeSeconds: computeSeconds[stage]!,
       arenaBytes: memory.arenaBytes,
       peakBytes: memory.peakBytes,
       modelStateBytes: Math.max(0, ...state),

@@ -1,5 +1,6 @@
 // The ViewModel: everything `fsm viz` shows, as plain data built once from a plan (and a measured trace);
 // the text, DOT, SVG and HTML renderers only lay it out. Times are seconds from the start of the step.
+import type { PlanSearch, PlanSearchCandidate } from "../plan/plan.js";
 import type { StageSummary } from "../plan/summary.js";
 
 export interface ViewModel {
@@ -146,16 +147,8 @@ export interface MemoryCurve {
   readonly capacityBytes: number;
 }
 
-export interface Alternatives {
-  readonly chosen: string;
-  readonly candidates: readonly {
-    readonly settings: string;
-    readonly status: string;
-    readonly stepSeconds: number;
-    readonly memoryBytes: number;
-    readonly reason?: string;
-  }[];
-  /** The chosen settings with one changed: `schedule=gpipe: 12.4 s, 45.2 GiB` or why not. */
-  readonly neighbors: readonly { readonly setting: string; readonly value: string; readonly stepSeconds?: number; readonly memoryBytes?: number; readonly reason?: string }[];
-  readonly families: readonly { readonly family: string; readonly bestStepSeconds?: number; readonly reason?: string }[];
+/** The search's record (plan.search), as the page lists it. */
+export interface Alternatives extends Pick<PlanSearch, "chosen" | "neighbors" | "families"> {
+  /** Each candidate's best step estimate (simulated, else estimated) and memory. */
+  readonly candidates: readonly (Pick<PlanSearchCandidate, "settings" | "status" | "reason"> & { readonly stepSeconds: number; readonly memoryBytes: number })[];
 }

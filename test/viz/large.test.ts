@@ -30,6 +30,7 @@ describe("viz of a large plan", () => {
     expect(html.match(/<tr data-stage="\d+">/g)).toHaveLength(planJson.stages.length);
     expect(html).toMatch(/layers\.\d+ \.\. layers\.\d+ \(\d+ blocks\)/);
     expect(html.match(/<g class="layer-group"/g)!.length).toBeLessThan(planJson.graph.layers.length);
+    expect(svgsOf(html)).toHaveLength(3); // graph, timeline, memory
     for (const svg of svgsOf(html)) expect(xmlProblems(svg)).toEqual([]);
     const text = await run("viz", plan, "--format", "text");
     expect(text.stdout.split("\n").length).toBeLessThan(400);

@@ -95,6 +95,7 @@ describe("viz --trace", () => {
     expect(html.stdout).toContain('data-timeline="measured"');
     for (const d of [0, 1, 2, 3]) expect(html.stdout).toContain(`data-device="${d}"`);
     expect(html.stdout).toContain("measured step 1 (of 1-2)");
+    expect(svgsOf(html.stdout)).toHaveLength(4); // graph, predicted and measured timelines, memory
     for (const svg of svgsOf(html.stdout)) expect(xmlProblems(svg)).toEqual([]);
   });
 

@@ -1,6 +1,7 @@
 // The ViewModel against numbers checked by hand on small plans: the bubbles between compute blocks, memory
 // curves that peak where the memory plan says, stage rows that add up to the model, collapsed repeats.
 import { describe, expect, it } from "vitest";
+import { actionFromText } from "../../src/schedule/action.js";
 import { rankText } from "../../src/viz/format.js";
 import { buildViewModel } from "../../src/viz/view-model.js";
 import type { ViewModel } from "../../src/viz/view-types.js";
@@ -54,6 +55,13 @@ describe("view model", () => {
       expect(vm.layerGroups.reduce((n, g) => n + g.parameters, 0)).toBe(plan.model.parameters);
       // Compute time per stage is the busy time of its program (one stage per program here) ≤ the step.
       vm.stages.forEach((s) => expect(s.computeSeconds).toBeLessThanOrEqual(plan.predicted.stepTimeSeconds));
+      // ... and exactly the durations of the stage's actions on its program's compute stream.
+      for (const s of vm.stages) {
+        const program = plan.programs.find((p) => p.stages.includes(s.stage))!;
+        const busy = program.streams.compute.map((id) => program.actions[id]!).filter((a) => actionFromText(a.text).stage === s.stage);
+        expect(busy.length, `${c.id} stage ${s.stage}`).toBeGreaterThan(0);
+        expect(s.computeSeconds, `${c.id} stage ${s.stage}`).toBeCloseTo(busy.reduce((n, a) => n + a.end - a.start, 0), 15);
+      }
       // With gated layers (FSDP) an action may pause inside, so gaps can only miss idle time, never invent it.
       expect(idleSeconds(vm) / (vm.predicted.rows.length * vm.predicted.stepSeconds)).toBeLessThanOrEqual(plan.predicted.bubbleFraction + 1e-12);
     }
