@@ -8,8 +8,8 @@
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Plan } from "../plan/plan.js";
-import type { ClusterProgram } from "../runtime/cluster-program.js";
-import { statePieces, type DeviceSlots } from "../runtime/cluster-step.js";
+import { localIndex, type ClusterProgram } from "../lower/lower.js";
+import { statePieces, type DeviceSlots } from "../lower/param-pieces.js";
 import { CHECKPOINT_FORMAT, CHECKPOINT_VERSION, CheckpointError, checkDataState, dataState, planFingerprint, planParams, rankFile, readManifest, stepDir, type Manifest } from "./manifest.js";
 import { reshardCheckpoint } from "./reshard.js";
 import { fsyncDir, writeAtomically } from "../plan/serialize.js";
@@ -42,7 +42,7 @@ function entries(program: ClusterProgram, device: number): Entry[] {
   const mine = program.paramPieces.filter((p) => p.device === device);
   for (const p of mine) add({ name: p.dtype === "f32" ? p.param : `${p.param}:compute`, slot: p.slot, at: p.at, count: p.count, range: `${p.from},${p.count}` });
   for (const { slot, role, piece: p } of statePieces(program, device)) add({ name: `${p.param}.${role}`, slot, at: p.at, count: p.count, range: `${p.from},${p.count}` });
-  const state = program.optimizerState[device]!;
+  const state = program.optimizerState[localIndex(program, device)]!;
   if (state.step !== undefined) add({ name: "optimizer.step", slot: state.step, at: 0, count: 1 });
   return out;
 }
@@ -71,7 +71,8 @@ export function saveCheckpoint(dir: string, plan: Plan, program: ClusterProgram,
   const temp = `${final}.tmp-${process.pid}`;
   removeAbandonedSaves(dir);
   mkdirSync(temp, { recursive: true });
-  program.devices.forEach((d, device) => {
+  program.devices.forEach((d, i) => {
+    const device = program.ranks[i]!;
     // The data position and seed (the run's RNG: see DataState) in every rank file, as the manifest has them.
     const metadata: Record<string, string> = { format: CHECKPOINT_FORMAT, fingerprint, device: String(device), step: String(step), data_position: String(step), seed: String(plan.run?.seed ?? 0) };
     // In slot order, each slot read once and dropped when the next begins: an FSDP shard slot holds many
@@ -116,7 +117,8 @@ export function loadCheckpoint(dir: string, plan: Plan, program: ClusterProgram,
     reshardCheckpoint(dir, m, plan, program, slots);
     return { manifest: m, resharded: true };
   }
-  program.devices.forEach((d, device) => {
+  program.devices.forEach((d, i) => {
+    const device = program.ranks[i]!;
     const path = join(dir, m.dir, rankFile(device));
     const { tensors, metadata, dataStart } = readSafetensorsHeader(path);
     if (metadata.fingerprint !== m.fingerprint) throw new CheckpointError(`${path} belongs to another checkpoint (fingerprint ${metadata.fingerprint})`);

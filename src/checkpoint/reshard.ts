@@ -5,8 +5,8 @@
 // copies are cast from the fp32 weights as at the start of a run. Values move exactly, so the resumed run equals the
 // uninterrupted one up to the new plan's reduction order.
 import type { Plan } from "../plan/plan.js";
-import type { ClusterProgram } from "../runtime/cluster-program.js";
-import { slotElements, statePieces, writeParamPieces, type DeviceSlots } from "../runtime/cluster-step.js";
+import type { ClusterProgram } from "../lower/lower.js";
+import { slotElements, statePieces, writeParamPieces, type DeviceSlots } from "../lower/param-pieces.js";
 import { CheckpointError, planParams, type Manifest } from "./manifest.js";
 import { openPieces } from "./pieces.js";
 

@@ -27,6 +27,7 @@ import { fittingAlternatives } from "./alternatives.js";
 import { assemblePlan } from "./assemble.js";
 import { findBoundaries } from "./boundaries.js";
 import { programLifetimes } from "./buffers.js";
+import { candidateSettings } from "./candidate-settings.js";
 import { checkPrograms } from "./check-programs.js";
 import { CompileError } from "./errors.js";
 import { MemoryError, shortfall } from "./fit.js";
@@ -34,8 +35,9 @@ import { addReuseDependencies, layoutMemory, type ProgramMemory } from "./memory
 import type { Program, Rendezvous } from "./program.js";
 import { buildPrograms } from "./programs.js";
 import { autoSettings, resolveMesh, resolveSettings, trainSettings, type ResolvedSettings } from "./resolve.js";
-import { candidateSets, candidateSettings, candidateText } from "../search/candidate.js";
-import { searchPlans, SearchError, type SearchResult } from "../search/search.js";
+import { candidateSets, candidateText } from "../search/candidate.js";
+import { SearchError } from "../search/errors.js";
+import { searchPlans, type SearchResult } from "../search/search.js";
 import { optimalSplit } from "../search/split.js";
 import type { PlanSearch } from "../plan/plan.js";
 import { planShards } from "./shard.js";
@@ -91,7 +93,7 @@ function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {
   // The split, when no balance is given, is the optimal one for these settings.
   const settings: ResolvedSettings = resolved.balance
     ? resolved
-    : { ...resolved, balance: optimalSplit(training, resolved, clusterFor(options.cluster, resolved.devices, options.calibration), train) };
+    : { ...resolved, balance: explicitSplit(training, resolved, clusterFor(options.cluster, resolved.devices, options.calibration), train) };
   try {
     return compileResolved(model.name, training, settings, options);
   } catch (e) {
@@ -144,6 +146,16 @@ function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {
     throw new CompileError(
       `the plan search's finalists all fail their memory plans: ${rejected.map((r) => `${r.text} (${r.reason})`).join("; ")}; use more devices or a smaller batch`,
     );
+  }
+}
+
+/** The optimal split of fully explicit settings; a split the stage pins forbid is the user's error. */
+function explicitSplit(training: Graph, settings: ResolvedSettings, cluster: Cluster, train: TrainConfig): number[] {
+  try {
+    return optimalSplit(training, settings, cluster, train);
+  } catch (e) {
+    if (e instanceof SearchError) throw new CompileError(e.message);
+    throw e;
   }
 }
 

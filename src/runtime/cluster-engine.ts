@@ -6,17 +6,18 @@ import type { Graph } from "../graph/graph.js";
 import type { FloatTensor } from "../interp/tensor.js";
 import { createNativeCluster } from "../native/binding.js";
 import type { Plan } from "../plan/plan.js";
-import { lowerCluster } from "./cluster-program.js";
+import { lower } from "../lower/lower.js";
 import { faultTarget } from "./fault-target.js";
 import { LossScaler } from "./loss-scaler.js";
 import { CheckpointError, loadCheckpoint, saveCheckpoint } from "../checkpoint/checkpoint.js";
 import { SafetensorsError } from "../checkpoint/safetensors.js";
-import { feedBatch, lossValues, mean, readParam, writeParams } from "./cluster-step.js";
+import { feedBatch, lossValues, mean } from "./cluster-step.js";
+import { readParam, writeParams } from "../lower/param-pieces.js";
 import { EngineError, type InjectedFault, type StepEngine } from "./engine-types.js";
 import { deviceEvents, traceMetadata, type TraceEvent } from "./trace.js";
 
 /** "device 2 instruction 17 (linear): message" as an error naming the device and plan action. */
-function failedInstruction(e: unknown, program: ReturnType<typeof lowerCluster>): Error {
+function failedInstruction(e: unknown, program: ReturnType<typeof lower>): Error {
   const message = e instanceof Error ? e.message : String(e);
   const m = /^device (\d+) instruction (\d+) \(([^)]+)\): (.*)$/s.exec(message);
   if (!m) return e instanceof Error ? e : new Error(message);
@@ -48,7 +49,7 @@ function outOfMemory(e: unknown, plan: Plan, fault: InjectedFault | undefined): 
 }
 
 export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, FloatTensor>, trace: boolean, timeoutSeconds = 60, fault?: InjectedFault): StepEngine {
-  const program = lowerCluster(plan, graph);
+  const program = lower(plan, graph);
   if (fault && !(Number.isInteger(fault.device) && fault.device >= 0 && fault.device < program.devices.length)) {
     throw new EngineError(`--inject-fault: the plan has no device ${fault.device} (devices 0..${program.devices.length - 1})`);
   }
@@ -74,7 +75,7 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
   }
   writeParams(cluster, program, (name) => params.get(name)!.data as Float32Array);
   const { microBatches: m, microBatchSize: mbs } = plan.settings;
-  const events: TraceEvent[] = trace ? traceMetadata(program.devices.length, false) : [];
+  const events: TraceEvent[] = trace ? traceMetadata(program.devices.length) : [];
   const origin = performance.now();
   let steps = 0;
   const scaler = program.lossScaling ? LossScaler.of(plan.run?.lossScale) : undefined;

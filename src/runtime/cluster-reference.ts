@@ -5,7 +5,7 @@
 // here without deadlock and with the right numbers is one the native threads can run; a lowering that
 // deadlocks is reported with every stream's next instruction instead of hanging.
 import { runNativeKernel, type NativeAttrs } from "../native/binding.js";
-import { BYTES, type DeviceInstruction, type DeviceProgram } from "./device-program.js";
+import { BYTES, type DeviceInstruction, type DeviceProgram } from "../lower/device-program.js";
 
 type Arena = { f32: Float32Array; i32: Int32Array; u16: Uint16Array };
 
@@ -43,8 +43,9 @@ export class ClusterReference {
 
   /** Runs one step. With `random`, streams advance in a random interleaving (one instruction per visit, in
    *  a shuffled order) instead of greedily: every interleaving the waits allow must give the same result,
-   *  which is how tests check that waits and shared bytes are safe. */
-  run(random?: () => number): void {
+   *  which is how tests check that waits and shared bytes are safe. `observe` is called after each
+   *  instruction has run (tests read slots there, before later instructions reuse their bytes). */
+  run(random?: () => number, observe?: (device: number, instruction: number) => void): void {
     const n = this.devices.length;
     // Per device, per stream: the indices of its instructions, and how many have run.
     const streams = this.devices.map((d) => [0, 1].map((s) => d.instructions.flatMap((ins, i) => (ins.stream === s ? [i] : []))));
@@ -75,6 +76,7 @@ export class ClusterReference {
             done[dev]![idx] = true;
             next[dev]![this.devices[dev]!.instructions[idx]!.stream]!++;
             remaining--;
+            observe?.(dev, idx);
           }, i);
           if (!ran) break;
           progress = true;

@@ -1,7 +1,7 @@
 // What every engine of `fsm run` offers (engines.ts picks one): a step on a batch, parameters read back,
 // a trace when asked and the memory it holds.
 import type { Batch } from "../interp/session.js";
-import type { DeviceProgram } from "./device-program.js";
+import type { DeviceProgram } from "../lower/device-program.js";
 import type { TraceEvent } from "./trace.js";
 
 export class EngineError extends Error {}

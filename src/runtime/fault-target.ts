@@ -2,8 +2,8 @@
 // instruction of the chosen device, picked deterministically from its lowered program so that the failure
 // happens mid-step with peers waiting on the device, exercising the real abort path.
 import { parseAction } from "../schedule/action.js";
-import type { ClusterProgram } from "./cluster-program.js";
-import { COMM, COMPUTE } from "./device-program.js";
+import type { ClusterProgram } from "../lower/lower.js";
+import { COMM, COMPUTE } from "../lower/device-program.js";
 import { EngineError, type InjectedFault } from "./engine-types.js";
 
 /** The instruction an injected fault strikes, chosen so the failure is a real mid-step one: kernel / comm the

@@ -11,7 +11,7 @@
 //
 // A comm interval includes the time a collective or recv waits for its peers, so communication that is
 // "exposed" can be waiting on another device rather than moving bytes.
-import { COMM, COMPUTE, type DeviceProgram } from "./device-program.js";
+import { COMM, COMPUTE, type DeviceProgram } from "../lower/device-program.js";
 
 export interface Overlap {
   readonly commSeconds: number;

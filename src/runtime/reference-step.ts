@@ -11,7 +11,7 @@ import { concreteShape, runOps } from "../interp/run.js";
 import { floatArray, floats, type FloatArray, type FloatKind, type FloatTensor, type Tensor } from "../interp/tensor.js";
 import type { Batch } from "../interp/session.js";
 import type { Kernel } from "../interp/kernels/kernel.js";
-import { computeSteps, type ComputeStep } from "./stage-ops.js";
+import { computeSteps, type ComputeStep } from "../lower/stage-ops.js";
 
 export interface ReferenceState {
   readonly params: Map<string, FloatTensor>;

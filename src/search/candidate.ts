@@ -1,6 +1,5 @@
-// One point of the plan search's space, its text form for reports, and the settings it turns into.
+// One point of the plan search's space, its text form for reports, and the --set arguments that reproduce it.
 import type { ScheduleKind, ShardStrategy } from "../check/settings-types.js";
-import type { ResolvedSettings } from "../compile/resolve.js";
 
 /** Checkpointing the search may choose: the three schedule-level modes, or `selective`: only the layers
  *  memory requires are recomputed (per stage, fewest recompute seconds), chosen by the search. */
@@ -57,24 +56,4 @@ export function candidateSets(e: Evaluated): string[] {
   else out.unshift(`parallel.balance=[${e.balance.join(",")}]`);
   if (c.shard === "fsdp") out.push(`parallel.reshard_after_forward=${c.reshardAfterForward}`);
   return out;
-}
-
-/** The resolved settings of an evaluated candidate, on top of the train settings the search kept. */
-export function candidateSettings(base: ResolvedSettings, e: Evaluated): ResolvedSettings {
-  const c = e.candidate;
-  return {
-    ...base,
-    devices: c.stages * c.dataParallel,
-    stages: c.stages,
-    dataParallel: c.dataParallel,
-    virtualStages: c.virtualStages,
-    balance: e.balance,
-    microBatches: c.microBatches,
-    microBatchSize: base.batch / (c.dataParallel * c.microBatches),
-    schedule: c.schedule,
-    checkpoint: c.checkpoint === "selective" ? "never" : c.checkpoint,
-    shard: c.shard,
-    reshardAfterForward: c.reshardAfterForward,
-    recomputeLayers: e.recomputeLayers,
-  };
 }

@@ -16,6 +16,7 @@ import { execute } from "../schedule/execute.js";
 import { activationMemory } from "../schedule/memory.js";
 import { actionSeconds } from "../schedule/simulate.js";
 import { candidateText, type Candidate, type Evaluated } from "./candidate.js";
+import { SearchError } from "./errors.js";
 import { LayerTable } from "./layer-table.js";
 import { optimalPartition, stageBounds } from "./partition.js";
 import { scheduleCostsFor } from "./schedule-costs.js";
@@ -84,8 +85,6 @@ export interface Neighbor {
   /** Why it has no estimate (it does not fit). */
   readonly reason?: string;
 }
-
-export class SearchError extends Error {}
 
 /** Every one-setting change of `c` (chunks: half and double), for explanations. */
 function alternativesOf(c: Candidate, batch: number): { setting: Neighbor["setting"]; value: string; candidate: Candidate }[] {

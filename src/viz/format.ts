@@ -1,6 +1,7 @@
 // Shared formatting for every viz renderer: rank ranges, percentages, SVG numbers, escaping and the stage
 // palette. Fixed precision everywhere, so the same plan always renders to the same bytes.
-export { count, formatBytes, formatFlops, formatSeconds, tableLines } from "../cli/commands/cost.js";
+export { tableLines } from "../format/table.js";
+export { count, formatBytes, formatFlops, formatSeconds } from "../format/units.js";
 
 /** `0-31`, `0-3, 8-11`, `5`: consecutive runs joined, so 1024 ranks stay one short phrase. */
 export function rankText(ranks: readonly number[]): string {

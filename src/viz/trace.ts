@@ -1,7 +1,7 @@
 // Reading a measured trace for `fsm viz --trace`: Chrome trace JSON as `fsm run --trace` writes it (complete
 // "X" events, pid = device, tid 0 compute / 1 communication, ts and dur in µs, args.step), validated with
 // clear messages, checked against the plan's devices, and cut down to one step.
-import { TAIL_PID } from "../runtime/trace.js";
+import { TAIL_PID } from "../plan/trace-format.js";
 import { rankText } from "./format.js";
 
 /** A trace that cannot be drawn for this plan: the CLI reports the message and exits 1. */

@@ -152,15 +152,15 @@ describe("checkpoints", () => {
     expect(await fail(dir)).toBe("no error");
   }, 60_000);
 
-  it("through the CLI: --save, --save-every, --resume; the fused engine says checkpoints need the native one", async () => {
+  it("through the CLI: --save, --save-every, --resume; the reference engines say checkpoints need the native one", async () => {
     const dir = join(root, "cli");
     const a = await run("run", samplePath("gpt-tiny"), "--devices", "2", "--steps", "4", "--save", dir, "--save-every", "2", "--json");
     expect(a.code, a.stderr).toBe(0);
     const b = await run("run", samplePath("gpt-tiny"), "--devices", "2", "--steps", "2", "--resume", dir, "--json");
     expect(b.code, b.stderr).toBe(0);
-    const c = await run("run", samplePath("gpt-tiny"), "--devices", "2", "--steps", "2", "--resume", dir, "--engine", "native-fused");
+    const c = await run("run", samplePath("gpt-tiny"), "--devices", "2", "--steps", "2", "--resume", dir, "--engine", "native-kernels");
     expect(c.code).toBe(1);
-    expect(c.stderr).toContain("checkpoints are saved and resumed by the native engine, not native-fused");
+    expect(c.stderr).toContain("checkpoints are saved and resumed by the native engine, not native-kernels");
     expect((await run("run", samplePath("gpt-tiny"), "--save-every", "2")).code).toBe(2);
     // A --save path that is a file is refused before training, not after it.
     writeFileSync(join(root, "a-file"), "");

@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { checkFile } from "../../src/check/check.js";
 import { compileModel } from "../../src/compile/compile.js";
 import { graphFromJson } from "../../src/plan/graph-from-json.js";
-import { lowerCluster } from "../../src/runtime/cluster-program.js";
+import { lower } from "../../src/lower/lower.js";
 import { samplePath, sets } from "../compile/helpers.js";
 
 const CASES: ["mlp" | "gpt-tiny", Record<string, string | number>, number][] = [
@@ -25,7 +25,7 @@ describe("the native arenas follow the plan's memory prediction", () => {
     it(`${name} ${JSON.stringify(o)}: the fullest device's arena is within 10% of its predicted peak`, () => {
       const model = checkFile(samplePath(name), { overrides: sets({ ...o, checkpoint: "never" }) }).model!;
       const plan = compileModel(model, { cluster: "cpu", devices, source: name, fsmVersion: "test" }).plan;
-      const program = lowerCluster(plan, graphFromJson(plan.model.name, plan.graph));
+      const program = lower(plan, graphFromJson(plan.model.name, plan.graph));
       const arenas = program.devices.map((d) => d.arenaBytes);
       const fullest = arenas.indexOf(Math.max(...arenas));
       const predicted = plan.predicted.peakMemoryBytes[fullest]!;

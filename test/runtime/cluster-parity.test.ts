@@ -9,10 +9,11 @@ import { TrainingSession } from "../../src/interp/session.js";
 import { floats } from "../../src/interp/tensor.js";
 import { graphFromJson } from "../../src/plan/graph-from-json.js";
 import type { Plan } from "../../src/plan/plan.js";
-import { lowerCluster } from "../../src/runtime/cluster-program.js";
+import { lower } from "../../src/lower/lower.js";
 import { ClusterReference } from "../../src/runtime/cluster-reference.js";
 import { createNativeCluster } from "../../src/native/binding.js";
-import { feedBatch, meanLoss, readParam, writeParams } from "../../src/runtime/cluster-step.js";
+import { feedBatch, meanLoss } from "../../src/runtime/cluster-step.js";
+import { readParam, writeParams } from "../../src/lower/param-pieces.js";
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { samplePath, sets } from "../compile/helpers.js";
@@ -37,7 +38,7 @@ type Trained = { losses: number[]; params: Map<string, Float32Array> };
 /** Trains on the native cluster (threads, communicator) or the sequential reference executor. */
 async function train(plan: Plan, steps: number, native: boolean, random?: () => number): Promise<Trained> {
   const graph = graphFromJson(plan.model.name, plan.graph);
-  const program = lowerCluster(plan, graph);
+  const program = lower(plan, graph);
   const cluster = native ? createNativeCluster({ devices: program.devices, timeoutSeconds: 20 }) : new ClusterReference(program.devices);
   const init = initParams(graph, 5, "f32");
   writeParams(cluster, program, (n) => init.get(n)!.data as Float32Array);

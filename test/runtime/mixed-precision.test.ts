@@ -10,8 +10,9 @@ import { initParams } from "../../src/interp/init.js";
 import { createNativeCluster } from "../../src/native/binding.js";
 import { graphFromJson } from "../../src/plan/graph-from-json.js";
 import type { Plan } from "../../src/plan/plan.js";
-import { lowerCluster } from "../../src/runtime/cluster-program.js";
-import { feedBatch, meanLoss, readParam, writeParams } from "../../src/runtime/cluster-step.js";
+import { lower } from "../../src/lower/lower.js";
+import { feedBatch, meanLoss } from "../../src/runtime/cluster-step.js";
+import { readParam, writeParams } from "../../src/lower/param-pieces.js";
 import { LossScaler } from "../../src/runtime/loss-scaler.js";
 import { runPlan } from "../../src/runtime/run-loop.js";
 import { samplePath, sets } from "../compile/helpers.js";
@@ -103,7 +104,7 @@ describe("bf16 and fp16 track fp32", () => {
     const o = { stages: 1, data_parallel: 1, chunks: 1, shard: "none", "train.batch": 32 };
     const device = (precision: string) => {
       const plan = planFor({ ...o, "train.precision": precision }, 1);
-      return lowerCluster(plan, graphFromJson(plan.model.name, plan.graph)).devices[0]!;
+      return lower(plan, graphFromJson(plan.model.name, plan.graph)).devices[0]!;
     };
     // Not half: fp32 master weights are added, gradients stay fp32, and each op's operands are widened
     // to f32 working copies while it runs.
@@ -115,9 +116,10 @@ describe("bf16 and fp16 track fp32", () => {
 
 describe("fp16 loss scaling on the cluster", () => {
   it("dynamic scaling: an overflowing step is skipped and the scale halves, then training goes on", async () => {
-    // One micro-batch of one sequence per replica: its loss gradient seed S/16 per token overflows f16
-    // somewhere in the backward at S = 2^16.
-    const plan = planFor({ stages: 1, data_parallel: 4, chunks: 2, shard: "none", "train.precision": "fp16" }, 4);
+    // One micro-batch of one sequence of 2 tokens per replica (parameter gradients and their partials are
+    // fp32, so the overflow must come from a 16-bit activation gradient): the loss gradient seed S/8 per
+    // token, grown through the backward's layer norms, overflows f16 at S = 2^16.
+    const plan = planFor({ stages: 1, data_parallel: 4, chunks: 1, shard: "none", "train.precision": "fp16", "train.batch": 4, "train.seq": 2 }, 4);
     const reports: { skipped: boolean; scale: number; loss: number }[] = [];
     await runPlan(plan, { steps: 8, engine: "native", onStep: (r) => reports.push({ skipped: r.skipped!, scale: r.lossScale!, loss: r.loss }) });
     expect(reports[0]).toMatchObject({ skipped: true, scale: 65536 });
@@ -129,7 +131,7 @@ describe("fp16 loss scaling on the cluster", () => {
   it("an overflowing scale skips the update on every device; a safe one applies it", async () => {
     const plan = planFor({ stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp", "train.precision": "fp16" }, 4);
     const graph = graphFromJson(plan.model.name, plan.graph);
-    const program = lowerCluster(plan, graph);
+    const program = lower(plan, graph);
     expect(program.lossScaling).toBeDefined();
     const cluster = createNativeCluster({ devices: program.devices, timeoutSeconds: 20 });
     const init = initParams(graph, 5, "f32");

@@ -6,7 +6,7 @@ import { compileModel } from "../../src/compile/compile.js";
 import { syntheticData } from "../../src/data/synthetic.js";
 import { graphFromJson } from "../../src/plan/graph-from-json.js";
 import { createEngine } from "../../src/runtime/engines.js";
-import type { DeviceInstruction, DeviceProgram, Stream } from "../../src/runtime/device-program.js";
+import type { DeviceInstruction, DeviceProgram, Stream } from "../../src/lower/device-program.js";
 import { clusterOverlap, overlapFromTimings, overlapOfIntervals, unionIntervals } from "../../src/runtime/overlap.js";
 import { rng } from "../support/prng.js";
 import { samplePath, sets } from "../compile/helpers.js";

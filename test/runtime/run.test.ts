@@ -83,7 +83,7 @@ describe("fsm run", () => {
     expect(events.some((e) => e.ph === "M" && e.pid === 3)).toBe(true);
     const other = await run("run", samplePath("gpt-tiny"), "--devices", "2", "--steps", "1", "--engine", "reference", "--trace", join(dir, "t2.json"));
     expect(other.code).toBe(1);
-    expect(other.stderr).toContain("a trace is recorded by the native engines only");
+    expect(other.stderr).toContain("a trace is recorded by the native engine only");
   });
 
   it("a kernel failing on a device stops the run with an error naming the device, the action and the kernel", async () => {
@@ -109,9 +109,9 @@ describe("fsm run", () => {
     // The sample names a token file next to it that this checkout does not have: refused before training.
     expect(tokens.stderr).toMatch(/cannot open token file .*samples\/train\.bin/);
     // Mixed precision runs on the native engine only; the fp32 engines say so instead of running fp32.
-    const bf16 = await run("run", samplePath("gpt-tiny"), "--set", "train.precision=bf16", "--steps", "1", "--engine", "native-fused");
+    const bf16 = await run("run", samplePath("gpt-tiny"), "--set", "train.precision=bf16", "--steps", "1", "--engine", "native-kernels");
     expect(bf16.code).toBe(1);
-    expect(bf16.stderr).toContain("engine native-fused runs fp32 only; precision bf16");
+    expect(bf16.stderr).toContain("engine native-kernels runs fp32 only; precision bf16");
     expect((await run("run", plan, "--steps", "0")).code).toBe(2);
     expect((await run("run", plan, "--engine", "gpu")).code).toBe(2);
     expect((await run("run", plan, "--set", "parallel.stages=2")).code).toBe(2);

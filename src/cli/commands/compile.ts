@@ -14,7 +14,7 @@ import type { CliIO } from "../io.js";
 import { version } from "../main.js";
 import { reportDiagnostics } from "../report.js";
 import type { Command } from "./command.js";
-import { formatBytes, formatSeconds } from "./cost.js";
+import { formatBytes, formatSeconds } from "../../format/units.js";
 
 export const compileCommand: Command = {
   name: "compile",

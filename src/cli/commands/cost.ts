@@ -5,10 +5,13 @@ import { CalibrationError, loadCalibration, type Calibration } from "../../cost/
 import { ClusterError, clusterFor, type Cluster } from "../../cost/cluster.js";
 import { EstimateError, estimateModel, type ModelEstimate } from "../../cost/estimate.js";
 import { SHARD_STRATEGIES } from "../../check/settings-types.js";
+import { tableLines } from "../../format/table.js";
+import { count, formatBytes, formatFlops, formatSeconds } from "../../format/units.js";
 import { flag, parseArgs, UsageError } from "../args.js";
 import type { CliIO } from "../io.js";
 import { reportDiagnostics } from "../report.js";
 import type { Command } from "./command.js";
+
 
 export const costCommand: Command = {
   name: "cost",
@@ -70,49 +73,6 @@ function clusterFromArgs(name: string, devicesText: string, calibrationPath: str
 }
 
 // ---- text form ---------------------------------------------------------------------------------------------
-
-/** `1,234,567`. */
-export const count = (n: number): string => n.toLocaleString("en-US");
-
-/** FLOPs with an SI prefix: `1.23 PFLOP`. */
-export function formatFlops(n: number): string {
-  if (n === 0) return "0";
-  const units = ["", "K", "M", "G", "T", "P", "E", "Z"];
-  let i = 0;
-  while (n >= 1000 && i < units.length - 1) {
-    n /= 1000;
-    i++;
-  }
-  return `${n.toFixed(n >= 100 ? 0 : n >= 10 ? 1 : 2)} ${units[i]}FLOP`;
-}
-
-/** Bytes in binary units: `1.50 GiB`. */
-export function formatBytes(n: number): string {
-  if (n === 0) return "0";
-  const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-  let i = 0;
-  while (n >= 1024 && i < units.length - 1) {
-    n /= 1024;
-    i++;
-  }
-  return i === 0 ? `${n} B` : `${n.toFixed(n >= 100 ? 0 : n >= 10 ? 1 : 2)} ${units[i]}`;
-}
-
-export function formatSeconds(s: number): string {
-  if (s === 0) return "0";
-  if (s < 1e-3) return `${(s * 1e6).toFixed(1)} us`;
-  if (s < 1) return `${(s * 1e3).toFixed(1)} ms`;
-  if (s < 120) return `${s.toFixed(2)} s`;
-  if (s < 7200) return `${(s / 60).toFixed(1)} min`;
-  return `${(s / 3600).toFixed(1)} h`;
-}
-
-/** Column-aligned lines: the first `leftColumns` columns (names) left-aligned, the rest (numbers) right. */
-export function tableLines(header: readonly string[], rows: readonly (readonly string[])[], leftColumns = 1): string[] {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (r: readonly string[]) => r.map((c, i) => (i < leftColumns ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ").trimEnd();
-  return [line(header), ...rows.map(line)];
-}
 
 function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
   return tableLines(header, rows).join("\n") + "\n";

@@ -14,11 +14,10 @@ import type { CliIO } from "../io.js";
 import { version } from "../main.js";
 import { reportDiagnostics } from "../report.js";
 import type { Command } from "./command.js";
-import { formatBytes, formatSeconds } from "./cost.js";
+import { formatBytes, formatSeconds } from "../../format/units.js";
 
 const ENGINE_TEXT: Readonly<Record<Engine, string>> = {
   native: "native (each virtual device its own arena, a compute thread and a communication thread; C++ kernels, OpenBLAS when built with it; collectives through the in-process communicator)",
-  "native-fused": "native-fused (every device's work in one program and one arena, run on one worker thread)",
   "native-kernels": "native-kernels (C++ kernels, OpenBLAS when built with it, driven action by action on one thread)",
   reference: "reference (TypeScript kernels, in-process, exact; slow)",
 };
@@ -50,17 +49,16 @@ default 1, and --set as for 'fsm compile'). Prints one line per step (loss, time
 tokens/s, ETA) and a summary; --json prints one JSON object per step and a summary.
 Engines: native (default when the addon has every kernel) runs each virtual device with
 its own arena, a compute thread and a communication thread, sharding and communicating
-as planned; native-fused runs every device's work as one program on one thread;
-native-kernels and reference run the plan's actions from TypeScript with the addon's or
+as planned; native-kernels and reference run the plan's actions from TypeScript with the addon's or
 the interpreter's kernels. All compute the 1-device plan's step up to float rounding.
 A device whose arena exceeds the plan's device memory is refused before training. A
 failure on any device stops every device with one error naming the step, the device
 and its action; nothing of the failed step is checkpointed; the exit code is 1.
   --steps N      steps to run (default: the train section's steps); after --resume,
                  N more, numbered on from the checkpoint's step
-  --engine E     native, native-fused, native-kernels or reference (default: native)
+  --engine E     native, native-kernels or reference (default: native)
   --trace FILE   write a Chrome trace (Perfetto) of every step: per device a compute
-                 and a communication track, so overlap is visible (native engines)
+                 and a communication track, so overlap is visible (native engine)
   --save DIR     write a checkpoint into DIR at the end (and on Ctrl-C): per-device
                  safetensors files, then DIR/latest.json (native engine)
   --save-every N also every N steps

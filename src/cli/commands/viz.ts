@@ -15,7 +15,7 @@ import { flag, parseArgs, UsageError } from "../args.js";
 import type { CliIO } from "../io.js";
 import { loadPlanOrReport } from "../load-plan.js";
 import type { Command } from "./command.js";
-import { formatBytes } from "./cost.js";
+import { formatBytes } from "../../format/units.js";
 
 const RENDERERS = { html: renderHtml, svg: renderSvg, dot: renderDot, text: renderText } as const satisfies Record<string, (vm: ViewModel) => string>;
 type Format = keyof typeof RENDERERS;

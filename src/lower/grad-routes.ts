@@ -17,6 +17,10 @@ export interface GradRoutes {
   /** Per stage: parameter → how many of its gradient partials the stage makes (1 unless a tied weight is
    *  used twice there). */
   readonly partials: readonly ReadonlyMap<string, number>[];
+  /** Every tensor of a parameter gradient's sum tree (the gradient, the partials it adds up and the partial
+   *  sums between): parameter gradients are fp32 whatever the plan's precision, so a partial is never
+   *  rounded to 16 bits before it is summed. */
+  readonly gradTensors: ReadonlySet<TensorId>;
   /** Parameters read by more than one stage → those stages, ascending. */
   readonly holders: ReadonlyMap<string, readonly number[]>;
   /** Per stage: the gradients its backward reads from the next stage, in first-read order (what SEND_B of
@@ -24,14 +28,16 @@ export interface GradRoutes {
   readonly gradsBack: readonly (readonly TensorId[])[];
 }
 
-/** The leaves of a gradient's sum tree: through `add` ops of the weight_grad phase to what they add. */
-function sumLeaves(g: Graph, t: TensorId, tree: Set<OpId>): TensorId[] {
+/** The leaves of a gradient's sum tree: through `add` ops of the weight_grad phase to what they add. Every
+ *  tensor met on the way (leaves included) goes into `tensors`. */
+function sumLeaves(g: Graph, t: TensorId, tree: Set<OpId>, tensors: Set<TensorId>): TensorId[] {
+  tensors.add(t);
   const p = g.tensor(t).producer;
   if (p === undefined) return [t];
   const o = g.op(p);
   if (o.op !== "add" || o.phase !== "weight_grad") return [t];
   tree.add(o.id);
-  return o.inputs.flatMap((x) => sumLeaves(g, x, tree));
+  return o.inputs.flatMap((x) => sumLeaves(g, x, tree, tensors));
 }
 
 export function gradRoutes(g: Graph, stages: readonly PlanStage[]): GradRoutes {
@@ -50,14 +56,17 @@ export function gradRoutes(g: Graph, stages: readonly PlanStage[]): GradRoutes {
   params.forEach((list, k) => list.forEach((p) => holders.set(p, [...(holders.get(p) ?? []), k])));
   const contributions = sliced.map(() => new Map<TensorId, string>());
   const tree = new Set<OpId>();
+  const gradTensors = new Set<TensorId>();
   for (const [name, grad] of g.paramGrads()) {
     const on = holders.get(name) ?? [];
     if (on.length === 0) throw new Error(`internal: parameter '${name}' is read by no stage`);
     if (on.length === 1) {
       contributions[on[0]!]!.set(grad, name);
+      // On one stage the graph's own sum ops run (none are dropped), but their operands are still gradients.
+      sumLeaves(g, grad, new Set(), gradTensors);
       continue;
     }
-    for (const leaf of sumLeaves(g, grad, tree)) {
+    for (const leaf of sumLeaves(g, grad, tree, gradTensors)) {
       const k = stageOfOp.get(g.tensor(leaf).producer!);
       if (k === undefined || !on.includes(k)) throw new Error(`internal: a gradient partial of tied '${name}' is made on stage ${k ?? "?"}, which does not hold it`);
       contributions[k]!.set(leaf, name);
@@ -85,5 +94,5 @@ export function gradRoutes(g: Graph, stages: readonly PlanStage[]): GradRoutes {
     for (const p of c.values()) n.set(p, (n.get(p) ?? 0) + 1);
     return n;
   });
-  return { ops, params, contributions, partials, holders, gradsBack };
+  return { ops, params, contributions, partials, gradTensors, holders, gradsBack };
 }

@@ -1,6 +1,7 @@
-// A plan's training step lowered per device for the native cluster (one compute and one communication
-// stream per virtual device, each with its own arena): every device runs its program's actions for its own
-// replica, in an order consistent with the plan's dependencies and predicted times —
+// lower(plan, graph, ranks): a plan's training step lowered into device programs for the ranks this process
+// runs (one compute and one communication stream per device, each with its own arena): every device runs its
+// program's actions for its own replica, in an order consistent with the plan's dependencies and predicted
+// times —
 //   - compute actions (F, R, B, I, W) run their stage's ops; R and layer-level checkpointing recompute the
 //     forward into fresh slots, so the first forward's values die early as the plan's memory model assumes;
 //   - SEND/RECV move the stage boundary tensors (and their gradients back) through the communicator;
@@ -22,7 +23,7 @@ import { concreteAttrs } from "../native/kernels.js";
 import type { Plan, PlanAction, PlanProgram, PlanUnit } from "../plan/plan.js";
 import { actionFromText, type Action } from "../schedule/action.js";
 import { programPieces, type ActionPiece } from "./action-order.js";
-import { lowerOptimizer, type OptimizerLowering, type UpdateItem } from "./cluster-optimizer.js";
+import { lowerOptimizer, type OptimizerLowering, type UpdateItem } from "./optimizer.js";
 import { BYTES, COMM, COMPUTE, DeviceBuilder, type DeviceProgram, type SlotDType } from "./device-program.js";
 import { gradRoutes, type GradRoutes } from "./grad-routes.js";
 
@@ -41,12 +42,16 @@ export interface ParamPiece {
 }
 
 export interface ClusterProgram {
+  /** The global ranks lowered (this process's), ascending; every per-device array below is indexed like it
+   *  (local index i is rank ranks[i]), while records naming a `device` give its global rank. */
+  readonly ranks: readonly number[];
   readonly devices: readonly DeviceProgram[];
   /** Per device: its data-parallel replica, and per micro-batch the slot of each model input it reads. */
   readonly inputs: readonly { readonly replica: number; readonly slots: readonly Readonly<Record<string, number>>[] }[];
   /** Every slot holding parameter values at the start of a step (all replicas, all shards). */
   readonly paramPieces: readonly ParamPiece[];
-  /** Per parameter: pieces that, concatenated, give its full value (read back after a step). */
+  /** Per parameter the lowered ranks hold whole between them: pieces that, concatenated, give its full value
+   *  (read back after a step). */
   readonly paramReaders: ReadonlyMap<string, readonly ParamPiece[]>;
   /** The loss of every (replica, micro-batch), replica-major. */
   readonly lossSlots: readonly { readonly device: number; readonly slot: number }[];
@@ -59,26 +64,42 @@ export interface ClusterProgram {
 
 type Strategy = "none" | "oss" | "sddp" | "fsdp";
 
-export function lowerCluster(plan: Plan, g: Graph): ClusterProgram {
+/** The local index of global rank `rank` in a lowered program (an error if this process does not run it). */
+export function localIndex(program: Pick<ClusterProgram, "ranks">, rank: number): number {
+  const i = program.ranks.indexOf(rank);
+  if (i < 0) throw new Error(`internal: rank ${rank} is not one of this process's ranks [${program.ranks.join(", ")}]`);
+  return i;
+}
+
+/** Lowers the step for `ranks` (default: every rank of the plan). Each device's program depends only on the
+ *  plan and its rank, so any subset lowers to the same programs the whole world would. */
+export function lower(plan: Plan, g: Graph, ranks: readonly number[] = Array.from({ length: plan.cluster.devices }, (_, r) => r)): ClusterProgram {
+  if (ranks.length === 0 || ranks.some((r, i) => !Number.isInteger(r) || r < 0 || r >= plan.cluster.devices || (i > 0 && r <= ranks[i - 1]!))) {
+    throw new Error(`internal: lower() takes ascending distinct ranks of the plan's ${plan.cluster.devices} devices, got [${ranks.join(", ")}]`);
+  }
+  const local = new Map(ranks.map((r, i) => [r, i]));
   const routes = gradRoutes(g, plan.stages);
-  const devices: DeviceProgram[] = new Array(plan.cluster.devices);
-  const inputs: ClusterProgram["inputs"][number][] = new Array(plan.cluster.devices);
+  const devices: DeviceProgram[] = new Array(ranks.length);
+  const inputs: ClusterProgram["inputs"][number][] = new Array(ranks.length);
   const pieces: ParamPiece[] = [];
   const readers = new Map<string, ParamPiece[]>();
   const losses: { replica: number; mb: number; device: number; slot: number }[] = [];
-  const scaling: { scale?: number; inverse: number; overflow: number }[] = new Array(plan.cluster.devices);
-  const optimizerState: OptimizerLowering["state"][] = new Array(plan.cluster.devices);
+  const scaling: { scale?: number; inverse: number; overflow: number }[] = new Array(ranks.length);
+  const optimizerState: OptimizerLowering["state"][] = new Array(ranks.length);
   // Layers recomputed inside their own backward: @checkpoint ones and the search's selective choice.
   const recomputeLayers = new Set([...(plan.settings.recomputeLayers ?? []), ...g.layers().filter((l) => l.annotations.checkpoint).map((l) => l.index)]);
   for (const program of plan.programs) {
+    if (!program.ranks.some((r) => local.has(r))) continue;
     const order = programPieces(program, routes, recomputeLayers);
     program.ranks.forEach((device, replica) => {
+      const i = local.get(device);
+      if (i === undefined) return;
       const lowered = new DeviceLowering(plan, g, routes, program, device, replica);
       for (const piece of order) lowered.piece(piece);
-      devices[device] = lowered.b.finish();
-      inputs[device] = { replica, slots: lowered.inputSlots };
-      if (lowered.scaling) scaling[device] = lowered.scaling;
-      optimizerState[device] = lowered.optimizerState;
+      devices[i] = lowered.b.finish();
+      inputs[i] = { replica, slots: lowered.inputSlots };
+      if (lowered.scaling) scaling[i] = lowered.scaling;
+      optimizerState[i] = lowered.optimizerState;
       pieces.push(...lowered.pieces);
       for (const l of lowered.losses) losses.push({ replica, ...l, device });
     });
@@ -91,15 +112,18 @@ export function lowerCluster(plan: Plan, g: Graph): ClusterProgram {
     const list: ParamPiece[] = [];
     for (let at = 0; at < total; ) {
       const next = mine.find((x) => x.from === at);
-      if (!next) throw new Error(`internal: no device holds elements from ${at} of parameter '${p.name}'`);
+      if (!next) break;
       list.push(next);
       at += next.count;
     }
-    readers.set(p.name, list);
+    // A parameter every rank holds a piece of is whole only over the whole world.
+    const whole = list.reduce((n, x) => n + x.count, 0) === total;
+    if (whole) readers.set(p.name, list);
+    else if (ranks.length === plan.cluster.devices) throw new Error(`internal: no device holds every element of parameter '${p.name}'`);
   }
   losses.sort((a, b) => a.replica - b.replica || a.mb - b.mb);
   const lossScaling = plan.settings.precision === "fp16" ? { lossScaling: scaling } : {};
-  return { devices, inputs, paramPieces: pieces, paramReaders: readers, lossSlots: losses.map(({ device, slot }) => ({ device, slot })), optimizerState, ...lossScaling };
+  return { ranks: [...ranks], devices, inputs, paramPieces: pieces, paramReaders: readers, lossSlots: losses.map(({ device, slot }) => ({ device, slot })), optimizerState, ...lossScaling };
 }
 
 /** One device's lowering: its slots, value maps and the strategy's buffers, fed the program's actions. */
@@ -337,9 +361,9 @@ class DeviceLowering {
         const info = this.g.tensor(t);
         const param = contributions.get(t);
         const target = param !== undefined ? this.gradTarget(k, j, param, o.id) : undefined;
-        // Gradients of parameters (accumulated and reduced in f32), the loss and its seed stay f32; other
-        // float values are stored in the step's float type.
-        const keep = !isFloatDType(info.type.dtype) ? "i32" : param !== undefined || t === this.g.loss || o.id === this.seed ? "f32" : this.half;
+        // Gradients of parameters and their partials (accumulated and reduced in f32), the loss and its seed
+        // stay f32; other float values are stored in the step's float type.
+        const keep = !isFloatDType(info.type.dtype) ? "i32" : param !== undefined || this.routes.gradTensors.has(t) || t === this.g.loss || o.id === this.seed ? "f32" : this.half;
         const s = target ?? this.b.slot(this.shapeOf(t), keep);
         this.values[j]!.set(t, s);
         // The loss as its forward first computes it (a recompute computes it again, unread).

@@ -1,7 +1,7 @@
 // The step program's arena layout: values live at the same time never share bytes, pinned slots keep theirs
 // for the whole run, and reuse brings the arena near the most bytes ever live at once.
 import { describe, expect, it } from "vitest";
-import { greedyBySize, layoutSlots, sweepBestFit, type SlotLayout, type SlotNeed } from "../../src/runtime/slot-layout.js";
+import { greedyBySize, layoutSlots, sweepBestFit, type SlotLayout, type SlotNeed } from "../../src/lower/slot-layout.js";
 import { rng } from "../support/prng.js";
 
 const aligned = (n: number) => Math.ceil(n / 64) * 64;
