@@ -24,7 +24,6 @@ interface Addon {
   runKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[]): NativeData[];
   kernelNames(): string[];
   timeKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[], repeats: number): number;
-  NativeProgram: new (description: NativeProgramDescription) => NativeProgramHandle;
 }
 
 /** A slot's or operand's element type. bf16 and f16 are storage only (kernels compute in f32; fsm_cast converts),
@@ -33,28 +32,6 @@ export type NativeDType = "f32" | "i32" | "bf16" | "f16";
 
 /** Element data as JS holds it: f32 in a Float32Array, i32 in an Int32Array, bf16/f16 bits in a Uint16Array. */
 export type NativeData = Float32Array | Int32Array | Uint16Array;
-
-/** A lowered step (src/runtime/step-program.ts) as the addon takes it. */
-export interface NativeProgramDescription {
-  readonly arenaBytes: number;
-  readonly slots: readonly { readonly shape: readonly number[]; readonly dtype: NativeDType; readonly offset: number }[];
-  readonly instructions: readonly { readonly op: string; readonly inputs: readonly number[]; readonly outputs: readonly number[]; readonly attrs: NativeAttrs }[];
-}
-
-/** A step program living in the addon: one arena, instructions resolved once. */
-export interface NativeProgramHandle {
-  /** Copies data into a slot (element type and length must match: a Uint16Array for bf16/f16). Throws while a
-   *  step runs. */
-  set(slot: number, data: NativeData): void;
-  /** A copy of a slot's contents (a Uint16Array of raw bits for bf16/f16). Throws while a step runs. */
-  get(slot: number): NativeData;
-  /** Runs every instruction on a worker thread; rejects naming the instruction that failed. With `trace`,
-   *  records each instruction's start and end (timings()). */
-  run(trace?: boolean): Promise<void>;
-  /** The last traced run: [start0, end0, start1, end1, ...] in seconds from its start (empty if none). */
-  timings(): Float64Array;
-  arenaBytes(): number;
-}
 
 /** An operand of a native kernel: data in row-major order. */
 export interface NativeOperand {
@@ -172,14 +149,15 @@ export async function nativeLogTest(n: number): Promise<void> {
 }
 
 /**
- * Runs one op's native kernel on the calling thread: fresh zero-filled outputs of the given shapes and
- * types, written by the kernel. Throws "not implemented: native kernel for op ..." for an op without one.
+ * Runs one op's native kernel (the cpu device's) on the calling thread: fresh zero-filled outputs of the given
+ * shapes and types, written by the kernel. Throws "not implemented: native kernel for op 'X' on device kind cpu"
+ * for an op without one (a NativeFailure of kind "description"; a kernel's own failure is kind "kernel").
  */
 export function runNativeKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[]): NativeData[] {
   return addon().runKernel(op, inputs, attrs, outputs);
 }
 
-/** Median seconds of `repeats` runs of one kernel (outputs zeroed first, as a step program does), timed in
+/** Median seconds of `repeats` runs of one kernel (outputs zeroed first, as the executor does), timed in
  *  native code after a warm-up run. */
 export function timeNativeKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[], repeats: number): number {
   return addon().timeKernel(op, inputs, attrs, outputs, repeats);
@@ -190,12 +168,7 @@ export function nativeKernelNames(): string[] {
   return addon().kernelNames();
 }
 
-/** Builds a step program in the addon (throws for an op without a native kernel or a slot outside the arena). */
-export function createNativeProgram(description: NativeProgramDescription): NativeProgramHandle {
-  return new (addon().NativeProgram)(description);
-}
-
-// --- The in-process communicator (native/src/comm), driven by a per-rank script for tests ----------------
+// --- The in-process communicator (native/src/comm/inprocess), driven by a per-rank script for tests -------
 
 /** One operation of a rank's script for nativeCommRun. Collectives take a strictly ascending `group` of global
  *  ranks containing the calling rank; `root` is a global rank. */
@@ -218,7 +191,8 @@ export type CommScriptOp =
 export interface CommRunOptions {
   /** How long a rank waits at a meeting point before aborting, naming the ranks that never came (default 60 000). */
   readonly timeoutMs?: number;
-  /** Each rank sleeps a random 0..jitterMicros µs before every operation, to shuffle arrival order. */
+  /** Each rank sleeps a random 0..jitterMicros µs before and after every communicator call (the delay
+   *  decorator of native/src/comm/testing), to shuffle arrival order. */
   readonly jitterMicros?: number;
   /** Seeds the jitter. */
   readonly seed?: number;
@@ -231,27 +205,30 @@ interface Addon {
 /**
  * Runs `script[r]` on rank r's own thread against one fp32 communicator of `worldSize` ranks (off the main
  * thread). Resolves with each rank's per-operation outputs (null for send, sleep and abort); rejects with the
- * abort message when any rank aborted, counts or roots disagreed, or a rank timed out waiting. Reductions sum in
- * ascending group-rank order, so results are bit-identical across runs. A malformed script throws a TypeError.
+ * communicator's first abort message when any rank aborted (kind "aborted"), counts, roots or groups disagreed
+ * (kind "comm"), or a rank timed out waiting (kind "timeout", with peers) — see NativeFailure. Reductions sum
+ * in ascending group-rank order, so results are bit-identical across runs. A malformed script throws a
+ * TypeError.
  */
 export async function nativeCommRun(worldSize: number, script: readonly (readonly CommScriptOp[])[], options: CommRunOptions = {}): Promise<(Float32Array | null)[][]> {
   return addon().commRun(worldSize, script, options);
 }
 
-// --- The cluster executor (native/src/cluster): N virtual CPU devices stepping concurrently ---------------
+// --- The executor (native/src/exec): this process's devices of a world, stepping concurrently ------------
 
-/** One instruction of a device. Kernel instructions zero their outputs first (except fsm_add_inplace, whose
- *  output is its first input); communication ops (`comm.*`, f32 slots only) never zero anything:
+/** One instruction of a device. Kernel instructions zero their outputs first, except outputs whose bytes overlap
+ *  an input's (an accumulator that is its own first operand) and every output of an instruction marked
+ *  `inPlace`; communication ops (`comm.*`, f32 slots only) never zero anything:
  *  - comm.allReduce / comm.broadcast / comm.reduce: inputs [s], outputs [s] (the same slot); attrs.group, and
  *    attrs.root (a global rank in the group) for broadcast and reduce;
  *  - comm.reduceScatter: inputs [in], outputs [out], numel(in) = group.length · numel(out);
  *  - comm.allGather: inputs [in], outputs [out], numel(out) = group.length · numel(in);
  *  - comm.send: inputs [s], outputs []; comm.recv: inputs [], outputs [s]; attrs.peer (global rank), attrs.tag.
- *  attrs.group is a strictly ascending list of global ranks containing this device. */
+ *  attrs.group is a strictly ascending list of global ranks containing this device's rank. */
 export interface NativeClusterInstruction {
-  /** 0: the device's compute thread; 1: its communication thread. */
+  /** 0: the device's compute stream; 1: its communication stream. */
   readonly stream: 0 | 1;
-  /** A registered kernel name or one of the comm ops above. */
+  /** A kernel the device kind has (nativeKernelNames() for cpu) or one of the comm ops above. */
   readonly op: string;
   /** Slot ids of this device. */
   readonly inputs: readonly number[];
@@ -260,7 +237,8 @@ export interface NativeClusterInstruction {
   /** Indices into this device's instruction list (either stream) that must complete before this one starts;
    *  on its own stream only earlier ones (stream order is implicit), and never forming a cycle. */
   readonly waits: readonly number[];
-  /** The kernel updates operands in place (outputs alias inputs): its outputs are not zeroed first. */
+  /** The kernel updates operands in place (outputs alias inputs, or are written over state it reads): its
+   *  outputs are not zeroed first. */
   readonly inPlace?: boolean;
   /** A slot id of this device holding an f32 scalar (one element). Once this instruction's waits are met the
    *  guard is read: nonzero (NaN included) skips the instruction, which still counts as completed (traced with
@@ -277,29 +255,49 @@ export interface NativeClusterDevice {
   readonly instructions: readonly NativeClusterInstruction[];
 }
 
+/** The device kind every local device is (default cpu with heap arenas). arena "heap": one 64-byte aligned
+ *  allocation per device, touched once so steps never page-fault; "mmap": an anonymous mapping populated up
+ *  front. Both start zero-filled and compute the same bits. */
+export type NativeDeviceKind = { readonly kind: "cpu"; readonly arena?: "heap" | "mmap" };
+
+/** The communicator between ranks (default inprocess: the ranks are this process's devices). "delay" is the
+ *  in-process communicator behind a test decorator that sleeps a seeded pseudo-random 0..maxMicros µs before
+ *  and after every call, shuffling the order ranks and streams arrive in (results must not change). */
+export type NativeCommunicatorKind = { readonly kind: "inprocess" } | { readonly kind: "delay"; readonly seed: number; readonly maxMicros: number };
+
 export interface NativeClusterDescription {
-  /** Device d is rank d of the cluster's communicator. At least one. */
+  /** This process's devices, at least one: device d is global rank ranks[d]. */
   readonly devices: readonly NativeClusterDevice[];
+  /** Ranks in the whole world (default devices.length). The in-process communicator reaches only this
+   *  process's devices, so a larger world is refused until a communicator between processes (MPI) is built. */
+  readonly worldSize?: number;
+  /** The global rank of each device: strictly ascending, below worldSize (default 0..devices.length-1). Groups,
+   *  roots and peers in instructions are global ranks. */
+  readonly ranks?: readonly number[];
+  readonly device?: NativeDeviceKind;
+  readonly communicator?: NativeCommunicatorKind;
   /** How long a device waits for its peers in a collective or a recv before the step fails (default 60). */
   readonly timeoutSeconds?: number;
   /** OpenBLAS threads per sgemm call while a step runs (default 1: the devices' threads already fill the cores). */
   readonly blasThreads?: number;
-  /** Per device: its memory in bytes. A device whose arena is larger is refused before it is allocated:
-   *  "device D: its arena of N bytes exceeds its memory limit of M bytes" (default: no limit; an arena the
-   *  machine cannot allocate is refused as "device D: cannot allocate its arena of N bytes: out of memory"). */
+  /** Per device: its memory in bytes. A device whose arena is larger is refused before it is allocated (a
+   *  failure of kind "oom" with arenaBytes and limitBytes; an arena the machine cannot allocate is kind "oom"
+   *  with arenaBytes only). Default: no limit. */
   readonly memoryLimitBytes?: readonly number[];
 }
 
-/** A cluster living in the addon: one arena per device, instructions and their operands checked once. */
+/** A cluster living in the addon: one arena per device, instructions and their operands checked once. Device
+ *  arguments are local device indices (0..deviceCount()-1), not global ranks. */
 export interface NativeClusterHandle {
   /** Copies data into a device's slot (element type and length must match: a Uint16Array of raw bits for
    *  bf16/f16). Throws while a step runs. */
   set(device: number, slot: number, data: NativeData): void;
   /** A copy of a device's slot (a Uint16Array of raw bits for bf16/f16). Throws while a step runs. */
   get(device: number, slot: number): NativeData;
-  /** Runs every device's streams concurrently (a compute and a communication thread each) off the main thread;
-   *  rejects with the first failure, "device D instruction I (op): message", after stopping every thread. With
-   *  `trace`, records each instruction's start and end (timings()). */
+  /** Runs every device's streams concurrently (a compute and a communication stream each) off the main thread;
+   *  rejects with the first failure (see NativeFailure; its message reads "device D instruction I (op):
+   *  message", D the global rank) after stopping every stream. With `trace`, records each instruction's start
+   *  and end (timings()). */
   run(trace?: boolean): Promise<void>;
   /** The last traced run on one device: [start0, end0, start1, end1, ...] per instruction, in seconds from one
    *  origin shared by all devices (empty if none; after a failed run, zeros where an instruction never got). */
@@ -307,20 +305,62 @@ export interface NativeClusterHandle {
   arenaBytes(device: number): number;
   deviceCount(): number;
   /** A fault for the next run only, to test failure handling: `fail` makes the device's instruction throw
-   *  "injected fault" where it would start (the run rejects "device D instruction I (op): injected fault",
-   *  every other device aborted); `nan` runs it, then fills its float outputs with NaN; `hang` stops there until
-   *  the run is aborted (a peer's communicator timeout names the device) or, if nothing waits on it, fails after
-   *  the timeout itself. Throws while a step runs. */
+   *  "injected fault" where it would start (kind "kernel" or "comm" by the instruction; every other device
+   *  aborted); `nan` runs it, then fills its float outputs with NaN; `hang` stops there until the run is
+   *  aborted (a peer's timeout lists the device as busy) or, if nothing waits on it, fails by itself after three
+   *  timeouts (kind "hang"). Throws while a step runs. */
   injectFault(device: number, instruction: number, kind: "fail" | "nan" | "hang"): void;
+  /** Calls made through the communicator since the cluster was built, per kind (allReduce, reduceScatter,
+   *  allGather, broadcast, reduce, send, recv): which communicator really carried the steps. */
+  communicatorCalls(): Record<string, number>;
 }
 
 interface Addon {
   NativeCluster: new (description: NativeClusterDescription) => NativeClusterHandle;
 }
 
-/** Builds a cluster in the addon; throws naming "device D instruction I (op)" for an unknown op, a slot outside
- *  the arena, a wait on a later instruction of the same stream, a group without the device, or a size mismatch,
- *  and "device D: ..." for an arena over its memory limit or one that cannot be allocated. */
+/** Builds a cluster in the addon. Throws an Error with NativeFailure fields: kind "description" (naming the
+ *  device and instruction when known) for an op the device kind lacks, a slot outside the arena, a wait on a
+ *  later instruction of the same stream, a group without the device, a size mismatch, bad ranks or a world the
+ *  communicator cannot reach; kind "oom" for an arena over its memory limit or one that cannot be allocated. */
 export function createNativeCluster(description: NativeClusterDescription): NativeClusterHandle {
   return new (addon().NativeCluster)(description);
+}
+
+// --- Failures as data ------------------------------------------------------------------------------------
+
+/** What went wrong, as the addon reports it on the Error it throws or rejects with (read it with
+ *  nativeFailure; never parse the message):
+ *  - kernel: a kernel threw (or a `fail` fault on a kernel instruction);
+ *  - comm: the communicator refused a call (mismatched counts or roots, a bad group), or a `fail` fault on a
+ *    communication instruction;
+ *  - timeout: a rank waited past timeoutSeconds; `peers` are the ranks that never arrived, `busy` the devices
+ *    inside a kernel all along (the likelier cause);
+ *  - aborted: stopped because of another failure, or the step could not start;
+ *  - oom: an arena over its device's memory (arenaBytes, limitBytes) or one the machine cannot allocate
+ *    (arenaBytes);
+ *  - hang: a `hang` fault that nothing woke;
+ *  - description: a malformed description or argument. */
+export interface NativeFailure {
+  readonly kind: "kernel" | "comm" | "timeout" | "aborted" | "oom" | "hang" | "description";
+  /** The global rank of the device it happened on. */
+  readonly device?: number;
+  /** The same device as an index into the description's devices (what set/get/injectFault take). */
+  readonly localDevice?: number;
+  readonly instruction?: number;
+  readonly op?: string;
+  readonly peers?: readonly number[];
+  readonly busy?: readonly { readonly device: number; readonly instruction: number; readonly op: string; readonly seconds: number }[];
+  readonly arenaBytes?: number;
+  readonly limitBytes?: number;
+  /** The root cause alone, without the location prefix the Error's message has. */
+  readonly message: string;
+}
+
+/** The failure fields of an Error the addon threw or rejected with (undefined for anything else). */
+export function nativeFailure(e: unknown): NativeFailure | undefined {
+  if (!(e instanceof Error)) return undefined;
+  const f = (e as Error & { failure?: unknown }).failure;
+  if (typeof f !== "object" || f === null || typeof (f as NativeFailure).kind !== "string" || typeof (f as NativeFailure).message !== "string") return undefined;
+  return f as NativeFailure;
 }

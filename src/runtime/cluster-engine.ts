@@ -4,54 +4,56 @@
 import { availableParallelism, totalmem } from "node:os";
 import type { Graph } from "../graph/graph.js";
 import type { FloatTensor } from "../interp/tensor.js";
-import { createNativeCluster } from "../native/binding.js";
+import { createNativeCluster, nativeFailure } from "../native/binding.js";
 import type { Plan } from "../plan/plan.js";
-import { lower } from "../lower/lower.js";
+import { localIndex, lower, type ClusterProgram } from "../lower/lower.js";
 import { faultTarget } from "./fault-target.js";
 import { LossScaler } from "./loss-scaler.js";
 import { CheckpointError, loadCheckpoint, saveCheckpoint } from "../checkpoint/checkpoint.js";
 import { SafetensorsError } from "../checkpoint/safetensors.js";
 import { feedBatch, lossValues, mean } from "./cluster-step.js";
-import { readParam, writeParams } from "../lower/param-pieces.js";
-import { EngineError, type InjectedFault, type StepEngine } from "./engine-types.js";
+import { readParam, writeParams, type DeviceSlots } from "../lower/param-pieces.js";
+import { EngineError, type InjectedFault, type RunFailure, type StepEngine } from "./engine-types.js";
 import { deviceEvents, traceMetadata, type TraceEvent } from "./trace.js";
 
-/** "device 2 instruction 17 (linear): message" as an error naming the device and plan action. */
-function failedInstruction(e: unknown, program: ReturnType<typeof lower>): Error {
-  const message = e instanceof Error ? e.message : String(e);
-  const m = /^device (\d+) instruction (\d+) \(([^)]+)\): (.*)$/s.exec(message);
-  if (!m) return e instanceof Error ? e : new Error(message);
-  const ins = program.devices[Number(m[1])]?.instructions[Number(m[2])];
-  if (!ins) return new EngineError(message);
-  // Other instructions the message names (a timeout's busy devices) by their plan actions too.
-  const detail = m[4]!.replace(/device (\d+) instruction (\d+) \(([^)]+)\)/g, (all, d: string, i: string, op: string) => {
-    const other = program.devices[Number(d)]?.instructions[Number(i)];
-    return other ? `device ${d}, action ${other.action} (${op})` : all;
-  });
-  return new EngineError(`device ${m[1]}, action ${ins.action}: ${m[3]!.startsWith("comm.") ? "communication" : "kernel"} ${m[3]} failed: ${detail}`);
+/** A native failure (structured: kind, device, instruction, op, peers, busy) as an error naming the device and
+ *  its plan action; the same fields travel on as data (RunFailure). */
+function stepFailure(e: unknown, program: ClusterProgram): Error {
+  const f = nativeFailure(e);
+  if (!f || f.localDevice === undefined || f.instruction === undefined) return e instanceof Error ? e : new Error(String(e));
+  const device = program.ranks[f.localDevice]!;
+  const action = program.devices[f.localDevice]!.instructions[f.instruction]?.action ?? `instruction ${f.instruction}`;
+  const busy = (f.busy ?? []).map((b) => ({ device: b.device, action: program.devices[localIndex(program, b.device)]!.instructions[b.instruction]?.action ?? `instruction ${b.instruction}`, op: b.op, seconds: b.seconds }));
+  const kind = f.kind === "kernel" || f.kind === "comm" || f.kind === "timeout" || f.kind === "hang" ? f.kind : "aborted";
+  const failure: RunFailure = { kind, device, action, ...(f.op !== undefined && { op: f.op }), ...(f.peers && { peers: f.peers }), ...(busy.length > 0 && { busy }), message: f.message };
+  // The human line: where, what, and for a timeout the devices busy computing all along (the likelier cause).
+  const note = busy.length === 0 ? "" : `; busy computing, not waiting: ${busy.map((b) => `device ${b.device}, action ${b.action} (${b.op}) for ${b.seconds.toFixed(1)} s`).join(", ")}`;
+  const what = f.op?.startsWith("comm.") ? "communication" : "kernel";
+  return new EngineError(`device ${device}, action ${action}: ${what} ${f.op} failed: ${f.message}${note}`, failure);
 }
 
 const size = (n: number): string => `${n} bytes (${(n / 2 ** 20).toFixed(2)} MiB)`;
 
-/** The native cluster's refusal of a device's arena ("device D: its arena of N bytes exceeds its memory limit
- *  of M bytes", or one it could not allocate) as an error that says what the plan predicted and what to do. */
-function outOfMemory(e: unknown, plan: Plan, fault: InjectedFault | undefined): Error {
-  const message = e instanceof Error ? e.message : String(e);
-  const m = /^device (\d+): (?:its arena of (\d+) bytes exceeds its memory limit of (\d+) bytes|cannot allocate its arena of (\d+) bytes: out of memory)$/.exec(message);
-  if (!m) return e instanceof Error ? e : new Error(message);
-  const d = Number(m[1]);
+/** The executor's refusal of a device's arena (larger than the device's memory, or one it could not allocate)
+ *  as an error that says what the plan predicted and what to do. */
+function outOfMemory(e: unknown, plan: Plan, program: ClusterProgram, fault: InjectedFault | undefined): Error {
+  const f = nativeFailure(e);
+  if (f?.kind !== "oom" || f.localDevice === undefined || f.arenaBytes === undefined) return e instanceof Error ? e : new Error(String(e));
+  const d = program.ranks[f.localDevice]!;
   const injected = fault?.kind === "oom" ? " (--inject-fault oom: its limit set below its arena)" : "";
-  const what = m[2] !== undefined ? `its arena needs ${size(Number(m[2]))} but the device has ${size(Number(m[3]))}${injected}` : `this machine cannot allocate its arena of ${size(Number(m[4]))}`;
+  const what = f.limitBytes !== undefined ? `its arena needs ${size(f.arenaBytes)} but the device has ${size(f.limitBytes)}${injected}` : `this machine cannot allocate its arena of ${size(f.arenaBytes)}`;
+  const failure: RunFailure = { kind: "oom", device: d, arenaBytes: f.arenaBytes, ...(f.limitBytes !== undefined && { limitBytes: f.limitBytes }), message: what };
   return new EngineError(
     `device ${d} is out of memory: ${what}; the plan predicted a peak of ${size(plan.predicted.peakMemoryBytes[d] ?? 0)} for it. ` +
       "Use more micro-batches (--set parallel.chunks=N), activation checkpointing (--set parallel.checkpoint=always), a sharding strategy (--set parallel.shard=fsdp) or more devices",
+    failure,
   );
 }
 
 export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, FloatTensor>, trace: boolean, timeoutSeconds = 60, fault?: InjectedFault): StepEngine {
   const program = lower(plan, graph);
-  if (fault && !(Number.isInteger(fault.device) && fault.device >= 0 && fault.device < program.devices.length)) {
-    throw new EngineError(`--inject-fault: the plan has no device ${fault.device} (devices 0..${program.devices.length - 1})`);
+  if (fault && !program.ranks.includes(fault.device)) {
+    throw new EngineError(`--inject-fault: the plan has no device ${fault.device} (devices 0..${plan.cluster.devices - 1})`);
   }
   const target = fault && fault.kind !== "oom" ? faultTarget(program, fault) : undefined;
   const bytes = program.devices.reduce((n, d) => n + d.arenaBytes, 0);
@@ -63,7 +65,7 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
     );
   }
   // Each device has the plan's device memory (an injected oom sets one device's below its arena).
-  const memoryLimitBytes = program.devices.map((d, i) => (fault?.kind === "oom" && fault.device === i ? Math.floor(d.arenaBytes / 2) : plan.cluster.memoryBytes));
+  const memoryLimitBytes = program.devices.map((d, i) => (fault?.kind === "oom" && fault.device === program.ranks[i] ? Math.floor(d.arenaBytes / 2) : plan.cluster.memoryBytes));
   let cluster: ReturnType<typeof createNativeCluster>;
   try {
     // The cores shared out among the devices' compute threads: one device gets every core for its sgemm calls,
@@ -71,11 +73,16 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
     const blasThreads = Math.max(1, Math.floor(availableParallelism() / program.devices.length));
     cluster = createNativeCluster({ devices: program.devices, timeoutSeconds, memoryLimitBytes, blasThreads });
   } catch (e) {
-    throw outOfMemory(e, plan, fault);
+    throw outOfMemory(e, plan, program, fault);
   }
-  writeParams(cluster, program, (name) => params.get(name)!.data as Float32Array);
+  // Records name devices by global rank; the executor numbers this process's devices from 0.
+  const slots: DeviceSlots = {
+    set: (d, slot, data) => cluster.set(localIndex(program, d), slot, data),
+    get: (d, slot) => cluster.get(localIndex(program, d), slot),
+  };
+  writeParams(slots, program, (name) => params.get(name)!.data as Float32Array);
   const { microBatches: m, microBatchSize: mbs } = plan.settings;
-  const events: TraceEvent[] = trace ? traceMetadata(program.devices.length) : [];
+  const events: TraceEvent[] = trace ? traceMetadata(program.ranks) : [];
   const origin = performance.now();
   let steps = 0;
   const scaler = program.lossScaling ? LossScaler.of(plan.run?.lossScale) : undefined;
@@ -86,21 +93,21 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
     trace: () => events,
     lastTimings: () => program.devices.map((d, i) => ({ program: d, timings: trace ? cluster.timings(i) : new Float64Array(0) })),
     step: async (batch) => {
-      feedBatch(cluster, program, batch, m, mbs);
+      feedBatch(slots, program, batch, m, mbs);
       const scale = scaler?.scale;
       if (scale !== undefined) {
-        program.lossScaling!.forEach((slots, d) => {
-          if (slots.scale !== undefined) cluster.set(d, slots.scale, Float32Array.of(scale));
-          cluster.set(d, slots.inverse, Float32Array.of(1 / scale));
+        program.lossScaling!.forEach((s, i) => {
+          if (s.scale !== undefined) cluster.set(i, s.scale, Float32Array.of(scale));
+          cluster.set(i, s.inverse, Float32Array.of(1 / scale));
         });
       }
       // Armed for this run only: the fault strikes the fault.step-th step.
-      if (target && steps + 1 === fault!.step) cluster.injectFault(fault!.device, target.instruction, target.kind);
+      if (target && steps + 1 === fault!.step) cluster.injectFault(localIndex(program, fault!.device), target.instruction, target.kind);
       const startUs = (performance.now() - origin) * 1e3;
       try {
         await cluster.run(trace);
       } catch (e) {
-        throw failedInstruction(e, program);
+        throw stepFailure(e, program);
       }
       steps++;
       if (scaler) {
@@ -109,22 +116,24 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
         last = { skipped, lossScale: scaler.scale };
         scaler.update(skipped);
       }
-      if (trace) program.devices.forEach((d, i) => events.push(...deviceEvents(i, d, cluster.timings(i), startUs, steps)));
+      if (trace) program.devices.forEach((d, i) => events.push(...deviceEvents(program.ranks[i]!, d, cluster.timings(i), startUs, steps)));
       // A non-finite loss stops the run, naming where it appeared (the first device and micro-batch).
-      const losses = lossValues(cluster, program);
+      const losses = lossValues(slots, program);
       const bad = losses.findIndex((l) => !Number.isFinite(l));
       if (bad >= 0) {
-        throw new EngineError(`device ${program.lossSlots[bad]!.device}, micro-batch ${bad % m}: the loss is ${losses[bad]} (training diverged or the data is bad; with fp16, loss scaling skips only overflowing gradients, not a non-finite loss)`);
+        const device = program.lossSlots[bad]!.device;
+        const message = `the loss is ${losses[bad]} (training diverged or the data is bad; with fp16, loss scaling skips only overflowing gradients, not a non-finite loss)`;
+        throw new EngineError(`device ${device}, micro-batch ${bad % m}: ${message}`, { kind: "nan", device, microBatch: bad % m, message });
       }
       return mean(losses);
     },
-    param: (name) => readParam(cluster, program, name),
+    param: (name) => readParam(slots, program, name),
     checkpoint: {
-      save: (dir, step) => saveCheckpoint(dir, plan, program, cluster, step, scaler?.state),
+      save: (dir, step) => saveCheckpoint(dir, plan, program, slots, step, scaler?.state),
       load: (dir) => {
         let restored;
         try {
-          restored = loadCheckpoint(dir, plan, program, cluster);
+          restored = loadCheckpoint(dir, plan, program, slots);
         } catch (e) {
           if (e instanceof CheckpointError || e instanceof SafetensorsError) throw new EngineError(e.message);
           throw e;

@@ -4,7 +4,41 @@ import type { Batch } from "../interp/session.js";
 import type { DeviceProgram } from "../lower/device-program.js";
 import type { TraceEvent } from "./trace.js";
 
-export class EngineError extends Error {}
+/** What failed, as data (the native executor's structured failure with its instruction mapped to the plan's
+ *  action): what `fsm run --json` reports and tests assert, so nobody parses the message. */
+export interface RunFailure {
+  /** kernel / comm: an instruction of that kind threw; timeout: a device waited for peers longer than the
+   *  timeout; hang: a device stopped responding and nothing waited on it; nan: a loss was not finite; oom: an
+   *  arena larger than the device's memory, or one the machine could not allocate. */
+  readonly kind: "kernel" | "comm" | "timeout" | "hang" | "aborted" | "nan" | "oom";
+  /** The training step (1-based, over the whole run) it happened in; absent before the first step. */
+  readonly step?: number;
+  /** The device (global rank) where it happened. */
+  readonly device?: number;
+  /** The plan action and the op of the instruction that failed. */
+  readonly action?: string;
+  readonly op?: string;
+  /** A timeout's ranks that never arrived. */
+  readonly peers?: readonly number[];
+  /** Devices that were busy in a kernel all along while their peers timed out (the likelier cause). */
+  readonly busy?: readonly { readonly device: number; readonly action: string; readonly op: string; readonly seconds: number }[];
+  /** nan: the micro-batch whose loss was not finite. */
+  readonly microBatch?: number;
+  /** oom: the arena, and the device's memory when that was the limit. */
+  readonly arenaBytes?: number;
+  readonly limitBytes?: number;
+  /** The root cause alone, without where it happened. */
+  readonly message: string;
+}
+
+export class EngineError extends Error {
+  constructor(
+    message: string,
+    readonly failure?: RunFailure,
+  ) {
+    super(message);
+  }
+}
 
 export const FAULT_KINDS = ["kernel", "comm", "nan", "oom", "hang"] as const;
 

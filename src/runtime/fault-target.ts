@@ -2,7 +2,7 @@
 // instruction of the chosen device, picked deterministically from its lowered program so that the failure
 // happens mid-step with peers waiting on the device, exercising the real abort path.
 import { parseAction } from "../schedule/action.js";
-import type { ClusterProgram } from "../lower/lower.js";
+import { localIndex, type ClusterProgram } from "../lower/lower.js";
 import { COMM, COMPUTE } from "../lower/device-program.js";
 import { EngineError, type InjectedFault } from "./engine-types.js";
 
@@ -14,7 +14,7 @@ import { EngineError, type InjectedFault } from "./engine-types.js";
  *  carry to a loss (relu keeps NaN, as PyTorch's does). hang stops the device at its middle compute kernel: its
  *  peers then wait for it in their next collective or receive until the communicator's timeout names it. */
 export function faultTarget(program: ClusterProgram, fault: InjectedFault): { instruction: number; kind: "fail" | "nan" | "hang" } {
-  const dev = program.devices[fault.device]!;
+  const dev = program.devices[localIndex(program, fault.device)]!;
   const isComm = (op: string): boolean => op.startsWith("comm.");
   const isKernel = (i: number): boolean => dev.instructions[i]!.stream === COMPUTE && !isComm(dev.instructions[i]!.op);
   const at = (pick: (ins: (typeof dev.instructions)[number], i: number) => boolean): number[] => dev.instructions.flatMap((ins, i) => (pick(ins, i) ? [i] : []));

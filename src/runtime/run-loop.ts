@@ -11,11 +11,19 @@ import type { PlanRun } from "../plan/plan.js";
 import { graphFromJson } from "../plan/graph-from-json.js";
 import type { Plan } from "../plan/plan.js";
 import { createEngine, defaultEngine, EngineError, type Engine, type InjectedFault, type StepEngine } from "./engines.js";
-import type { Resumed } from "./engine-types.js";
+import type { Resumed, RunFailure } from "./engine-types.js";
 
 export type { Engine } from "./engines.js";
 
-export class RunError extends Error {}
+export class RunError extends Error {
+  constructor(
+    message: string,
+    /** What failed, as data, when a device failed (the step filled in). */
+    readonly failure?: RunFailure,
+  ) {
+    super(message);
+  }
+}
 
 export interface StepReport {
   readonly step: number;
@@ -141,7 +149,7 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
       ...(options.timeoutSeconds !== undefined && { timeoutSeconds: options.timeoutSeconds }),
     });
   } catch (e) {
-    if (e instanceof EngineError) throw new RunError(e.message);
+    if (e instanceof EngineError) throw new RunError(e.message, e.failure);
     throw e;
   }
   options.onEngine?.(engine);
@@ -182,7 +190,8 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
     try {
       loss = await stepper.step(data.batch(global - 1));
     } catch (e) {
-      if (e instanceof EngineError || e instanceof DataError) throw new RunError(`step ${global}: ${e.message}`);
+      if (e instanceof EngineError) throw new RunError(`step ${global}: ${e.message}`, e.failure && { ...e.failure, step: global });
+      if (e instanceof DataError) throw new RunError(`step ${global}: ${e.message}`);
       throw e;
     }
     const seconds = (performance.now() - t0) / 1000;

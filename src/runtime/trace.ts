@@ -37,10 +37,11 @@ export function deviceEvents(device: number, program: DeviceProgram, timings: Fl
   return out;
 }
 
-/** Process and thread names of the devices: each a compute (tid 0) and a communication (tid 1) track. */
-export function traceMetadata(devices: number): TraceEvent[] {
+/** Process and thread names of the devices (by global rank): each a compute (tid 0) and a communication
+ *  (tid 1) track. */
+export function traceMetadata(ranks: readonly number[]): TraceEvent[] {
   const out: TraceEvent[] = [];
-  for (let r = 0; r < devices; r++) {
+  for (const r of ranks) {
     out.push({ name: "process_name", ph: "M", pid: r, tid: 0, args: { name: `device ${r}` } });
     out.push({ name: "thread_name", ph: "M", pid: r, tid: 0, args: { name: "compute" } });
     out.push({ name: "thread_name", ph: "M", pid: r, tid: 1, args: { name: "communication" } });

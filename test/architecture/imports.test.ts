@@ -10,6 +10,8 @@ import { sourceImports } from "./source-imports.js";
 const RULES: readonly LayerRule[] = [
   // viz reads plans and traces; it never runs anything, and the CLI is the one thing above it.
   { from: "viz", mustNotImport: ["runtime", "cli", "native"] },
+  // Lowering is a compiler-side phase below both the runtime that executes its programs and checkpoints.
+  { from: "lower", mustNotImport: ["runtime", "checkpoint", "viz", "cli"] },
   { from: "checkpoint", mustNotImport: ["runtime"] },
   // The plan document is what compile writes and everything later reads: below all of them.
   { from: "plan", mustNotImport: ["runtime", "checkpoint", "viz", "cli", "search", "compile"] },

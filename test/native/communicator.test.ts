@@ -3,7 +3,7 @@
 // under random thread timing, concurrent sub-groups, and failures (abort, mismatches, timeouts) that reject
 // quickly with a message instead of hanging.
 import { describe, expect, it } from "vitest";
-import { nativeCommRun, type CommScriptOp } from "../../src/native/binding.js";
+import { nativeCommRun, nativeFailure, type CommScriptOp } from "../../src/native/binding.js";
 import { rng, spreadData } from "../support/prng.js";
 
 // The spec: ((x0 + x1) + x2) + ... in fp32, members in group order; avg divides the fp32 sum once.
@@ -233,6 +233,30 @@ describe("in-process communicator", () => {
         nativeCommRun(2, [[{ op: "recv", peer: 1, tag: 3, count: 2 }], [{ op: "send", peer: 0, tag: 3, data: data(5) }]]),
         /recv at rank 0 from rank 1 \(tag 3\): expects 2 elements, the send had 5/,
       );
+    });
+
+    it("failures carry their kind (timeout with the missing peers, comm, aborted) as fields", async () => {
+      const failureOf = async (run: Promise<unknown>) => {
+        try {
+          await run;
+        } catch (e) {
+          return nativeFailure(e);
+        }
+        throw new Error("expected the run to reject");
+      };
+      const never: CommScriptOp[][] = [[{ op: "allReduce", group: [0, 1, 2], data: data(4) }], [{ op: "allReduce", group: [0, 1, 2], data: data(4) }], []];
+      const timeout = await failureOf(nativeCommRun(3, never, { timeoutMs: 100 }));
+      expect(timeout).toMatchObject({ kind: "timeout", peers: [2] });
+      expect(timeout!.message).toMatch(/^allReduce #0 on group \[0, 1, 2\]: timed out after 0\.1 s at rank [01]; rank\(s\) \[2\] never arrived$/);
+      const recv = await failureOf(nativeCommRun(2, [[{ op: "recv", peer: 1, tag: 3, count: 2 }], []], { timeoutMs: 100 }));
+      expect(recv).toMatchObject({ kind: "timeout", device: 0, peers: [1] });
+      expect(await failureOf(nativeCommRun(2, [[{ op: "recv", peer: 1, tag: 3, count: 2 }], [{ op: "send", peer: 0, tag: 3, data: data(5) }]]))).toMatchObject({
+        kind: "comm", device: 0, message: "recv at rank 0 from rank 1 (tag 3): expects 2 elements, the send had 5",
+      });
+      expect(await failureOf(nativeCommRun(2, [[{ op: "abort", message: "stop" }], [{ op: "allReduce", group: [0, 1], data: data(1) }]]))).toMatchObject({
+        kind: "aborted", device: 0, message: "stop",
+      });
+      expect(await failureOf(nativeCommRun(2, [[{ op: "allReduce", group: [1, 0], data: data(1) }], []]))).toMatchObject({ kind: "comm" });
     });
 
     it("bad groups and roots abort with a message; a malformed script throws", async () => {

@@ -14,6 +14,7 @@ import { bindDims, concreteShape } from "../../src/interp/run.js";
 import { floatArray, type Tensor } from "../../src/interp/tensor.js";
 import { numel } from "../../src/graph/dim.js";
 import { isFloatDType } from "../../src/graph/types.js";
+import { nativeFailure, runNativeKernel } from "../../src/native/binding.js";
 import { hasNativeKernel, nativeKernel } from "../../src/native/kernels.js";
 import { buildTrainingGraph } from "../../src/passes/autodiff.js";
 import { samplePath, sets } from "../compile/helpers.js";
@@ -132,6 +133,24 @@ describe("native kernels match the interpreter's", () => {
   });
 
   it("an op without a native kernel is a clear error", () => {
-    expect(() => nativeKernel("no_such_op")([], {}, { outShapes: [], float: "f32" })).toThrow("not implemented: native kernel for op 'no_such_op'");
+    expect(() => nativeKernel("no_such_op")([], {}, { outShapes: [], float: "f32" })).toThrow("not implemented: native kernel for op 'no_such_op' on device kind cpu");
+  });
+
+  it("kernel failures and malformed calls carry their fields", () => {
+    const failureOf = (call: () => unknown) => {
+      try {
+        call();
+      } catch (e) {
+        return nativeFailure(e);
+      }
+      throw new Error("expected the call to throw");
+    };
+    const embed = () => runNativeKernel("embedding", [{ data: Int32Array.of(4), shape: [1] }, { data: new Float32Array(6), shape: [3, 2] }], {}, [{ shape: [1, 2], dtype: "f32" }]);
+    expect(embed).toThrow(/^native kernel embedding: embedding index 4 is out of range \[0, 3\)$/);
+    expect(failureOf(embed)).toEqual({ kind: "kernel", op: "embedding", message: "embedding index 4 is out of range [0, 3)" });
+    expect(failureOf(() => runNativeKernel("no_such_op", [], {}, []))).toMatchObject({ kind: "description", message: "not implemented: native kernel for op 'no_such_op' on device kind cpu" });
+    expect(failureOf(() => runNativeKernel("relu", [{ data: new Float32Array(2), shape: [3] }], {}, [{ shape: [3], dtype: "f32" }]))).toMatchObject({
+      kind: "description", message: "runKernel relu: input 0: data length does not match its shape",
+    });
   });
 });

@@ -1,11 +1,11 @@
 // Mixed precision in the native addon: fsm_cast between f32 and bf16/f16 (round to nearest even, NaN, ±Inf,
 // overflow, f16 subnormals) against hand-computed bit patterns and an independent decoding of every 16-bit
 // pattern; fsm_scale_by and fsm_nonfinite; guarded cluster instructions skipped while their guard is nonzero;
-// and 16-bit slots (set/get as raw bits in a Uint16Array, casts inside a cluster and a step program).
+// and 16-bit slots (set/get as raw bits in a Uint16Array, casts inside multi-instruction cluster programs).
 import { describe, expect, it } from "vitest";
 import {
   createNativeCluster,
-  createNativeProgram,
+  nativeFailure,
   runNativeKernel,
   type NativeAttrs,
   type NativeClusterDevice,
@@ -315,21 +315,37 @@ describe("guarded instructions", () => {
   describe("construction errors", () => {
     const make = (guard: number, specs: SlotSpec[] = [{ shape: [3] }, { shape: [3] }, { shape: [2] }, { shape: [], dtype: "i32" }, { shape: [1], dtype: "bf16" }]) =>
       () => createNativeCluster({ devices: [device(specs, [ins("fsm_copy", [0], [1]), ins("fsm_copy", [0], [1], { guard })])] });
-    const cases: [string, () => unknown, RegExp][] = [
-      ["an f32 slot of two elements", make(2), /^device 0 instruction 1 \(fsm_copy\): guard slot 2 must be an f32 scalar \(one element\), not f32 with 2 elements$/],
-      ["an i32 scalar", make(3), /guard slot 3 must be an f32 scalar \(one element\), not i32 with 1 elements/],
-      ["a bf16 scalar", make(4), /guard slot 4 must be an f32 scalar/],
-      ["a slot that does not exist", make(5), /^device 0 instruction 1 \(fsm_copy\): guard slot 5 does not exist$/],
-      ["a slot id that is not an integer", make(0.5), /guard must be a non-negative integer/],
+    const at = (instruction: number, op: string) => ({ kind: "description", device: 0, localDevice: 0, instruction, op });
+    // [name, build, where, the root cause (the failure's message, without the location)]
+    const cases: [string, () => unknown, object, RegExp][] = [
+      ["an f32 slot of two elements", make(2), at(1, "fsm_copy"), /^guard slot 2 must be an f32 scalar \(one element\), not f32 with 2 elements$/],
+      ["an i32 scalar", make(3), at(1, "fsm_copy"), /^guard slot 3 must be an f32 scalar \(one element\), not i32 with 1 elements$/],
+      ["a bf16 scalar", make(4), at(1, "fsm_copy"), /^guard slot 4 must be an f32 scalar/],
+      ["a slot that does not exist", make(5), at(1, "fsm_copy"), /^guard slot 5 does not exist$/],
+      ["a slot id that is not an integer", make(0.5), at(1, "fsm_copy"), /^guard must be a non-negative integer$/],
       ["a slot the instruction writes", () => createNativeCluster({ devices: [device([{ shape: [1] }, { shape: [1] }], [ins("fsm_copy", [0], [1], { guard: 1 })])] }),
-        /^device 0 instruction 0 \(fsm_copy\): guard slot 1 shares bytes with output 0 \(slot 1\): the guard is only read$/],
+        at(0, "fsm_copy"), /^guard slot 1 shares bytes with output 0 \(slot 1\): the guard is only read$/],
       ["a slot whose bytes an output's view covers", () => createNativeCluster({
         devices: [{ arenaBytes: 64, slots: [{ shape: [4], dtype: "f32", offset: 0 }, { shape: [1], dtype: "f32", offset: 8 }, { shape: [4], dtype: "f32", offset: 16 }], instructions: [ins("fsm_copy", [2], [0], { guard: 1 })] }],
-      }), /guard slot 1 shares bytes with output 0 \(slot 0\)/],
+      }), at(0, "fsm_copy"), /^guard slot 1 shares bytes with output 0 \(slot 0\)/],
       ["a communication op", () => createNativeCluster({ devices: [device([{ shape: [2] }, { shape: [] }], [{ ...ins("comm.allReduce", [0], [0], { guard: 1 }, { group: [0] }), stream: 1 }])] }),
-        /^device 0 instruction 0 \(comm\.allReduce\): only kernel instructions can have a guard$/],
+        at(0, "comm.allReduce"), /^only kernel instructions can have a guard$/],
     ];
-    for (const [name, build, message] of cases) it(name, () => expect(build).toThrow(message));
+    for (const [name, build, where, message] of cases) {
+      it(name, () => {
+        let failure;
+        try {
+          build();
+        } catch (e) {
+          failure = nativeFailure(e);
+        }
+        expect(failure).toMatchObject(where);
+        expect(failure!.message).toMatch(message);
+      });
+    }
+    it("keeps the human line", () => {
+      expect(make(2)).toThrow(/^device 0 instruction 1 \(fsm_copy\): guard slot 2 must be an f32 scalar \(one element\), not f32 with 2 elements$/);
+    });
   });
 });
 
@@ -385,18 +401,20 @@ describe("16-bit slots", () => {
     expect(Array.from(c.get(0, 4))).toEqual([1, 1 + 2 ** -8, 1 + 3 * 2 ** -9, -2.5, Infinity, 0]);
   });
 
-  it("a step program holds 16-bit slots too", async () => {
-    // Slots: 0 x f32[2], 1 bf16[2] at 64, 2 f32[2] at 128.
-    const p = createNativeProgram({
-      arenaBytes: 192,
-      slots: [{ shape: [2], dtype: "f32", offset: 0 }, { shape: [2], dtype: "bf16", offset: 64 }, { shape: [2], dtype: "f32", offset: 128 }],
-      instructions: [{ op: "fsm_cast", inputs: [0], outputs: [1], attrs: {} }, { op: "fsm_cast", inputs: [1], outputs: [2], attrs: {} }],
+  it("a one-device program holds 16-bit slots too, at offsets of its own layout", async () => {
+    // Slots: 0 x f32[2], 1 bf16[2] at 64, 2 f32[2] at 128; the bf16 cast waits on nothing (same stream order).
+    const c = createNativeCluster({
+      devices: [{
+        arenaBytes: 192,
+        slots: [{ shape: [2], dtype: "f32", offset: 0 }, { shape: [2], dtype: "bf16", offset: 64 }, { shape: [2], dtype: "f32", offset: 128 }],
+        instructions: [ins("fsm_cast", [0], [1]), ins("fsm_cast", [1], [2])],
+      }],
     });
-    p.set(0, new Float32Array([3, 1 + 3 * 2 ** -9]));
-    await p.run();
-    expect(hex(p.get(1))).toEqual(hex([0x4040, 0x3f81]));
-    expect(Array.from(p.get(2))).toEqual([3, 1.0078125]);
-    p.set(1, new Uint16Array([0xbf80, 0x7f80]));
-    expect(Array.from(p.get(1))).toEqual([0xbf80, 0x7f80]);
+    c.set(0, 0, new Float32Array([3, 1 + 3 * 2 ** -9]));
+    await c.run();
+    expect(hex(c.get(0, 1))).toEqual(hex([0x4040, 0x3f81]));
+    expect(Array.from(c.get(0, 2))).toEqual([3, 1.0078125]);
+    c.set(0, 1, new Uint16Array([0xbf80, 0x7f80]));
+    expect(Array.from(c.get(0, 1))).toEqual([0xbf80, 0x7f80]);
   });
 });

@@ -11,7 +11,7 @@ import { graphFromJson } from "../../src/plan/graph-from-json.js";
 import type { Plan } from "../../src/plan/plan.js";
 import { lower } from "../../src/lower/lower.js";
 import { ClusterReference } from "../../src/runtime/cluster-reference.js";
-import { createNativeCluster } from "../../src/native/binding.js";
+import { createNativeCluster, type NativeClusterDescription } from "../../src/native/binding.js";
 import { feedBatch, meanLoss } from "../../src/runtime/cluster-step.js";
 import { readParam, writeParams } from "../../src/lower/param-pieces.js";
 import { readFileSync } from "node:fs";
@@ -35,11 +35,20 @@ function planFor(name: Sample, overrides: Overrides, devices: number, units = fa
 
 type Trained = { losses: number[]; params: Map<string, Float32Array> };
 
-/** Trains on the native cluster (threads, communicator) or the sequential reference executor. */
-async function train(plan: Plan, steps: number, native: boolean, random?: () => number): Promise<Trained> {
+/** How the native executor is put together: its Device's arena route and its Communicator (the test plug-in
+ *  that delays every call by a seeded random time, so arrivals and completions come in other orders). */
+type Seams = Pick<NativeClusterDescription, "device" | "communicator">;
+const SEAMS: readonly [string, Seams][] = [
+  ["a communicator that delays and reorders every call", { communicator: { kind: "delay", seed: 7, maxMicros: 300 } }],
+  ["a device whose arena is mmap'd", { device: { kind: "cpu", arena: "mmap" } }],
+];
+
+/** Trains on the native cluster (threads, communicator; `seams` picks its device and communicator) or the
+ *  sequential reference executor. */
+async function train(plan: Plan, steps: number, native: boolean | Seams, random?: () => number): Promise<Trained & { calls?: Record<string, number> }> {
   const graph = graphFromJson(plan.model.name, plan.graph);
   const program = lower(plan, graph);
-  const cluster = native ? createNativeCluster({ devices: program.devices, timeoutSeconds: 20 }) : new ClusterReference(program.devices);
+  const cluster = native ? createNativeCluster({ devices: program.devices, timeoutSeconds: 20, ...(native !== true && native) }) : new ClusterReference(program.devices);
   const init = initParams(graph, 5, "f32");
   writeParams(cluster, program, (n) => init.get(n)!.data as Float32Array);
   const data = syntheticData(graph, { batch: plan.settings.batch, ...(plan.settings.seq !== null && { seq: plan.settings.seq }), seed: 3 });
@@ -49,7 +58,8 @@ async function train(plan: Plan, steps: number, native: boolean, random?: () => 
     await (cluster instanceof ClusterReference ? cluster.run(random) : cluster.run());
     losses.push(meanLoss(cluster, program));
   }
-  return { losses, params: new Map(graph.params().map((p) => [p.name, readParam(cluster, program, p.name)])) };
+  const calls = cluster instanceof ClusterReference ? undefined : cluster.communicatorCalls();
+  return { losses, params: new Map(graph.params().map((p) => [p.name, readParam(cluster, program, p.name)])), ...(calls && { calls }) };
 }
 
 const RTOL = 1e-5;
@@ -68,6 +78,15 @@ async function parity(name: Sample, overrides: Overrides, devices: number, steps
   }
   // The threads compute exactly what the sequential specification does.
   expect(many.losses.slice(0, 2)).toEqual(spec.losses);
+  // The Device and Communicator are seams: another arena route or a communicator that delays and reorders
+  // every call computes the same bits, and the calls really went through the plug-in.
+  for (const [what, seams] of SEAMS) {
+    const other = await train(plan, steps, seams);
+    expect(other.losses, what).toEqual(many.losses);
+    for (const [p, v] of many.params) expect(Array.from(other.params.get(p)!), `${what}: ${p}`).toEqual(Array.from(v));
+    expect(other.calls, what).toEqual(many.calls);
+  }
+  if (devices > 1) expect(Object.values(many.calls!).reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
   for (const [p, want] of one.params) {
     const got = many.params.get(p)!;
     for (let i = 0; i < want.length; i++) {

@@ -1,106 +1,112 @@
-// fsm::Communicator: the in-process communicator of the CPU runtime. N virtual devices run as N threads of one
-// process; each calls the collectives below with its own rank and buffers, and the call returns once the group
-// has met and the result is in place. Reductions have one fixed order (ascending group rank), so results are
-// bit-identical on every member and every run whatever the thread timing. Any failure (abort, mismatched
-// arguments, timeout) wakes every waiting rank with CommAborted instead of hanging or exiting.
+// Communicator: what the executor needs to move fp32 bytes between ranks — collectives over registered groups,
+// point-to-point sends and receives, abort, a timeout, and reuse across steps. Implementations are transports
+// (comm/inprocess: threads of this process; later MPI between processes, NCCL between GPUs); the executor
+// knows only this interface, and kinds are named in one place (comm/create.cc).
 #pragma once
 
-#include <chrono>
-#include <condition_variable>
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <string>
-#include <tuple>
 #include <vector>
+
+#include "core/program.h"
 
 namespace fsm {
 
-// Thrown by every call on a communicator that has been aborted (by abort(), a mismatch or a timeout); what()
-// is the first abort's message. An aborted communicator stays aborted: the step is over.
-class CommAborted : public std::runtime_error {
- public:
-  explicit CommAborted(const std::string& message) : std::runtime_error(message) {}
-};
-
 enum class ReduceOp { Sum, Avg };  // Avg: the ordered sum divided by the group size (one fp32 division)
+
+/** The calls a communicator counts (calls()), in this order. */
+enum class CommCall { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, Send, Recv };
+constexpr size_t kCommCalls = 7;
+/** "allReduce", "reduceScatter", "allGather", "broadcast", "reduce", "send", "recv". */
+const char* commCallName(CommCall call);
+
+/** What every blocking call throws when it cannot complete. Aborted: the communicator was aborted (by abort(),
+ *  or another rank's failure), what() is the first abort's message — an echo, not a root cause. Timeout: this
+ *  rank waited past the timeout; peers() are the ranks that never came. Invalid: the call disagrees with its
+ *  group (kind, count, root) or names no valid group, rank or root. Timeout and Invalid also abort the
+ *  communicator, so every other rank is woken with Aborted instead of hanging. */
+class CommError : public std::runtime_error {
+ public:
+  enum class Kind { Aborted, Timeout, Invalid };
+  CommError(Kind kind, const std::string& message, std::vector<int> peers = {})
+      : std::runtime_error(message), kind_(kind), peers_(std::move(peers)) {}
+  Kind kind() const { return kind_; }
+  const std::vector<int>& peers() const { return peers_; }
+
+ private:
+  Kind kind_;
+  std::vector<int> peers_;
+};
 
 class Communicator {
  public:
-  // timeout: how long one rank waits for the others at any meeting point before it aborts the communicator
-  // with a message naming the call and the ranks that never came.
-  explicit Communicator(int worldSize, std::chrono::duration<double> timeout = std::chrono::seconds(60));
+  virtual ~Communicator() = default;
+  Communicator() = default;
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
-  int worldSize() const { return worldSize_; }
+  /** "inprocess", "delay": the kind named in descriptions. */
+  virtual const char* kind() const = 0;
+  virtual int worldSize() const = 0;
 
-  // Collectives. `group` is a strictly ascending list of global ranks that contains `rank`; every member calls
-  // the same collectives on a group in the same order (they are matched by that order), with the same count
-  // (and root). Counts are in fp32 elements. Any buffer may alias any other of the same rank (in place is
-  // fine): results are staged in the meeting's own scratch and written after every member has read its inputs.
+  /** A handle for the group `ranks` (strictly ascending global ranks), made once before any step: the executor
+   *  registers every distinct group its programs use, in ascending order, so members of a group register it in
+   *  the same order (what MPI_Comm_create_group needs). The same ranks give the same handle. Throws CommError
+   *  (Invalid) for an empty or unordered group, or a rank outside the world. */
+  virtual GroupHandle registerGroup(const std::vector<int>& ranks) = 0;
 
-  // data[k] = ((x0[k] + x1[k]) + x2[k]) + ... over the members in group order, on every member.
-  void allReduce(int rank, const std::vector<int>& group, float* data, size_t count, ReduceOp op = ReduceOp::Sum);
-  // input holds group.size() chunks of countPerRank; member i gets the ordered sum of chunk i.
-  void reduceScatter(int rank, const std::vector<int>& group, const float* input, float* output, size_t countPerRank,
+  // Collectives. `rank` is the caller's global rank, a member of `group`; every member calls the same
+  // collectives on a group in the same order (they are matched by that order), with the same count (and root).
+  // Counts are in fp32 elements. Any buffer may alias any other of the same rank (in place is fine). Each call
+  // returns once the result is in the caller's buffer, or throws CommError (after the timeout at the latest).
+  // Reductions are the ordered sum over the members in group order (((x0 + x1) + x2) + ...): every member gets
+  // the same bits, every run.
+
+  /** data = the ordered sum of every member's data. */
+  void allReduce(int rank, GroupHandle group, float* data, size_t count, ReduceOp op = ReduceOp::Sum);
+  /** input holds group-size chunks of countPerRank; member i's output = the ordered sum of chunk i. */
+  void reduceScatter(int rank, GroupHandle group, const float* input, float* output, size_t countPerRank,
                      ReduceOp op = ReduceOp::Sum);
-  // output (group.size() * countPerRank) = the members' inputs concatenated in group order.
-  void allGather(int rank, const std::vector<int>& group, const float* input, float* output, size_t countPerRank);
-  // Every member's data = root's data (root is a global rank in the group).
-  void broadcast(int rank, const std::vector<int>& group, int root, float* data, size_t count);
-  // root's data = the ordered sum of every member's data; the others' data is left as it was.
-  void reduce(int rank, const std::vector<int>& group, int root, float* data, size_t count);
-
-  // Point to point, matched by (from, to, tag); messages with the same key arrive in send order. send is
-  // buffered (it copies the data and returns at once), so neighbours may both send before they receive without
-  // deadlock; recv blocks until a matching message is there and aborts if its count differs from the send's.
+  /** output (group size · countPerRank) = the members' inputs concatenated in group order. */
+  void allGather(int rank, GroupHandle group, const float* input, float* output, size_t countPerRank);
+  /** Every member's data = root's data (root: a global rank in the group). */
+  void broadcast(int rank, GroupHandle group, int root, float* data, size_t count);
+  /** root's data = the ordered sum of every member's data; the others' data is left as it was. */
+  void reduce(int rank, GroupHandle group, int root, float* data, size_t count);
+  /** Point to point, matched by (from, to, tag), in send order per key. send may return before the matching
+   *  recv (neighbours may both send before they receive); recv checks the count against the send's. */
   void send(int rank, int peer, int tag, const float* data, size_t count);
   void recv(int rank, int peer, int tag, float* data, size_t count);
 
-  // Marks the communicator aborted with `message` (the first message wins) and wakes every waiting rank,
-  // which throws CommAborted. Callable from any thread, any number of times.
-  void abort(const std::string& message);
-  bool aborted() const;
-  std::string abortMessage() const;
+  /** Marks the communicator aborted with `message` (the first message wins) and wakes every waiting rank, which
+   *  throws CommError (Aborted). Any thread, any number of times. */
+  virtual void abort(const std::string& message) = 0;
+  virtual bool aborted() const = 0;
+  virtual std::string abortMessage() const = 0;
+  /** Starts fresh after an aborted step: clears the abort and every half-done meeting and message. Called only
+   *  while no rank is inside the communicator. After a clean step nothing needs resetting: the same
+   *  communicator carries on (matching continues by call order), so it is built once, not per step. */
+  virtual void reset() = 0;
+
+  /** How many calls of each kind were made through this communicator since it was built. */
+  std::array<uint64_t, kCommCalls> calls() const;
+
+ protected:
+  virtual void doAllReduce(int rank, GroupHandle group, float* data, size_t count, ReduceOp op) = 0;
+  virtual void doReduceScatter(int rank, GroupHandle group, const float* input, float* output, size_t countPerRank, ReduceOp op) = 0;
+  virtual void doAllGather(int rank, GroupHandle group, const float* input, float* output, size_t countPerRank) = 0;
+  virtual void doBroadcast(int rank, GroupHandle group, int root, float* data, size_t count) = 0;
+  virtual void doReduce(int rank, GroupHandle group, int root, float* data, size_t count) = 0;
+  virtual void doSend(int rank, int peer, int tag, const float* data, size_t count) = 0;
+  virtual void doRecv(int rank, int peer, int tag, float* data, size_t count) = 0;
 
  private:
-  struct Meeting;
-  using MeetingPtr = std::shared_ptr<Meeting>;
-
-  // Joins (or opens) the next meeting of `group` for `rank`, checking that kind, count and root agree.
-  MeetingPtr join(int rank, const std::vector<int>& group, const char* kind, size_t count, int root,
-                  const float* input, std::unique_lock<std::mutex>& lk, int& member);
-  // Waits until every member has reached this point (phase `phase`); throws CommAborted on abort/timeout.
-  void barrier(Meeting& m, int member, std::unique_lock<std::mutex>& lk);
-  // Runs one collective: meet, `compute` (reads inputs, writes scratch), meet, `finish` (scratch -> output).
-  template <typename Compute, typename Finish>
-  void collective(int rank, const std::vector<int>& group, const char* kind, size_t count, int root,
-                  const float* input, size_t scratchSize, Compute compute, Finish finish);
-
-  [[noreturn]] void fail(const std::string& message, std::unique_lock<std::mutex>& lk);
-  void throwIfAborted() const;  // with mutex_ held
-  void checkRank(int rank, const char* kind, std::unique_lock<std::mutex>& lk);
-
-  const int worldSize_;
-  const std::chrono::duration<double> timeout_;
-  mutable std::mutex mutex_;
-  // One condition variable for everything: waiters re-check their own predicate, and abort() needs to wake
-  // them all with a single notify_all.
-  std::condition_variable cv_;
-  bool aborted_ = false;
-  std::string abortMessage_;
-
-  struct GroupState {
-    std::vector<uint64_t> nextCall;           // per member: how many collectives it has started on the group
-    std::map<uint64_t, MeetingPtr> open;      // meetings some member has joined but not all yet
-  };
-  std::map<std::vector<int>, GroupState> groups_;
-  std::map<std::tuple<int, int, int>, std::deque<std::vector<float>>> mailboxes_;  // (from, to, tag)
+  void count(CommCall call) { calls_[static_cast<size_t>(call)].fetch_add(1, std::memory_order_relaxed); }
+  std::array<std::atomic<uint64_t>, kCommCalls> calls_{};
 };
 
 }  // namespace fsm

@@ -215,6 +215,8 @@ and its action; nothing of the failed step is checkpointed; the exit code is 1.
         return 1;
       }
       if (e instanceof RunError || e instanceof CompileError) {
+        // --json: a device's failure also as one JSON line, its fields as data (kind, step, device, action, op, ...).
+        if (json && e instanceof RunError && e.failure) io.stdout(JSON.stringify({ error: { ...e.failure, text: e.message } }) + "\n");
         io.stderr(`${file}: error: ${e.message}\n`);
         return 1;
       }

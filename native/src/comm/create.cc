@@ -1,0 +1,50 @@
+// createCommunicator (create.h): "inprocess", and "delay" (comm/testing: the in-process communicator behind
+// seeded random sleeps).
+#include "comm/create.h"
+
+#include <chrono>
+#include <cmath>
+#include <sstream>
+
+#include "comm/inprocess.h"
+#include "comm/testing/delay.h"
+#include "core/failure.h"
+
+namespace fsm {
+namespace {
+
+double numberOption(const Plugin& p, const char* name, double lo, double hi) {
+  auto it = p.options.numbers.find(name);
+  if (it == p.options.numbers.end() || !std::isfinite(it->second) || std::floor(it->second) != it->second || it->second < lo || it->second > hi) {
+    std::ostringstream range;
+    range << "[" << lo << ", " << hi << "]";
+    refuse(JsClass::TypeError, {}, p.field + "." + name + " must be an integer in " + range.str());
+  }
+  return it->second;
+}
+
+std::unique_ptr<Communicator> inProcess(int worldSize, const std::vector<int>& localRanks, double timeoutSeconds) {
+  if (localRanks.size() != static_cast<size_t>(worldSize)) {
+    refuse(JsClass::RangeError, {}, "worldSize " + std::to_string(worldSize) + " but this process runs " + std::to_string(localRanks.size()) +
+                                        " device(s): ranks outside this process need a communicator between processes (MPI), which is not built yet");
+  }
+  return std::make_unique<InProcessCommunicator>(worldSize, std::chrono::duration<double>(timeoutSeconds));
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> createCommunicator(const Plugin& p, int worldSize, const std::vector<int>& localRanks, double timeoutSeconds) {
+  if (p.kind == "inprocess") {
+    p.allowOnly({});
+    return inProcess(worldSize, localRanks, timeoutSeconds);
+  }
+  if (p.kind == "delay") {
+    p.allowOnly({"seed", "maxMicros"});
+    const double seed = numberOption(p, "seed", 0, 9007199254740991.0);
+    const double maxMicros = numberOption(p, "maxMicros", 0, 1e6);
+    return std::make_unique<DelayCommunicator>(inProcess(worldSize, localRanks, timeoutSeconds), static_cast<uint64_t>(seed), maxMicros);
+  }
+  refuse(JsClass::TypeError, {}, p.field + ".kind must be \"inprocess\" or \"delay\", got \"" + p.kind + "\"");
+}
+
+}  // namespace fsm

@@ -1,0 +1,151 @@
+// sgemm's two implementations: cblas_sgemm from OpenBLAS (FSM_HAVE_OPENBLAS) and a cache-blocked portable one;
+// ScopedBlasThreads, OpenBLAS's thread count held for a multi-threaded step.
+#include "device/cpu/gemm.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <mutex>
+#include <vector>
+
+#ifdef FSM_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace fsm {
+
+namespace {
+
+// C[M x N] *= beta, or = 0 when beta == 0 (BLAS semantics: C is not read then).
+void scaleC(int M, int N, float beta, float* C, int ldc) {
+  if (beta == 1.0f) return;
+  for (int i = 0; i < M; ++i) {
+    float* c = C + static_cast<std::size_t>(i) * ldc;
+    if (beta == 0.0f) {
+      std::fill(c, c + N, 0.0f);
+    } else {
+      for (int j = 0; j < N; ++j) c[j] *= beta;
+    }
+  }
+}
+
+#ifndef FSM_HAVE_OPENBLAS
+
+// Block sizes: a packed B panel (KC x NC floats = 256 KiB) stays in L2 while every row block of A streams past
+// it; a packed A block (MC x KC = 64 KiB) is reused across the panel; one C row segment (NC floats) stays in L1
+// across the k loop.
+constexpr int MC = 64;
+constexpr int KC = 256;
+constexpr int NC = 256;
+
+// The portable path: C += alpha * op(A) * op(B) after C was scaled by beta. Both operands are packed into
+// contiguous row-major blocks (which also absorbs the transposes), then an i-k-j loop whose innermost j loop is
+// unit-stride in B and C and vectorizes; k is unrolled by 4 so each C element is loaded and stored once per
+// four multiply-adds.
+void sgemmPortable(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
+                   const float* B, int ldb, float* C, int ldc) {
+  std::vector<float> packA(static_cast<std::size_t>(MC) * KC);
+  std::vector<float> packB(static_cast<std::size_t>(KC) * NC);
+  for (int j0 = 0; j0 < N; j0 += NC) {
+    const int nc = std::min(NC, N - j0);
+    for (int k0 = 0; k0 < K; k0 += KC) {
+      const int kc = std::min(KC, K - k0);
+      // packB[k][j] = op(B)(k0 + k, j0 + j)
+      for (int k = 0; k < kc; ++k) {
+        float* dst = packB.data() + static_cast<std::size_t>(k) * nc;
+        if (!transB) {
+          const float* src = B + static_cast<std::size_t>(k0 + k) * ldb + j0;
+          std::copy(src, src + nc, dst);
+        } else {
+          for (int j = 0; j < nc; ++j) dst[j] = B[static_cast<std::size_t>(j0 + j) * ldb + (k0 + k)];
+        }
+      }
+      for (int i0 = 0; i0 < M; i0 += MC) {
+        const int mc = std::min(MC, M - i0);
+        // packA[i][k] = alpha * op(A)(i0 + i, k0 + k)
+        for (int i = 0; i < mc; ++i) {
+          float* dst = packA.data() + static_cast<std::size_t>(i) * kc;
+          for (int k = 0; k < kc; ++k) {
+            const float a = transA ? A[static_cast<std::size_t>(k0 + k) * lda + (i0 + i)]
+                                   : A[static_cast<std::size_t>(i0 + i) * lda + (k0 + k)];
+            dst[k] = alpha * a;
+          }
+        }
+        for (int i = 0; i < mc; ++i) {
+          float* __restrict c = C + static_cast<std::size_t>(i0 + i) * ldc + j0;
+          const float* a = packA.data() + static_cast<std::size_t>(i) * kc;
+          int k = 0;
+          for (; k + 4 <= kc; k += 4) {
+            const float a0 = a[k], a1 = a[k + 1], a2 = a[k + 2], a3 = a[k + 3];
+            const float* __restrict b0 = packB.data() + static_cast<std::size_t>(k) * nc;
+            const float* __restrict b1 = b0 + nc;
+            const float* __restrict b2 = b1 + nc;
+            const float* __restrict b3 = b2 + nc;
+            for (int j = 0; j < nc; ++j) c[j] += a0 * b0[j] + a1 * b1[j] + a2 * b2[j] + a3 * b3[j];
+          }
+          for (; k < kc; ++k) {
+            const float ak = a[k];
+            const float* __restrict b = packB.data() + static_cast<std::size_t>(k) * nc;
+            for (int j = 0; j < nc; ++j) c[j] += ak * b[j];
+          }
+        }
+      }
+    }
+  }
+}
+
+#endif  // !FSM_HAVE_OPENBLAS
+
+}  // namespace
+
+void sgemm(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda, const float* B,
+           int ldb, float beta, float* C, int ldc) {
+  if (M == 0 || N == 0) return;
+  // Nothing to multiply: only the beta scaling remains. Handled here because BLAS rejects lda = 0 (K = 0).
+  if (K == 0 || alpha == 0.0f) {
+    scaleC(M, N, beta, C, ldc);
+    return;
+  }
+#ifdef FSM_HAVE_OPENBLAS
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, N, K, alpha,
+              A, lda, B, ldb, beta, C, ldc);
+#else
+  scaleC(M, N, beta, C, ldc);
+  sgemmPortable(transA, transB, M, N, K, alpha, A, lda, B, ldb, C, ldc);
+#endif
+}
+
+#ifdef FSM_HAVE_OPENBLAS
+namespace {
+// OpenBLAS's thread count is one process-wide setting, so overlapping scopes share one saved value.
+std::mutex blasThreadsMutex;
+int blasScopes = 0;
+int blasThreadsBefore = 0;
+}  // namespace
+#endif
+
+ScopedBlasThreads::ScopedBlasThreads(int threads) {
+#ifdef FSM_HAVE_OPENBLAS
+  std::lock_guard<std::mutex> lk(blasThreadsMutex);
+  if (blasScopes++ == 0) blasThreadsBefore = openblas_get_num_threads();
+  openblas_set_num_threads(threads);
+#else
+  (void)threads;
+#endif
+}
+
+ScopedBlasThreads::~ScopedBlasThreads() {
+#ifdef FSM_HAVE_OPENBLAS
+  std::lock_guard<std::mutex> lk(blasThreadsMutex);
+  if (--blasScopes == 0) openblas_set_num_threads(blasThreadsBefore);
+#endif
+}
+
+const char* blasKind() {
+#ifdef FSM_HAVE_OPENBLAS
+  return "openblas";
+#else
+  return "fallback";
+#endif
+}
+
+}  // namespace fsm

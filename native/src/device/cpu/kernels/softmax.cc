@@ -1,0 +1,67 @@
+// Softmax along any dimension (max-subtracted) and its gradient from the output, as
+// src/interp/kernels/softmax.ts; exponentials and sums in double.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "device/cpu/registry.h"
+
+namespace fsm {
+namespace {
+
+/** The tensor as [outer, n, inner] around the axis: element i of line (o, j) is at (o·n + i)·inner + j. */
+struct Around {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+Around around(const std::vector<int64_t>& shape, double dim) {
+  const int64_t a = axisOf(dim, static_cast<int64_t>(shape.size()));
+  Around r;
+  for (int64_t i = 0; i < a; i++) r.outer *= shape[i];
+  r.n = shape[a];
+  for (size_t i = static_cast<size_t>(a) + 1; i < shape.size(); i++) r.inner *= shape[i];
+  return r;
+}
+
+void softmax(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
+  const Around g = around(in[0].shape, attrs.number("dim"));
+  const float* x = in[0].f32();
+  float* y = out[0].f32();
+  std::vector<double> e(static_cast<size_t>(g.n));  // one line's exponentials
+  for (int64_t o = 0; o < g.outer; o++) {
+    for (int64_t j = 0; j < g.inner; j++) {
+      const int64_t base = o * g.n * g.inner + j;
+      double max = -std::numeric_limits<double>::infinity();
+      for (int64_t i = 0; i < g.n; i++) max = std::fmax(max, x[base + i * g.inner]);
+      double sum = 0;
+      for (int64_t i = 0; i < g.n; i++) sum += (e[i] = std::exp(x[base + i * g.inner] - max));
+      for (int64_t i = 0; i < g.n; i++) y[base + i * g.inner] = static_cast<float>(e[i] / sum);
+    }
+  }
+}
+
+// Operands dy, y: dx = y·(dy − Σ dy·y) along dim.
+void softmaxGrad(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
+  const Around g = around(in[1].shape, attrs.number("dim"));
+  const float* dy = in[0].f32();
+  const float* y = in[1].f32();
+  float* dx = out[0].f32();
+  for (int64_t o = 0; o < g.outer; o++) {
+    for (int64_t j = 0; j < g.inner; j++) {
+      const int64_t base = o * g.n * g.inner + j;
+      double dot = 0;
+      for (int64_t i = 0; i < g.n; i++) dot += static_cast<double>(dy[base + i * g.inner]) * y[base + i * g.inner];
+      for (int64_t i = 0; i < g.n; i++) {
+        const int64_t k = base + i * g.inner;
+        dx[k] = static_cast<float>(y[k] * (dy[k] - dot));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+REGISTER_KERNEL("softmax", softmax);
+REGISTER_KERNEL("softmax_grad", softmaxGrad);
+
+}  // namespace fsm

@@ -1,0 +1,13 @@
+// Device::run (device.h): zero the flagged outputs, then launch — the one place a kernel call happens.
+#include "device/device.h"
+
+namespace fsm {
+
+void Device::run(int stream, KernelCall& call) {
+  for (size_t k = 0; k < call.outputs.size(); k++) {
+    if (call.zero[k]) zero(stream, call.outputs[k].data, call.outputs[k].bytes());
+  }
+  launch(stream, call.kernel, call.inputs, call.outputs, call.attrs);
+}
+
+}  // namespace fsm

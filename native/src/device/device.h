@@ -1,0 +1,67 @@
+// Device: what the executor needs from one device (a CPU virtual device, later a GPU) — its memory (an arena),
+// its kernels by id, and its two streams with completion events. The executor knows no device kind
+// concretely: kinds implement this interface and are named in one place (device/create.cc).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/kernel_call.h"
+#include "core/tensor.h"
+
+namespace fsm {
+
+/** A device's memory for one program: `bytes` from `base` (an address in the device's memory, which is not
+ *  the host's on a GPU), 64-byte aligned and zero-filled. `handle` is the kind's own bookkeeping. */
+struct Arena {
+  uint8_t* base = nullptr;
+  size_t bytes = 0;
+  size_t handle = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  /** "cpu": the kind named in descriptions and messages. */
+  virtual const char* kind() const = 0;
+
+  // --- memory ---
+  /** A zero-filled arena, ready so a step never faults pages in. Throws FailureError kind oom (arenaBytes, and
+   *  limitBytes when over the device's memory limit); the caller adds which device. */
+  virtual Arena allocate(size_t bytes) = 0;
+  virtual void release(Arena& arena) = 0;
+  /** Zeroes `bytes` at `data` (device memory), ordered on `stream`. */
+  virtual void zero(int stream, void* data, size_t bytes) = 0;
+  /** Host ↔ device copies, ordered after `stream`'s earlier work; they return once the bytes are in place. */
+  virtual void copyIn(int stream, void* device, const void* host, size_t bytes) = 0;
+  virtual void copyOut(int stream, void* host, const void* device, size_t bytes) = 0;
+
+  // --- kernels ---
+  /** The kernel for `op`; throws FailureError (kind description) "not implemented: native kernel for op 'X' on
+   *  device kind K" when this kind has none. Called once per instruction, when a program is bound. */
+  virtual KernelId resolve(const std::string& op) const = 0;
+  /** Runs (or enqueues) a resolved kernel on `stream`; a kernel's own check failing throws std::exception. */
+  virtual void launch(int stream, KernelId kernel, const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
+                      const Attrs& attrs) = 0;
+  /** The kernel contract in one place: zeroes the outputs `call.zero` flags (outputsToZero), then launches. */
+  void run(int stream, KernelCall& call);
+
+  // --- streams and events: stream 0 computes, stream 1 communicates; each is driven by its own host thread ---
+  /** A run begins: every stream's completion count restarts at 0 and a previous abort is cleared. Also the
+   *  place for per-run settings a kind holds while a step runs (the CPU's BLAS threads). */
+  virtual void beginRun() = 0;
+  /** The run is over (every stream stopped): undoes beginRun's settings. */
+  virtual void endRun() = 0;
+  /** Marks the next instruction of `stream` complete (a CUDA device records the stream's next event). */
+  virtual void record(int stream) = 0;
+  /** Makes `stream` wait until `other` has recorded `count` completions (a CUDA device waits on that event with
+   *  cudaStreamWaitEvent; the CPU blocks the calling host thread). False when woken by abortWaits instead. */
+  virtual bool wait(int stream, int other, size_t count) = 0;
+  /** Wakes every wait of this run, which then returns false: the step failed elsewhere. Any thread. */
+  virtual void abortWaits() = 0;
+};
+
+}  // namespace fsm

@@ -1,0 +1,386 @@
+// Executor (executor.h): binding a program to its devices and communicator, the stream threads, the per-stream
+// loop (waits as events, guards, injected faults, tracing, busy marks), and the first-error abort.
+#include "exec/executor.h"
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace fsm {
+
+struct Executor::Local {
+  DeviceProgram program;
+  std::unique_ptr<Device> device;
+  Arena arena;
+  std::vector<Tensor> slots;  // over the arena
+  /** Per instruction of the last traced run: start and end, seconds from the run's origin (empty if none). */
+  std::vector<double> timings;
+  // Per stream: the kernel instruction it is running (-1: none) and since when (steady-clock ns), so a
+  // communicator timeout can say which devices were busy computing rather than waiting — the stuck one.
+  std::atomic<int64_t> inKernel[kStreams] = {-1, -1};
+  std::atomic<int64_t> kernelSince[kStreams] = {0, 0};
+
+  ~Local() {
+    if (device) device->release(arena);
+  }
+};
+
+namespace {
+
+int64_t nowNs() { return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+Where whereOf(const DeviceProgram& p, size_t local, int64_t instruction = -1) {
+  Where w;
+  w.device = p.rank;
+  w.localDevice = static_cast<int>(local);
+  w.instruction = instruction;
+  if (instruction >= 0) w.op = p.instructions[static_cast<size_t>(instruction)].op;
+  return w;
+}
+
+// A failure raised below the executor (a device, the communicator) at `w`: its text gains the location.
+FailureError located(const Failure& inner, const Where& w) {
+  Failure f = inner;
+  f.where = w;
+  f.text = w.prefix() + ": " + inner.text;
+  return FailureError(f);
+}
+
+// An injected NaN fault: every float output holds quiet NaNs (integer outputs have none to hold).
+void poisonWithNaN(Device& device, int stream, const std::vector<Tensor>& outputs) {
+  for (const Tensor& t : outputs) {
+    const size_t n = static_cast<size_t>(t.numel());
+    if (t.dtype == DType::F32) {
+      const std::vector<float> nan(n, std::numeric_limits<float>::quiet_NaN());
+      device.copyIn(stream, t.data, nan.data(), t.bytes());
+    } else if (t.dtype == DType::BF16 || t.dtype == DType::F16) {
+      const std::vector<uint16_t> nan(n, t.dtype == DType::BF16 ? 0x7FC0 : 0x7E00);
+      device.copyIn(stream, t.data, nan.data(), t.bytes());
+    }
+  }
+}
+
+}  // namespace
+
+Executor::Executor(Program program, std::vector<std::unique_ptr<Device>> devices, std::unique_ptr<Communicator> comm)
+    : comm_(std::move(comm)), timeoutSeconds_(program.timeoutSeconds) {
+  for (size_t d = 0; d < program.devices.size(); d++) {
+    auto local = std::make_unique<Local>();
+    local->program = std::move(program.devices[d]);
+    local->device = std::move(devices[d]);
+    locals_.push_back(std::move(local));
+  }
+  // Kernels first: a program whose device kind lacks an op is refused before any memory is taken.
+  for (size_t d = 0; d < locals_.size(); d++) {
+    Local& L = *locals_[d];
+    for (size_t i = 0; i < L.program.instructions.size(); i++) {
+      Instruction& ins = L.program.instructions[i];
+      if (ins.kind != OpKind::Kernel) continue;
+      try {
+        ins.call.kernel = L.device->resolve(ins.op);
+      } catch (const FailureError& e) {
+        throw located(e.failure(), whereOf(L.program, d, static_cast<int64_t>(i)));
+      }
+    }
+  }
+  for (size_t d = 0; d < locals_.size(); d++) {
+    Local& L = *locals_[d];
+    try {
+      L.arena = L.device->allocate(L.program.arenaBytes);
+    } catch (const FailureError& e) {
+      throw located(e.failure(), whereOf(L.program, d));
+    }
+    for (const Slot& s : L.program.slots) L.slots.push_back(s.at(L.arena.base));
+    for (Instruction& ins : L.program.instructions) {
+      for (uint32_t id : ins.inputSlots) ins.call.inputs.push_back(L.slots[id]);
+      for (uint32_t id : ins.outputSlots) ins.call.outputs.push_back(L.slots[id]);
+      // Communication ops write only what the communicator writes: nothing is zeroed for them.
+      ins.call.zero = ins.kind == OpKind::Kernel ? outputsToZero(ins.call.inputs, ins.call.outputs, ins.inPlace)
+                                                 : std::vector<uint8_t>(ins.call.outputs.size(), 0);
+      if (ins.guardSlot >= 0) ins.guard = L.slots[static_cast<size_t>(ins.guardSlot)];
+    }
+  }
+  // Every distinct group once, in ascending order: members of a group register it in the same order.
+  std::set<std::vector<int>> groups;
+  for (const auto& L : locals_) {
+    for (const Instruction& ins : L->program.instructions) {
+      if (!ins.group.empty()) groups.insert(ins.group);
+    }
+  }
+  std::map<std::vector<int>, GroupHandle> handles;
+  for (const std::vector<int>& g : groups) {
+    try {
+      handles[g] = comm_->registerGroup(g);
+    } catch (const CommError& e) {
+      refuse(JsClass::RangeError, {}, std::string("the communicator refused a group: ") + e.what());
+    }
+  }
+  for (const auto& L : locals_) {
+    for (Instruction& ins : L->program.instructions) {
+      if (!ins.group.empty()) ins.groupHandle = handles.at(ins.group);
+    }
+  }
+  direct_ = locals_.size() == 1 && locals_[0]->program.streams[kCommStream].empty();
+}
+
+Executor::~Executor() { stopThreads(); }
+
+size_t Executor::arenaBytes(size_t local) const { return locals_[local]->program.arenaBytes; }
+size_t Executor::slotCount(size_t local) const { return locals_[local]->slots.size(); }
+size_t Executor::instructionCount(size_t local) const { return locals_[local]->program.instructions.size(); }
+const Tensor& Executor::slot(size_t local, size_t id) const { return locals_[local]->slots[id]; }
+const std::vector<double>& Executor::timings(size_t local) const { return locals_[local]->timings; }
+
+void Executor::write(size_t local, size_t id, const void* host) {
+  Local& L = *locals_[local];
+  L.device->copyIn(kComputeStream, L.slots[id].data, host, L.slots[id].bytes());
+}
+
+void Executor::read(size_t local, size_t id, void* host) const {
+  const Local& L = *locals_[local];
+  L.device->copyOut(kComputeStream, host, L.slots[id].data, L.slots[id].bytes());
+}
+
+void Executor::arm(size_t local, size_t instruction, Fault fault) {
+  faultDevice_ = local;
+  faultInstruction_ = instruction;
+  fault_ = fault;
+}
+
+// The threads are started here, on the worker thread, so the first run does not block JS either; a step with
+// no error allocates nothing here (timings keep their capacity).
+std::optional<Failure> Executor::run(bool trace) {
+  tracing_ = trace;
+  failed_ = false;
+  echo_ = false;
+  first_ = Failure();
+  for (auto& L : locals_) {
+    L->device->beginRun();
+    L->inKernel[0] = L->inKernel[1] = -1;  // a stream aborted mid-kernel last run left its mark
+    if (tracing_) L->timings.assign(L->program.instructions.size() * 2, 0.0);
+  }
+  origin_ = Clock::now();
+  std::optional<Failure> notStarted;
+  if (direct_) {
+    // One device and nothing on its communication stream: no thread to wake, no event to wait on.
+    runStream(0, kComputeStream);
+  } else if (threads_.empty() && (notStarted = startThreads())) {
+    // nothing ran
+  } else {
+    {
+      std::lock_guard<std::mutex> lk(poolMutex_);
+      remaining_ = threads_.size();
+      generation_++;
+    }
+    poolWake_.notify_all();
+    std::unique_lock<std::mutex> lk(poolMutex_);
+    poolDone_.wait(lk, [&] { return remaining_ == 0; });
+  }
+  for (auto& L : locals_) L->device->endRun();
+  // Every stream has stopped, so no rank is inside the communicator: an aborted one starts fresh for the next
+  // step; a clean one carries on as it is.
+  if (failed_) comm_->reset();
+  fault_ = Fault::None;  // an injected fault strikes one run only
+  if (notStarted) return notStarted;
+  if (failed_) return first_;
+  return std::nullopt;
+}
+
+std::optional<Failure> Executor::startThreads() {
+  uint64_t seen;
+  {
+    std::lock_guard<std::mutex> lk(poolMutex_);
+    seen = generation_;  // each thread waits for the next generation, even if it starts after the bump
+  }
+  try {
+    threads_.reserve(locals_.size() * kStreams);
+    for (size_t d = 0; d < locals_.size(); d++) {
+      for (int s = 0; s < kStreams; s++) threads_.emplace_back(&Executor::streamThread, this, d, s, seen);
+    }
+  } catch (const std::exception& e) {
+    stopThreads();  // the started ones are parked: stop them, and the next run tries again
+    return fsm::failureAt(FailureKind::Aborted, JsClass::Error, {}, std::string("cannot start the device threads: ") + e.what());
+  }
+  return std::nullopt;
+}
+
+void Executor::stopThreads() {
+  {
+    std::lock_guard<std::mutex> lk(poolMutex_);
+    stopping_ = true;
+  }
+  poolWake_.notify_all();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
+  std::lock_guard<std::mutex> lk(poolMutex_);
+  stopping_ = false;
+}
+
+void Executor::streamThread(size_t d, int s, uint64_t seen) {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(poolMutex_);
+      poolWake_.wait(lk, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) return;
+      seen = generation_;
+    }
+    runStream(d, s);
+    std::lock_guard<std::mutex> lk(poolMutex_);
+    if (--remaining_ == 0) poolDone_.notify_one();  // the last of the run wakes run()
+  }
+}
+
+Failure Executor::failureOf(size_t d, size_t i, FailureKind kind, const std::string& message) const {
+  const Where w = whereOf(locals_[d]->program, d, static_cast<int64_t>(i));
+  return fsm::failureAt(kind, JsClass::Error, w, w.prefix() + ": " + message);
+}
+
+// Every exception ends here: one escaping a std::thread would terminate the process.
+void Executor::runStream(size_t d, int s) {
+  Local& L = *locals_[d];
+  Device& dev = *L.device;
+  const int other = 1 - s;
+  size_t waited = 0;  // completions of the other stream already waited for
+  size_t current = 0;
+  try {
+    for (size_t i : L.program.streams[s]) {
+      current = i;
+      Instruction& ins = L.program.instructions[i];
+      // The other stream either gets there (parsing ruled out cycles) or the run fails, which wakes this wait.
+      if (ins.need[other] > waited) {
+        if (!dev.wait(s, other, ins.need[other])) break;
+        waited = ins.need[other];
+      }
+      if (failed_.load(std::memory_order_acquire)) break;
+      if (tracing_) L.timings[2 * i] = std::chrono::duration<double>(Clock::now() - origin_).count();
+      if (ins.kind == OpKind::Kernel) {
+        L.kernelSince[s] = nowNs();
+        L.inKernel[s] = static_cast<int64_t>(i);
+      }
+      const bool injected = fault_ != Fault::None && d == faultDevice_ && i == faultInstruction_;
+      // Fails as a real error would, where it would: peers waiting on this device are woken by the abort.
+      if (injected && fault_ == Fault::Fail) {
+        fail(failureOf(d, i, ins.kind == OpKind::Kernel ? FailureKind::Kernel : FailureKind::Comm, "injected fault"));
+        break;
+      }
+      if (injected && fault_ == Fault::Hang) {
+        hang(d, i);
+        break;
+      }
+      // A guarded instruction whose guard is set (nonzero, NaN included) is skipped but counts as completed.
+      bool skip = false;
+      if (ins.guard.data != nullptr) {
+        float guard = 0;
+        dev.copyOut(s, &guard, ins.guard.data, sizeof guard);
+        skip = guard != 0.0f;
+      }
+      if (!skip) execute(L, s, ins);
+      if (injected && fault_ == Fault::NaN) poisonWithNaN(dev, s, ins.call.outputs);
+      L.inKernel[s] = -1;
+      if (tracing_) L.timings[2 * i + 1] = skip ? L.timings[2 * i] : std::chrono::duration<double>(Clock::now() - origin_).count();
+      dev.record(s);
+    }
+  } catch (const CommError& e) {
+    const FailureKind kind = e.kind() == CommError::Kind::Timeout ? FailureKind::Timeout
+                             : e.kind() == CommError::Kind::Aborted ? FailureKind::Aborted
+                                                                     : FailureKind::Comm;
+    Failure f = failureOf(d, current, kind, e.what());
+    f.peers = e.peers();
+    fail(std::move(f), e.kind() == CommError::Kind::Aborted);
+  } catch (const std::exception& e) {
+    const bool kernel = L.program.instructions[current].kind == OpKind::Kernel;
+    fail(failureOf(d, current, kernel ? FailureKind::Kernel : FailureKind::Comm, e.what()));
+  } catch (...) {
+    fail(failureOf(d, current, FailureKind::Kernel, "unknown error"));
+  }
+}
+
+void Executor::execute(Local& L, int s, Instruction& ins) {
+  const int rank = L.program.rank;
+  KernelCall& k = ins.call;
+  Communicator& comm = *comm_;
+  auto count = [](const Tensor& t) { return static_cast<size_t>(t.numel()); };
+  switch (ins.kind) {
+    case OpKind::Kernel:
+      L.device->run(s, k);
+      return;
+    case OpKind::AllReduce:
+      comm.allReduce(rank, ins.groupHandle, k.outputs[0].f32(), count(k.outputs[0]));
+      return;
+    case OpKind::ReduceScatter:
+      comm.reduceScatter(rank, ins.groupHandle, k.inputs[0].f32(), k.outputs[0].f32(), count(k.outputs[0]));
+      return;
+    case OpKind::AllGather:
+      comm.allGather(rank, ins.groupHandle, k.inputs[0].f32(), k.outputs[0].f32(), count(k.inputs[0]));
+      return;
+    case OpKind::Broadcast:
+      comm.broadcast(rank, ins.groupHandle, ins.root, k.outputs[0].f32(), count(k.outputs[0]));
+      return;
+    case OpKind::Reduce:
+      comm.reduce(rank, ins.groupHandle, ins.root, k.outputs[0].f32(), count(k.outputs[0]));
+      return;
+    case OpKind::Send:
+      comm.send(rank, ins.peer, ins.tag, k.inputs[0].f32(), count(k.inputs[0]));
+      return;
+    case OpKind::Recv:
+      comm.recv(rank, ins.peer, ins.tag, k.outputs[0].f32(), count(k.outputs[0]));
+      return;
+  }
+}
+
+// Stuck, as a device in a dead loop or a lost node would be: only the run's failure wakes it (a peer's timeout,
+// which reports it busy); with nobody waiting on it, it gives up itself — after three timeouts, so that peers
+// waiting on it always time out first.
+void Executor::hang(size_t d, size_t i) {
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(3 * timeoutSeconds_));
+  {
+    std::unique_lock<std::mutex> lk(hangMutex_);
+    if (hangCv_.wait_until(lk, deadline, [&] { return failed_.load(); })) return;
+  }
+  std::ostringstream msg;
+  msg << "injected hang: stopped responding for " << 3 * timeoutSeconds_ << " s and nothing waited on it";
+  fail(failureOf(d, i, FailureKind::Hang, msg.str()));
+}
+
+void Executor::fail(Failure failure, bool echo) {
+  std::string abortText;
+  {
+    std::lock_guard<std::mutex> lk(failMutex_);
+    const bool replacesEcho = failed_ && echo_ && !echo;
+    if (failed_ && !replacesEcho) return;
+    // A timeout names the ranks that never came, which may themselves be waiting on the stuck one; the
+    // devices busy in a kernel all along are the likelier cause, so they are named too.
+    if (failure.kind == FailureKind::Timeout) {
+      failure.busy = busyNow();
+      failure.text += busyNote(failure.busy);
+    }
+    first_ = std::move(failure);
+    echo_ = echo;
+    if (replacesEcho) return;  // everyone is stopping already
+    failed_ = true;
+    abortText = first_.text;
+  }
+  comm_->abort(abortText);
+  for (auto& L : locals_) L->device->abortWaits();
+  { std::lock_guard<std::mutex> lk(hangMutex_); }  // a hang between its check and its wait cannot miss this
+  hangCv_.notify_all();
+}
+
+std::vector<BusyDevice> Executor::busyNow() const {
+  const int64_t now = nowNs();
+  std::vector<BusyDevice> busy;
+  for (const auto& L : locals_) {
+    for (int s = 0; s < kStreams; s++) {
+      const int64_t i = L->inKernel[s];
+      if (i < 0) continue;
+      busy.push_back({L->program.rank, i, L->program.instructions[static_cast<size_t>(i)].op, static_cast<double>(now - L->kernelSince[s]) / 1e9});
+    }
+  }
+  return busy;
+}
+
+}  // namespace fsm

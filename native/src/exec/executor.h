@@ -1,0 +1,117 @@
+// Executor: THE executor of device programs — the local ranks of a world (this process's devices), each with
+// a compute and a communication stream run by persistent host threads (started by the first run, parked
+// between runs, joined on destruction) and ordered by the device's events. It reaches memory and kernels only
+// through Device and other ranks only through Communicator. The first failure anywhere aborts the communicator
+// and wakes every waiting stream, so a step fails with its root cause instead of hanging; nothing exits the
+// process. One device with an empty communication stream runs its compute stream on the calling thread.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/failure.h"
+#include "core/program.h"
+#include "device/device.h"
+
+namespace fsm {
+
+/** A fault armed for the next run only (tests of failure handling): the instruction throws "injected fault"
+ *  instead of running (Fail), has its float outputs set to NaN after it runs (NaN), or stops responding there
+ *  (Hang: until the run is aborted — a peer's communicator timeout — or, with nobody waiting on it, after three
+ *  timeouts, so that peers waiting on it always time out first). */
+enum class Fault { None, Fail, NaN, Hang };
+
+class Executor {
+ public:
+  /** Binds `program` to one device per local device (kernels resolved, arenas allocated, slots and operands
+   *  bound) and registers every group with `comm`. Throws FailureError: description (an op the device kind
+   *  lacks), oom (an arena), both naming the device. */
+  Executor(Program program, std::vector<std::unique_ptr<Device>> devices, std::unique_ptr<Communicator> comm);
+  /** Stops and joins the stream threads (parked: the owner outlives every run). */
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  /** One step of every local device (a worker thread; one run at a time, and none of the accessors below
+   *  meanwhile). Returns the first failure, or nothing when every instruction ran. With `trace`, records each
+   *  instruction's start and end (timings()). */
+  std::optional<Failure> run(bool trace);
+
+  size_t localDevices() const { return locals_.size(); }
+  size_t arenaBytes(size_t local) const;
+  size_t slotCount(size_t local) const;
+  size_t instructionCount(size_t local) const;
+  const Tensor& slot(size_t local, size_t id) const;
+  /** Copies a slot's bytes in from / out to host memory, through the device. */
+  void write(size_t local, size_t id, const void* host);
+  void read(size_t local, size_t id, void* host) const;
+  /** The last traced run: start and end per instruction, seconds from the run's origin shared by all devices. */
+  const std::vector<double>& timings(size_t local) const;
+  void arm(size_t local, size_t instruction, Fault fault);
+  std::array<uint64_t, kCommCalls> communicatorCalls() const { return comm_->calls(); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Local;
+
+  /** Starts the 2·N stream threads (no run in flight); a failure to start is returned. */
+  std::optional<Failure> startThreads();
+  /** Stops and joins the stream threads; they must be parked. */
+  void stopThreads();
+  /** Stream thread (d, s): parked until the run generation passes `seen`, runs its stream, reports, parks again. */
+  void streamThread(size_t d, int s, uint64_t seen);
+  /** Runs stream s of local device d to its end or the run's failure. Catches everything: it always returns. */
+  void runStream(size_t d, int s);
+  void execute(Local& local, int stream, Instruction& ins);
+  /** Stays stuck (an injected hang) until the run fails elsewhere or three timeouts pass. */
+  void hang(size_t d, size_t i);
+  /** Keeps the first failure (a root cause replaces an earlier echo: a rank woken by an abort whose cause is
+   *  still on its way), then stops everyone: aborts the communicator and wakes every waiting stream. */
+  void fail(Failure failure, bool echo = false);
+  /** The devices inside a kernel now, for a timeout's busy note. */
+  std::vector<BusyDevice> busyNow() const;
+  /** A failure of instruction i of local device d, its text "device D instruction I (op): message". */
+  Failure failureOf(size_t d, size_t i, FailureKind kind, const std::string& message) const;
+
+  std::vector<std::unique_ptr<Local>> locals_;  // unique_ptr: a Local's atomics cannot move
+  std::unique_ptr<Communicator> comm_;
+  double timeoutSeconds_ = 60;
+  bool direct_ = false;  // one device, empty communication stream: its compute stream runs on run()'s thread
+  bool tracing_ = false;
+  Clock::time_point origin_;
+
+  // Set and cleared only while no run is in flight, so the stream threads just read it.
+  Fault fault_ = Fault::None;
+  size_t faultDevice_ = 0;
+  size_t faultInstruction_ = 0;
+
+  // Per-run failure state.
+  std::atomic<bool> failed_{false};
+  std::mutex failMutex_;
+  Failure first_;
+  bool echo_ = false;
+  std::mutex hangMutex_;  // with hangCv_: an injected hang waits to be woken by the run's failure
+  std::condition_variable hangCv_;
+
+  // The stream threads: threads_[2·d + s] runs stream s of device d. A run (under poolMutex_) sets
+  // remaining_ = 2·N and bumps generation_, and wakes them on poolWake_; the last to finish wakes it on poolDone_.
+  // stopping_ ends the parked threads (destructor).
+  std::vector<std::thread> threads_;
+  std::mutex poolMutex_;
+  std::condition_variable poolWake_;
+  std::condition_variable poolDone_;
+  uint64_t generation_ = 0;
+  size_t remaining_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace fsm

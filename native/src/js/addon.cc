@@ -1,0 +1,34 @@
+// Module init of fsm_native.node: creates the per-environment state and registers the exported functions.
+#include <napi.h>
+
+#include "js/addon_state.h"
+#include "js/async_sgemm.h"
+#include "js/build_info.h"
+#include "js/cluster.h"
+#include "js/comm_run.h"
+#include "js/gemm_binding.h"
+#include "js/kernel_binding.h"
+#include "js/logger.h"
+
+namespace {
+
+// At global scope: NODE_API_MODULE pastes this name into an identifier.
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  using namespace fsm;
+  env.SetInstanceData(new AddonState());  // deleted by Node when the environment goes away
+  exports.Set("buildInfo", Napi::Function::New(env, buildInfo, "buildInfo"));
+  exports.Set("sgemm", Napi::Function::New(env, sgemmSync, "sgemm"));
+  exports.Set("sgemmAsync", Napi::Function::New(env, sgemmAsync, "sgemmAsync"));
+  exports.Set("setLogger", Napi::Function::New(env, setLogger, "setLogger"));
+  exports.Set("logTest", Napi::Function::New(env, logTest, "logTest"));
+  exports.Set("runKernel", Napi::Function::New(env, runKernel, "runKernel"));
+  exports.Set("kernelNames", Napi::Function::New(env, kernelNames, "kernelNames"));
+  exports.Set("timeKernel", Napi::Function::New(env, timeKernel, "timeKernel"));
+  exports.Set("NativeCluster", NativeCluster::Define(env));
+  exports.Set("commRun", Napi::Function::New(env, commRun, "commRun"));
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(fsm_native, Init)

@@ -1,0 +1,143 @@
+// runKernel(op, inputs, attrs, outputs): inputs [{data: Float32Array|Int32Array|Uint16Array, shape, dtype?}],
+// attrs {name: number|boolean|string|number[]}, outputs [{shape, dtype: "f32"|"i32"|"bf16"|"f16"}] → fresh
+// zero-filled typed arrays the kernel wrote (Uint16Array, raw bits, for bf16 and f16). A Uint16Array operand
+// must say its dtype ("bf16" or "f16"); for the others dtype is optional and must match the array. Argument
+// mistakes are TypeErrors/RangeErrors naming what is wrong; kernel failures are Errors; both carry fields.
+#include "js/kernel_binding.h"
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "core/failure.h"
+#include "core/js_error.h"
+#include "core/program.h"
+#include "core/values.h"
+#include "device/cpu/cpu_device.h"
+#include "device/cpu/registry.h"
+#include "js/js_values.h"
+
+namespace fsm {
+namespace {
+
+/** A kernel call with its operands parsed and its outputs allocated (as JS typed arrays in `result`). */
+struct Call {
+  std::string op;
+  KernelCall call;
+  Napi::Array result;
+};
+
+Tensor inputOf(const Napi::Value& x, const std::string& what) {
+  if (!x.IsObject()) refuse(JsClass::TypeError, {}, what + " must be {data, shape}");
+  Napi::Object o = x.As<Napi::Object>();
+  Tensor t;
+  t.shape = shapeOf(o.Get("shape"), what);
+  Napi::Value data = o.Get("data");
+  const std::string arrays = what + ": data must be a Float32Array, an Int32Array or a Uint16Array";
+  if (!data.IsTypedArray()) refuse(JsClass::TypeError, {}, arrays);
+  Napi::TypedArray a = data.As<Napi::TypedArray>();
+  const bool given = !o.Get("dtype").IsUndefined();
+  const std::string needs = what + ": a Uint16Array operand needs dtype \"bf16\" or \"f16\"";
+  switch (a.TypedArrayType()) {
+    case napi_float32_array:
+      t.dtype = DType::F32;
+      break;
+    case napi_int32_array:
+      t.dtype = DType::I32;
+      break;
+    case napi_uint16_array:
+      if (!given) refuse(JsClass::TypeError, {}, needs);
+      t.dtype = dtypeOf(o.Get("dtype"), what);
+      if (t.dtype != DType::BF16 && t.dtype != DType::F16) refuse(JsClass::TypeError, {}, needs);
+      break;
+    default:
+      refuse(JsClass::TypeError, {}, arrays);
+  }
+  t.data = static_cast<uint8_t*>(a.ArrayBuffer().Data()) + a.ByteOffset();
+  if (given && dtypeOf(o.Get("dtype"), what) != t.dtype) {
+    refuse(JsClass::TypeError, {}, what + ": dtype \"" + o.Get("dtype").As<Napi::String>().Utf8Value() + "\" does not match its data");
+  }
+  if (static_cast<int64_t>(a.ElementLength()) != t.numel()) refuse(JsClass::RangeError, {}, what + ": data length does not match its shape");
+  return t;
+}
+
+Call prepare(const Napi::CallbackInfo& info, const char* usage) {
+  Napi::Env env = info.Env();
+  if (info.Length() < 4 || !info[0].IsString() || !info[1].IsArray() || !info[3].IsArray()) refuse(JsClass::TypeError, {}, usage);
+  Call c;
+  c.op = info[0].As<Napi::String>().Utf8Value();
+  const std::string& op = c.op;
+  c.call.kernel = hostDevice().resolve(op);
+  Napi::Array ins = info[1].As<Napi::Array>();
+  for (uint32_t i = 0; i < ins.Length(); i++) c.call.inputs.push_back(inputOf(ins.Get(i), "runKernel " + op + ": input " + std::to_string(i)));
+  c.call.attrs = attrsOf(info[2], "runKernel " + op);
+  Napi::Array outs = info[3].As<Napi::Array>();
+  c.result = Napi::Array::New(env, outs.Length());
+  for (uint32_t i = 0; i < outs.Length(); i++) {
+    const std::string what = "runKernel " + op + ": output " + std::to_string(i);
+    Napi::Object o = objectOf(outs.Get(i), what);
+    Tensor t;
+    t.shape = shapeOf(o.Get("shape"), what);
+    t.dtype = o.Get("dtype").IsUndefined() || o.Get("dtype").IsNull() ? DType::F32 : dtypeOf(o.Get("dtype"), what);
+    c.result.Set(i, newTypedArray(env, t.dtype, static_cast<size_t>(t.numel()), t.data));
+    c.call.outputs.push_back(t);
+  }
+  return c;
+}
+
+void invoke(Call& c) {
+  try {
+    hostDevice().run(kComputeStream, c.call);
+  } catch (const std::exception& e) {
+    Failure f = failureAt(FailureKind::Kernel, JsClass::Error, {}, "native kernel " + c.op + ": " + e.what());
+    f.where.op = c.op;
+    f.message = e.what();
+    throw FailureError(f);
+  }
+}
+
+}  // namespace
+
+Napi::Value runKernel(const Napi::CallbackInfo& info) {
+  return atBoundary(info.Env(), [&]() -> Napi::Value {
+    Call c = prepare(info, "runKernel(op: string, inputs: {data, shape}[], attrs: object, outputs: {shape, dtype}[])");
+    // Fresh typed arrays are zero-filled already; nothing is zeroed twice.
+    c.call.zero.assign(c.call.outputs.size(), 0);
+    invoke(c);
+    return c.result;
+  });
+}
+
+// timeKernel(op, inputs, attrs, outputs, repeats) → median seconds of `repeats` runs after a warm-up, each as a
+// program runs an instruction (outputs zeroed, then the kernel: Device::run), timed natively: no JS call
+// overhead is counted (what `fsm calibrate` measures).
+Napi::Value timeKernel(const Napi::CallbackInfo& info) {
+  return atBoundary(info.Env(), [&]() -> Napi::Value {
+    Call c = prepare(info, "timeKernel(op, inputs, attrs, outputs, repeats)");
+    if (info.Length() != 5 || !info[4].IsNumber() || info[4].As<Napi::Number>().Int32Value() < 1) {
+      refuse(JsClass::RangeError, {}, "timeKernel: repeats must be a positive integer");
+    }
+    const int repeats = info[4].As<Napi::Number>().Int32Value();
+    c.call.zero = outputsToZero(c.call.inputs, c.call.outputs, false);
+    std::vector<double> times;
+    for (int r = 0; r <= repeats; r++) {
+      const auto t0 = std::chrono::steady_clock::now();
+      invoke(c);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (r > 0) times.push_back(s);  // the first run warms caches up
+    }
+    std::sort(times.begin(), times.end());
+    return Napi::Number::New(info.Env(), times[times.size() / 2]);
+  });
+}
+
+Napi::Value kernelNames(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::vector<std::string> names = cpuKernelNames();
+  Napi::Array out = Napi::Array::New(env, names.size());
+  for (size_t i = 0; i < names.size(); i++) out.Set(static_cast<uint32_t>(i), names[i]);
+  return out;
+}
+
+}  // namespace fsm
