@@ -65,11 +65,37 @@ function alive(pid: number): boolean {
   }
 }
 
-export function saveCheckpoint(dir: string, plan: Plan, program: ClusterProgram, slots: DeviceSlots, step: number, lossScaler?: Manifest["lossScaler"]): string {
+/** The processes that save one checkpoint together (the run's world: runtime/world.ts), each its own ranks'
+ *  files; one process alone needs no exchanges. */
+export interface SavingProcesses {
+  readonly size: number;
+  readonly rank: number;
+  allGather(values: Float64Array, timeoutSeconds: number): Promise<Float64Array[]>;
+  barrier(timeoutSeconds: number): Promise<void>;
+}
+
+const ALONE: SavingProcesses = { size: 1, rank: 0, allGather: async (v) => [v], barrier: async () => {} };
+
+/** Saves the lowered ranks' values. Under several processes each writes its own ranks' files into one shared
+ *  temporary directory (named by process 0's pid); once every process's files are durable, process 0 renames
+ *  it into place and writes the manifest, so a run killed mid-save leaves the previous checkpoint whole. */
+export async function saveCheckpoint(
+  dir: string,
+  plan: Plan,
+  program: ClusterProgram,
+  slots: DeviceSlots,
+  step: number,
+  processes: SavingProcesses = ALONE,
+  timeoutSeconds = 60,
+  lossScaler?: Manifest["lossScaler"],
+): Promise<string> {
   const fingerprint = planFingerprint(plan);
   const final = stepDir(dir, step);
-  const temp = `${final}.tmp-${process.pid}`;
-  removeAbandonedSaves(dir);
+  const lead = processes.rank === 0;
+  // Process 0 clears abandoned saves before anyone writes: the exchange of pids below orders the two.
+  if (lead) removeAbandonedSaves(dir);
+  const pids = await processes.allGather(Float64Array.of(process.pid), timeoutSeconds);
+  const temp = `${final}.tmp-${pids[0]![0]}`;
   mkdirSync(temp, { recursive: true });
   program.devices.forEach((d, i) => {
     const device = program.ranks[i]!;
@@ -90,6 +116,11 @@ export function saveCheckpoint(dir: string, plan: Plan, program: ClusterProgram,
     writeSafetensorsStreaming(join(temp, rankFile(device)), infos, bytesOf, metadata);
   });
   fsyncDir(temp);
+  await processes.barrier(timeoutSeconds);
+  if (!lead) {
+    await processes.barrier(timeoutSeconds); // until the manifest names it
+    return final;
+  }
   rmSync(final, { recursive: true, force: true });
   renameSync(temp, final);
   fsyncDir(dir);
@@ -98,6 +129,7 @@ export function saveCheckpoint(dir: string, plan: Plan, program: ClusterProgram,
   const manifest: Manifest = { format: CHECKPOINT_FORMAT, version: CHECKPOINT_VERSION, model: plan.model.name, fingerprint, step, devices: plan.cluster.devices, dir: final.slice(dir.length + 1), params, roles, data: dataState(plan, step), ...(lossScaler && { lossScaler }) };
   // Last: until the manifest names it, the new step directory is not a checkpoint.
   writeAtomically(join(dir, "latest.json"), JSON.stringify(manifest, null, 2) + "\n");
+  await processes.barrier(timeoutSeconds);
   return final;
 }
 

@@ -53,8 +53,8 @@ export interface ClusterProgram {
   /** Per parameter the lowered ranks hold whole between them: pieces that, concatenated, give its full value
    *  (read back after a step). */
   readonly paramReaders: ReadonlyMap<string, readonly ParamPiece[]>;
-  /** The loss of every (replica, micro-batch), replica-major. */
-  readonly lossSlots: readonly { readonly device: number; readonly slot: number }[];
+  /** The loss of every (replica, micro-batch) the lowered ranks compute, replica-major. */
+  readonly lossSlots: readonly { readonly replica: number; readonly mb: number; readonly device: number; readonly slot: number }[];
   /** Per device: the optimizer state that persists between steps (checkpoint.ts names and saves it). */
   readonly optimizerState: readonly OptimizerLowering["state"][];
   /** fp16 loss scaling, per device: the slots holding the scale S (the loss gradient's seed) and 1/S, and
@@ -123,7 +123,7 @@ export function lower(plan: Plan, g: Graph, ranks: readonly number[] = Array.fro
   }
   losses.sort((a, b) => a.replica - b.replica || a.mb - b.mb);
   const lossScaling = plan.settings.precision === "fp16" ? { lossScaling: scaling } : {};
-  return { ranks: [...ranks], devices, inputs, paramPieces: pieces, paramReaders: readers, lossSlots: losses.map(({ device, slot }) => ({ device, slot })), optimizerState, ...lossScaling };
+  return { ranks: [...ranks], devices, inputs, paramPieces: pieces, paramReaders: readers, lossSlots: losses, optimizerState, ...lossScaling };
 }
 
 /** One device's lowering: its slots, value maps and the strategy's buffers, fed the program's actions. */

@@ -10,6 +10,8 @@ export interface NativeBuildInfo {
   napiVersion: number;
   compiler: string;
   threads: number;
+  /** The MPI library the mpi communicator runs on, or null when the addon was built without MPI. */
+  mpi: string | null;
 }
 
 /** A log line's destination; the addon calls it on the main thread, in the order native threads logged. */
@@ -263,13 +265,19 @@ export type NativeDeviceKind = { readonly kind: "cpu"; readonly arena?: "heap" |
 /** The communicator between ranks (default inprocess: the ranks are this process's devices). "delay" is the
  *  in-process communicator behind a test decorator that sleeps a seeded pseudo-random 0..maxMicros µs before
  *  and after every call, shuffling the order ranks and streams arrive in (results must not change). */
-export type NativeCommunicatorKind = { readonly kind: "inprocess" } | { readonly kind: "delay"; readonly seed: number; readonly maxMicros: number };
+export type NativeCommunicatorKind =
+  | { readonly kind: "inprocess" }
+  | { readonly kind: "delay"; readonly seed: number; readonly maxMicros: number }
+  /** Between the processes mpirun started (an addon built with MPI): ranks in contiguous blocks, process p the
+   *  ranks [p·L, (p+1)·L); in-process mailboxes between this process's ranks, MPI between processes; the same
+   *  ordered sums, so the same bits, as inprocess. */
+  | { readonly kind: "mpi" };
 
 export interface NativeClusterDescription {
   /** This process's devices, at least one: device d is global rank ranks[d]. */
   readonly devices: readonly NativeClusterDevice[];
-  /** Ranks in the whole world (default devices.length). The in-process communicator reaches only this
-   *  process's devices, so a larger world is refused until a communicator between processes (MPI) is built. */
+  /** Ranks in the whole world (default devices.length). The in-process communicators reach only this
+   *  process's devices, so a larger world needs communicator kind "mpi". */
   readonly worldSize?: number;
   /** The global rank of each device: strictly ascending, below worldSize (default 0..devices.length-1). Groups,
    *  roots and peers in instructions are global ranks. */
@@ -363,4 +371,47 @@ export function nativeFailure(e: unknown): NativeFailure | undefined {
   const f = (e as Error & { failure?: unknown }).failure;
   if (typeof f !== "object" || f === null || typeof (f as NativeFailure).kind !== "string" || typeof (f as NativeFailure).message !== "string") return undefined;
   return f as NativeFailure;
+}
+
+// --- The process world (native/src/comm/mpi/mpi_world, js/mpi_binding): processes started by mpirun --------
+
+interface Addon {
+  mpiBuilt(): boolean;
+  mpiWorld(): { size: number; rank: number; library: string };
+  mpiAllGather(bytes: Uint8Array, timeoutSeconds: number): Promise<Uint8Array[]>;
+  mpiBroadcast(bytes: Uint8Array | null, root: number, timeoutSeconds: number): Promise<Uint8Array>;
+  mpiBarrier(timeoutSeconds: number): Promise<void>;
+  mpiFinalize(): void;
+}
+
+/** Whether the addon was built with MPI (the mpi communicator and the functions below). */
+export function mpiBuilt(): boolean {
+  return addon().mpiBuilt();
+}
+
+/** This process's place among mpirun's processes; starts MPI (MPI_THREAD_MULTIPLE) on first call. Throws when
+ *  built without MPI or when MPI cannot start. */
+export function mpiWorld(): { size: number; rank: number; library: string } {
+  return addon().mpiWorld();
+}
+
+/** Every process's bytes, in process order, off the main thread; rejects after `timeoutSeconds` when some
+ *  process never takes part (failed, killed or stuck). */
+export function mpiAllGather(bytes: Uint8Array, timeoutSeconds: number): Promise<Uint8Array[]> {
+  return addon().mpiAllGather(bytes, timeoutSeconds);
+}
+
+/** `root`'s bytes on every process (the others pass null). */
+export function mpiBroadcast(bytes: Uint8Array | null, root: number, timeoutSeconds: number): Promise<Uint8Array> {
+  return addon().mpiBroadcast(bytes, root, timeoutSeconds);
+}
+
+export function mpiBarrier(timeoutSeconds: number): Promise<void> {
+  return addon().mpiBarrier(timeoutSeconds);
+}
+
+/** MPI_Finalize (every communicator's listener stopped first); a no-op when MPI never started. Called once, at a
+ *  clean exit: mpirun treats a process that started MPI and exits without it as failed. */
+export function mpiFinalize(): void {
+  addon().mpiFinalize();
 }

@@ -15,11 +15,14 @@ import { feedBatch, lossValues, mean } from "./cluster-step.js";
 import { readParam, writeParams, type DeviceSlots } from "../lower/param-pieces.js";
 import { EngineError, type InjectedFault, type RunFailure, type StepEngine } from "./engine-types.js";
 import { deviceEvents, traceMetadata, type TraceEvent } from "./trace.js";
+import { processesHere, WorldError, type ProcessWorld } from "./world.js";
 
 /** A native failure (structured: kind, device, instruction, op, peers, busy) as an error naming the device and
  *  its plan action; the same fields travel on as data (RunFailure). */
 function stepFailure(e: unknown, program: ClusterProgram): Error {
   const f = nativeFailure(e);
+  // Another process's failure, heard from it (no device of this process failed): an echo with its cause.
+  if (f?.kind === "aborted" && f.localDevice === undefined) return new EngineError(f.message, { kind: "aborted", message: f.message });
   if (!f || f.localDevice === undefined || f.instruction === undefined) return e instanceof Error ? e : new Error(String(e));
   const device = program.ranks[f.localDevice]!;
   const action = program.devices[f.localDevice]!.instructions[f.instruction]?.action ?? `instruction ${f.instruction}`;
@@ -50,15 +53,35 @@ function outOfMemory(e: unknown, plan: Plan, program: ClusterProgram, fault: Inj
   );
 }
 
-export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, FloatTensor>, trace: boolean, timeoutSeconds = 60, fault?: InjectedFault): StepEngine {
-  const program = lower(plan, graph);
-  if (fault && !program.ranks.includes(fault.device)) {
+/** How the engine runs besides its plan: a trace, the peers' timeout, a fault to inject, and this process's
+ *  share of the run's processes (alone: every device). */
+export interface ClusterEngineOptions {
+  readonly trace: boolean;
+  readonly timeoutSeconds: number;
+  readonly fault?: InjectedFault;
+  readonly world: ProcessWorld;
+}
+
+export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, FloatTensor>, options: ClusterEngineOptions): StepEngine {
+  const { trace, timeoutSeconds, fault, world } = options;
+  let ranks: number[];
+  try {
+    ranks = world.localRanks(plan.cluster.devices);
+  } catch (e) {
+    if (e instanceof WorldError) throw new EngineError(e.message);
+    throw e;
+  }
+  const program = lower(plan, graph, ranks);
+  if (fault && !(Number.isInteger(fault.device) && fault.device >= 0 && fault.device < plan.cluster.devices)) {
     throw new EngineError(`--inject-fault: the plan has no device ${fault.device} (devices 0..${plan.cluster.devices - 1})`);
   }
-  const target = fault && fault.kind !== "oom" ? faultTarget(program, fault) : undefined;
+  // The fault strikes the process that runs its device; the others meet it through the communicator.
+  const local = fault !== undefined && ranks.includes(fault.device);
+  const target = local && fault.kind !== "oom" ? faultTarget(program, fault) : undefined;
   const bytes = program.devices.reduce((n, d) => n + d.arenaBytes, 0);
-  // Virtual devices share this machine's memory: refuse what it cannot hold rather than fail in the allocator.
-  const limit = 0.8 * totalmem();
+  // Virtual devices share this machine's memory: refuse what it cannot hold rather than fail in the allocator
+  // (the processes of a run on one machine share it too).
+  const limit = (0.8 * totalmem()) / processesHere();
   if (bytes > limit) {
     throw new EngineError(
       `engine native: the ${program.devices.length} devices' arenas need ${(bytes / 2 ** 30).toFixed(2)} GiB together but this machine has ${(totalmem() / 2 ** 30).toFixed(1)} GiB; use fewer devices, more micro-batches or a smaller batch`,
@@ -68,10 +91,18 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
   const memoryLimitBytes = program.devices.map((d, i) => (fault?.kind === "oom" && fault.device === program.ranks[i] ? Math.floor(d.arenaBytes / 2) : plan.cluster.memoryBytes));
   let cluster: ReturnType<typeof createNativeCluster>;
   try {
-    // The cores shared out among the devices' compute threads: one device gets every core for its sgemm calls,
-    // four devices on two cores one thread each (more would oversubscribe them).
-    const blasThreads = Math.max(1, Math.floor(availableParallelism() / program.devices.length));
-    cluster = createNativeCluster({ devices: program.devices, timeoutSeconds, memoryLimitBytes, blasThreads });
+    // The cores shared out among the devices' compute threads (of every process on this machine): one device
+    // gets every core for its sgemm calls, four devices on two cores one thread each (more would oversubscribe).
+    const blasThreads = Math.max(1, Math.floor(availableParallelism() / (program.devices.length * processesHere())));
+    cluster = createNativeCluster({
+      devices: program.devices,
+      worldSize: plan.cluster.devices,
+      ranks,
+      ...(world.size > 1 && { communicator: { kind: "mpi" } as const }),
+      timeoutSeconds,
+      memoryLimitBytes,
+      blasThreads,
+    });
   } catch (e) {
     throw outOfMemory(e, plan, program, fault);
   }
@@ -84,6 +115,11 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
   const { microBatches: m, microBatchSize: mbs } = plan.settings;
   const events: TraceEvent[] = trace ? traceMetadata(program.ranks) : [];
   const origin = performance.now();
+  // The rows of the global batch this process's devices are fed: its replicas' (a contiguous range, since a
+  // process runs a contiguous block of ranks), so a process reads only its share of a data file.
+  const fed = program.inputs.flatMap(({ replica, slots }) => (slots.some((s) => Object.keys(s).length > 0) ? [replica] : []));
+  const perReplica = m * mbs;
+  const rows = fed.length === 0 ? { from: 0, count: 0 } : { from: Math.min(...fed) * perReplica, count: (Math.max(...fed) - Math.min(...fed) + 1) * perReplica };
   let steps = 0;
   const scaler = program.lossScaling ? LossScaler.of(plan.run?.lossScale) : undefined;
   let last = { skipped: false, lossScale: scaler?.scale ?? 1 };
@@ -92,8 +128,10 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
     ...(scaler && { lastStep: () => last }),
     trace: () => events,
     lastTimings: () => program.devices.map((d, i) => ({ program: d, timings: trace ? cluster.timings(i) : new Float64Array(0) })),
+    rows,
+    traceOrigin: performance.timeOrigin + origin,
     step: async (batch) => {
-      feedBatch(slots, program, batch, m, mbs);
+      feedBatch(slots, program, batch, m, mbs, rows.from);
       const scale = scaler?.scale;
       if (scale !== undefined) {
         program.lossScaling!.forEach((s, i) => {
@@ -111,25 +149,28 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
       }
       steps++;
       if (scaler) {
-        // Every device all-reduced the same verdict; device 0's copy speaks for all.
+        // Every device all-reduced the same verdict; this process's first device's copy speaks for all.
         const skipped = cluster.get(0, program.lossScaling![0]!.overflow)[0]! !== 0;
         last = { skipped, lossScale: scaler.scale };
         scaler.update(skipped);
       }
       if (trace) program.devices.forEach((d, i) => events.push(...deviceEvents(program.ranks[i]!, d, cluster.timings(i), startUs, steps)));
+      // Every process's losses (replica, micro-batch, device, value), merged replica-major as one process has them.
+      const mine = lossValues(slots, program).flatMap((l, i) => [program.lossSlots[i]!.replica, program.lossSlots[i]!.mb, program.lossSlots[i]!.device, l]);
+      const losses = (await world.allGather(Float64Array.from(mine), timeoutSeconds))
+        .flatMap((a) => Array.from({ length: a.length / 4 }, (_, k) => ({ replica: a[4 * k]!, mb: a[4 * k + 1]!, device: a[4 * k + 2]!, loss: a[4 * k + 3]! })))
+        .sort((x, y) => x.replica - y.replica || x.mb - y.mb);
       // A non-finite loss stops the run, naming where it appeared (the first device and micro-batch).
-      const losses = lossValues(slots, program);
-      const bad = losses.findIndex((l) => !Number.isFinite(l));
-      if (bad >= 0) {
-        const device = program.lossSlots[bad]!.device;
-        const message = `the loss is ${losses[bad]} (training diverged or the data is bad; with fp16, loss scaling skips only overflowing gradients, not a non-finite loss)`;
-        throw new EngineError(`device ${device}, micro-batch ${bad % m}: ${message}`, { kind: "nan", device, microBatch: bad % m, message });
+      const bad = losses.find((l) => !Number.isFinite(l.loss));
+      if (bad) {
+        const message = `the loss is ${bad.loss} (training diverged or the data is bad; with fp16, loss scaling skips only overflowing gradients, not a non-finite loss)`;
+        throw new EngineError(`device ${bad.device}, micro-batch ${bad.mb}: ${message}`, { kind: "nan", device: bad.device, microBatch: bad.mb, message });
       }
-      return mean(losses);
+      return mean(losses.map((l) => l.loss));
     },
     param: (name) => readParam(slots, program, name),
     checkpoint: {
-      save: (dir, step) => saveCheckpoint(dir, plan, program, slots, step, scaler?.state),
+      save: (dir, step) => saveCheckpoint(dir, plan, program, slots, step, world, timeoutSeconds, scaler?.state),
       load: (dir) => {
         let restored;
         try {

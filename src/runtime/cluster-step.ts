@@ -5,14 +5,15 @@ import type { ClusterProgram } from "../lower/lower.js";
 import type { DeviceSlots } from "../lower/param-pieces.js";
 import { sliceBatch } from "./reference-step.js";
 
-/** Feeds replica r's micro-batch j rows (r·m + j, as the 1-device plan orders them) to every device. */
-export function feedBatch(cluster: DeviceSlots, program: ClusterProgram, batch: Batch, microBatches: number, microBatchSize: number): void {
+/** Feeds replica r's micro-batch j rows (r·m + j, as the 1-device plan orders them) to every device; `batch`
+ *  holds the global batch's rows from `firstRow` on (a process's share; 0: the whole batch). */
+export function feedBatch(cluster: DeviceSlots, program: ClusterProgram, batch: Batch, microBatches: number, microBatchSize: number, firstRow = 0): void {
   program.inputs.forEach(({ replica, slots }, i) => {
     const device = program.ranks[i]!;
     slots.forEach((named, j) => {
       const names = Object.keys(named);
       if (names.length === 0) return;
-      const rows = sliceBatch(batch, (replica * microBatches + j) * microBatchSize, microBatchSize);
+      const rows = sliceBatch(batch, (replica * microBatches + j) * microBatchSize - firstRow, microBatchSize);
       for (const name of names) {
         if (!rows[name]) throw new Error(`the batch has no value for input '${name}'`);
         cluster.set(device, named[name]!, rows[name]!.data as Float32Array | Int32Array);

@@ -73,7 +73,11 @@ export interface StepEngine {
   lastStep?(): { readonly skipped: boolean; readonly lossScale: number };
   /** Checkpoints (the native engine): save after `step` completed steps; load returns the steps the
    *  checkpoint had completed (the data position to continue from). */
-  readonly checkpoint?: { save(dir: string, step: number): string; load(dir: string): Resumed };
+  readonly checkpoint?: { save(dir: string, step: number): Promise<string>; load(dir: string): Resumed };
+  /** The rows of the global batch step() reads (a process's share under mpirun; absent: all of them). */
+  readonly rows?: { readonly from: number; readonly count: number };
+  /** When the trace's time 0 was, in ms since the epoch (to merge the traces of several processes). */
+  readonly traceOrigin?: number;
   /** The current value of a parameter (for tests and checkpoints). */
   param(name: string): Float32Array;
   /** Bytes the engine holds for a step, all devices together (the native arenas). */

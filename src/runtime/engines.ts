@@ -14,6 +14,7 @@ import { CheckpointError } from "../checkpoint/checkpoint.js";
 import { initFromFile } from "../checkpoint/init-weights.js";
 import { clusterEngine } from "./cluster-engine.js";
 import { EngineError, type InjectedFault, type StepEngine } from "./engine-types.js";
+import { processWorld, WorldError, type ProcessWorld } from "./world.js";
 
 export { EngineError, FAULT_KINDS, type InjectedFault, type StepEngine } from "./engine-types.js";
 
@@ -43,10 +44,20 @@ export interface EngineOptions {
   readonly fault?: InjectedFault;
   /** Seconds a device waits for its peers before the step fails (native; default 60). */
   readonly timeoutSeconds?: number;
+  /** This run's processes (native; default: this process alone runs every device). */
+  readonly world?: ProcessWorld;
 }
 
 export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: number, options: EngineOptions = {}): StepEngine {
-  const { trace = false, init, fault, timeoutSeconds } = options;
+  const { trace = false, init, fault, timeoutSeconds = 60 } = options;
+  let world: ProcessWorld;
+  try {
+    world = options.world ?? processWorld();
+  } catch (e) {
+    if (e instanceof WorldError) throw new EngineError(e.message);
+    throw e;
+  }
+  if (world.size > 1 && engine !== "native") throw new EngineError(`engine ${engine} runs in one process; under mpirun (${world.size} processes) use the native engine`);
   if (trace && engine !== "native") throw new EngineError(`a trace is recorded by the native engine only (not ${engine})`);
   // The faults strike the native cluster's devices (their threads, communicator and arenas).
   if (fault && engine !== "native") throw new EngineError(`--inject-fault works with the native engine only (not ${engine})`);
@@ -64,7 +75,7 @@ export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: num
   }
   if (engine === "native") {
     requireNativeKernels(graph, engine);
-    return clusterEngine(plan, graph, params, trace, timeoutSeconds, fault);
+    return clusterEngine(plan, graph, params, { trace, timeoutSeconds, world, ...(fault && { fault }) });
   }
   let kernels: ((op: string) => Kernel) | undefined;
   if (engine === "native-kernels") {

@@ -10,8 +10,12 @@ import type { Batch } from "../interp/session.js";
 import type { PlanRun } from "../plan/plan.js";
 import { graphFromJson } from "../plan/graph-from-json.js";
 import type { Plan } from "../plan/plan.js";
+import { createHash } from "node:crypto";
 import { createEngine, defaultEngine, EngineError, type Engine, type InjectedFault, type StepEngine } from "./engines.js";
 import type { Resumed, RunFailure } from "./engine-types.js";
+import type { TraceEvent } from "./trace.js";
+import { sliceBatch } from "./reference-step.js";
+import { processWorld, WorldError, type ProcessWorld } from "./world.js";
 
 export type { Engine } from "./engines.js";
 
@@ -54,6 +58,15 @@ export interface RunSummary {
   readonly predictedPeakMemoryBytes: readonly number[];
   /** The run stopped early at a step boundary because it was asked to (stopRequested). */
   readonly interrupted?: boolean;
+  /** Under mpirun: each process's devices (global ranks), their arenas, and its median step time. */
+  readonly processes?: readonly ProcessFigures[];
+}
+
+export interface ProcessFigures {
+  readonly process: number;
+  readonly ranks: readonly number[];
+  readonly arenaBytes: readonly number[];
+  readonly measuredStepSeconds: number;
 }
 
 export interface RunOptions {
@@ -64,8 +77,9 @@ export interface RunOptions {
   /** Told which engine runs, before the first step. */
   readonly onEngine?: (engine: Engine) => void;
   readonly onStep?: (r: StepReport) => void;
-  /** Given the engine after the last step (its parameters), for tests. */
-  readonly onDone?: (engine: StepEngine) => void;
+  /** Given the engine after the last step (its parameters, for tests) and, with `trace`, every device's trace
+   *  events (every process's, on one time axis). */
+  readonly onDone?: (engine: StepEngine, trace: TraceEvent[]) => void;
   /** Asked after every step: true stops the run there, at a step boundary (Ctrl-C). */
   readonly stopRequested?: () => boolean;
   /** Save a checkpoint into `dir` every `every` steps (default: only at the end) and at the end. */
@@ -81,14 +95,25 @@ export interface RunOptions {
   readonly timeoutSeconds?: number;
   /** Make one device fail on purpose (a test aid for failure handling; the native engine only). */
   readonly injectFault?: InjectedFault;
+  /** This run's processes (default: mpirun's, or this process alone). */
+  readonly world?: ProcessWorld;
 }
 
 /** The run's batches: synthetic, a token file or .npy files (relative paths are relative to the model's .fsm
  *  file, as imports are). */
-function openData(plan: Plan, graph: Graph, run: PlanRun): { batch(step: number): Batch; close?(): void } {
+interface RowSlice {
+  readonly from: number;
+  readonly count: number;
+}
+
+function openData(plan: Plan, graph: Graph, run: PlanRun): { batch(step: number, rows?: RowSlice): Batch; close?(): void } {
   const seq = plan.settings.seq;
   const d = run.data;
-  if (d.kind === "synthetic") return syntheticData(graph, { batch: plan.settings.batch, ...(seq !== null && { seq }), seed: run.seed });
+  if (d.kind === "synthetic") {
+    // Generated whole (each row depends on the ones before it in the stream), then cut to the rows asked for.
+    const synthetic = syntheticData(graph, { batch: plan.settings.batch, ...(seq !== null && { seq }), seed: run.seed });
+    return { batch: (step, rows) => (rows ? sliceBatch(synthetic.batch(step), rows.from, rows.count) : synthetic.batch(step)) };
+  }
   const resolve = (path: string): string => (isAbsolute(path) ? path : join(dirname(plan.model.source), path));
   try {
     if (d.kind === "npy") {
@@ -122,31 +147,85 @@ function typicalStep(times: readonly number[]): number {
   return steady.length % 2 === 1 ? steady[mid]! : (steady[mid - 1]! + steady[mid]!) / 2;
 }
 
+/** A host exchange between processes that failed (a process died or is stuck) as the run's error. */
+async function exchange<T>(what: string, f: () => Promise<T>): Promise<T> {
+  try {
+    return await f();
+  } catch (e) {
+    if (e instanceof WorldError) throw new RunError(`${what}: ${e.message}`);
+    throw e;
+  }
+}
+
+/** Every process must run the same plan (each loaded or compiled its own): their hashes are compared before
+ *  any work, so a stale plan file on one machine is an error rather than a hang or wrong training. */
+async function checkSamePlan(world: ProcessWorld, plan: Plan, timeoutSeconds: number): Promise<void> {
+  const digest = createHash("sha256").update(JSON.stringify(plan)).digest();
+  const mine = Float64Array.from({ length: 4 }, (_, i) => digest.readUInt32LE(4 * i));
+  const all = await exchange("comparing the processes' plans", () => world.allGather(mine, timeoutSeconds));
+  const differ = all.flatMap((h, p) => (h.every((x, i) => x === mine[i]) ? [] : [p]));
+  if (differ.length > 0) {
+    throw new RunError(`process ${world.rank}'s plan differs from process(es) ${differ.join(", ")}'s: every process must run the same plan (the same file, or a .fsm file compiled with the same settings)`);
+  }
+}
+
 export async function runPlan(plan: Plan, options: RunOptions = {}): Promise<RunSummary> {
   const run = plan.run;
   if (!run) throw new RunError("the plan has no run section (it was written before `fsm run` existed): compile it again");
   const steps = options.steps ?? run.steps;
   if (!(Number.isInteger(steps) && steps >= 1)) throw new RunError(`steps must be a positive integer, got ${steps}`);
   if (options.save) prepareSaveDir(options.save.dir);
+  let world: ProcessWorld;
+  try {
+    world = options.world ?? processWorld();
+  } catch (e) {
+    if (e instanceof WorldError) throw new RunError(e.message);
+    throw e;
+  }
+  if (world.size > 1) {
+    // Before any work, on every process alike: the process count must divide the devices.
+    try {
+      world.localRanks(plan.cluster.devices);
+    } catch (e) {
+      if (e instanceof WorldError) throw new RunError(e.message);
+      throw e;
+    }
+    await checkSamePlan(world, plan, options.timeoutSeconds ?? 60);
+  }
   const graph = graphFromJson(plan.model.name, plan.graph);
   // The data first: a bad file is reported before any engine is built.
   const data = openData(plan, graph, run);
   try {
-    return await train(plan, graph, data, steps, options);
+    return await train(plan, graph, data, steps, world, options);
   } finally {
     data.close?.();
   }
 }
 
-async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>, steps: number, options: RunOptions): Promise<RunSummary> {
+/** Every process's trace events on one time axis: each process's shifted by how much later than the first its
+ *  own time 0 was (wall clocks; across machines as good as their synchronisation). */
+async function mergedTrace(world: ProcessWorld, engine: StepEngine, timeoutSeconds: number): Promise<TraceEvent[]> {
+  const mine = engine.trace?.() ?? [];
+  if (world.size === 1) return mine;
+  const payload = new TextEncoder().encode(JSON.stringify({ origin: engine.traceOrigin ?? 0, events: mine }));
+  const all = (await exchange("gathering the trace", () => world.allGatherBytes(payload, timeoutSeconds))).map(
+    (b) => JSON.parse(new TextDecoder().decode(b)) as { origin: number; events: TraceEvent[] },
+  );
+  const first = Math.min(...all.map((p) => p.origin));
+  return all.flatMap((p) => p.events.map((e) => (e.ts === undefined ? e : { ...e, ts: e.ts + (p.origin - first) * 1e3 })));
+}
+
+async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>, steps: number, world: ProcessWorld, options: RunOptions): Promise<RunSummary> {
   const engine = options.engine ?? defaultEngine(graph);
+  const timeoutSeconds = options.timeoutSeconds ?? 60;
   let stepper: StepEngine;
   try {
     stepper = createEngine(engine, plan, graph, plan.run!.seed, {
       ...(options.trace !== undefined && { trace: options.trace }),
       ...(options.init !== undefined && { init: options.init }),
       ...(options.injectFault && { fault: options.injectFault }),
-      ...(options.timeoutSeconds !== undefined && { timeoutSeconds: options.timeoutSeconds }),
+      timeoutSeconds,
+      world,
     });
   } catch (e) {
     if (e instanceof EngineError) throw new RunError(e.message, e.failure);
@@ -165,15 +244,23 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
       throw e;
     }
   }
-  const save = (step: number): void => {
+  const save = async (step: number): Promise<void> => {
     if (!options.save) return;
     try {
-      stepper.checkpoint!.save(options.save.dir, step);
+      await stepper.checkpoint!.save(options.save.dir, step);
     } catch (e) {
       // Disk full, permissions, a path that became a file: the previous checkpoint (if any) is still whole.
       if ((e as NodeJS.ErrnoException).code !== undefined) throw new RunError(`cannot write the checkpoint of step ${step} into ${options.save.dir}: ${(e as Error).message}`);
+      if (e instanceof WorldError) throw new RunError(`the checkpoint of step ${step}: ${e.message}`);
       throw e;
     }
+  };
+  // Asked on every process, decided by all: one process stopping alone would leave the others waiting on it.
+  const stopAgreed = async (): Promise<boolean> => {
+    const mine = options.stopRequested?.() ?? false;
+    if (world.size === 1) return mine;
+    const all = await exchange("agreeing whether to stop", () => world.allGather(Float64Array.of(mine ? 1 : 0), timeoutSeconds));
+    return all.some((v) => v[0] === 1);
   };
   const seq = plan.settings.seq;
   const tokens = plan.settings.batch * (seq ?? 1);
@@ -188,7 +275,7 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
     const t0 = performance.now();
     let loss: number;
     try {
-      loss = await stepper.step(data.batch(global - 1));
+      loss = await stepper.step(stepper.rows ? data.batch(global - 1, stepper.rows) : data.batch(global - 1));
     } catch (e) {
       if (e instanceof EngineError) throw new RunError(`step ${global}: ${e.message}`, e.failure && { ...e.failure, step: global });
       if (e instanceof DataError) throw new RunError(`step ${global}: ${e.message}`);
@@ -201,12 +288,14 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
     times.push(seconds);
     options.onStep?.({ step: global, loss, seconds, tokensPerSecond: tokens / seconds, ...stepper.lastStep?.() });
     done = step;
-    const stopping = step < steps && (options.stopRequested?.() ?? false);
-    if (step === steps || stopping || (options.save?.every !== undefined && global % options.save.every === 0)) save(global);
+    const stopping = step < steps && (await stopAgreed());
+    if (step === steps || stopping || (options.save?.every !== undefined && global % options.save.every === 0)) await save(global);
     if (stopping) break;
   }
   const seconds = (performance.now() - started) / 1000;
-  options.onDone?.(stepper);
+  const traceEvents = options.trace ? await mergedTrace(world, stepper, timeoutSeconds) : [];
+  options.onDone?.(stepper, traceEvents);
+  const processes = world.size > 1 ? await processFigures(world, plan, stepper, typicalStep(times), timeoutSeconds) : undefined;
   return {
     engine,
     steps: done,
@@ -217,8 +306,19 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
     measuredStepSeconds: typicalStep(times),
     ...(stepper.memoryBytes !== undefined && { arenaBytes: stepper.memoryBytes }),
     predictedMemoryBytes: plan.predicted.peakMemoryBytes.reduce((a, b) => a + b, 0),
-    ...(stepper.deviceMemoryBytes !== undefined && { peakMemoryBytes: stepper.deviceMemoryBytes }),
+    ...(processes
+      ? { arenaBytes: processes.flatMap((p) => p.arenaBytes).reduce((a, b) => a + b, 0), peakMemoryBytes: processes.flatMap((p) => p.arenaBytes), processes }
+      : stepper.deviceMemoryBytes !== undefined && { peakMemoryBytes: stepper.deviceMemoryBytes }),
     predictedPeakMemoryBytes: plan.predicted.peakMemoryBytes,
     ...(done < steps && { interrupted: true }),
   };
+}
+
+/** Every process's figures (as [step time, arena per local device...]), in process order: their devices are
+ *  contiguous blocks, so the arenas concatenated are every device's in rank order. */
+async function processFigures(world: ProcessWorld, plan: Plan, stepper: StepEngine, stepSeconds: number, timeoutSeconds: number): Promise<ProcessFigures[]> {
+  const mine = Float64Array.from([stepSeconds, ...(stepper.deviceMemoryBytes ?? [])]);
+  const all = await exchange("gathering the processes' figures", () => world.allGather(mine, timeoutSeconds));
+  const per = plan.cluster.devices / world.size;
+  return all.map((v, p) => ({ process: p, ranks: Array.from({ length: per }, (_, i) => p * per + i), arenaBytes: Array.from(v.subarray(1)), measuredStepSeconds: v[0]! }));
 }

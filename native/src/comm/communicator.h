@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -87,6 +88,10 @@ class Communicator {
   virtual void abort(const std::string& message) = 0;
   virtual bool aborted() const = 0;
   virtual std::string abortMessage() const = 0;
+  /** Told when another process aborts this communicator (a transport between processes; never called by the
+   *  in-process kinds): the executor stops its devices with that cause, even those waiting on no call. The
+   *  handler may run on any thread and may call abort(). */
+  virtual void onRemoteAbort(std::function<void(const std::string&)> handler) { (void)handler; }
   /** Starts fresh after an aborted step: clears the abort and every half-done meeting and message. Called only
    *  while no rank is inside the communicator. After a clean step nothing needs resetting: the same
    *  communicator carries on (matching continues by call order), so it is built once, not per step. */

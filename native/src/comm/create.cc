@@ -1,5 +1,5 @@
-// createCommunicator (create.h): "inprocess", and "delay" (comm/testing: the in-process communicator behind
-// seeded random sleeps).
+// createCommunicator (create.h): "inprocess", "delay" (comm/testing: the in-process communicator behind
+// seeded random sleeps) and "mpi" (comm/mpi: between processes; only when built with MPI).
 #include "comm/create.h"
 
 #include <chrono>
@@ -9,6 +9,9 @@
 #include "comm/inprocess.h"
 #include "comm/testing/delay.h"
 #include "core/failure.h"
+#ifdef FSM_HAVE_MPI
+#include "comm/mpi/mpi_communicator.h"
+#endif
 
 namespace fsm {
 namespace {
@@ -44,7 +47,21 @@ std::unique_ptr<Communicator> createCommunicator(const Plugin& p, int worldSize,
     const double maxMicros = numberOption(p, "maxMicros", 0, 1e6);
     return std::make_unique<DelayCommunicator>(inProcess(worldSize, localRanks, timeoutSeconds), static_cast<uint64_t>(seed), maxMicros);
   }
-  refuse(JsClass::TypeError, {}, p.field + ".kind must be \"inprocess\" or \"delay\", got \"" + p.kind + "\"");
+  if (p.kind == "mpi") {
+    p.allowOnly({});
+#ifdef FSM_HAVE_MPI
+    try {
+      return std::make_unique<MpiCommunicator>(worldSize, localRanks, std::chrono::duration<double>(timeoutSeconds));
+    } catch (const CommError& e) {
+      refuse(JsClass::RangeError, {}, p.field + ": " + e.what());
+    } catch (const std::runtime_error& e) {
+      refuse(JsClass::Error, {}, p.field + ": MPI could not start: " + e.what());
+    }
+#else
+    refuse(JsClass::Error, {}, p.field + ".kind \"mpi\": this fsm was built without MPI (apt-get install -y libopenmpi-dev openmpi-bin, then npm run build:native)");
+#endif
+  }
+  refuse(JsClass::TypeError, {}, p.field + ".kind must be \"inprocess\", \"delay\" or \"mpi\", got \"" + p.kind + "\"");
 }
 
 }  // namespace fsm

@@ -123,9 +123,16 @@ Executor::Executor(Program program, std::vector<std::unique_ptr<Device>> devices
     }
   }
   direct_ = locals_.size() == 1 && locals_[0]->program.streams[kCommStream].empty();
+  // Another process failed: stop every local stream with its cause (an echo: a root cause found here wins),
+  // including streams waiting on an event or stuck, which no communicator call would wake.
+  comm_->onRemoteAbort([this](const std::string& text) { fail(fsm::failureAt(FailureKind::Aborted, JsClass::Error, {}, text), true); });
 }
 
-Executor::~Executor() { stopThreads(); }
+// The communicator goes first, before the failure state its remote-abort handler uses is destroyed.
+Executor::~Executor() {
+  stopThreads();
+  comm_.reset();
+}
 
 size_t Executor::arenaBytes(size_t local) const { return locals_[local]->program.arenaBytes; }
 size_t Executor::slotCount(size_t local) const { return locals_[local]->slots.size(); }

@@ -9,6 +9,7 @@
 #include "js/gemm_binding.h"
 #include "js/kernel_binding.h"
 #include "js/logger.h"
+#include "js/mpi_binding.h"
 
 namespace {
 
@@ -26,6 +27,12 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("timeKernel", Napi::Function::New(env, timeKernel, "timeKernel"));
   exports.Set("NativeCluster", NativeCluster::Define(env));
   exports.Set("commRun", Napi::Function::New(env, commRun, "commRun"));
+  exports.Set("mpiBuilt", Napi::Function::New(env, mpiBuilt, "mpiBuilt"));
+  exports.Set("mpiWorld", Napi::Function::New(env, mpiWorld, "mpiWorld"));
+  exports.Set("mpiAllGather", Napi::Function::New(env, mpiAllGather, "mpiAllGather"));
+  exports.Set("mpiBroadcast", Napi::Function::New(env, mpiBroadcast, "mpiBroadcast"));
+  exports.Set("mpiBarrier", Napi::Function::New(env, mpiBarrier, "mpiBarrier"));
+  exports.Set("mpiFinalize", Napi::Function::New(env, mpiFinalize, "mpiFinalize"));
   return exports;
 }
 

@@ -5,6 +5,9 @@
 #include <thread>
 
 #include "device/cpu/gemm.h"
+#ifdef FSM_HAVE_MPI
+#include "comm/mpi/mpi_world.h"
+#endif
 
 namespace fsm {
 
@@ -32,6 +35,12 @@ Napi::Value buildInfo(const Napi::CallbackInfo& info) {
   out.Set("compiler", compilerName());
   // 0 when the standard library cannot tell; reported as is rather than guessed.
   out.Set("threads", std::thread::hardware_concurrency());
+  // The MPI library the mpi communicator runs on (null: not built); MPI need not be started to say.
+#ifdef FSM_HAVE_MPI
+  out.Set("mpi", mpi::libraryVersion());
+#else
+  out.Set("mpi", env.Null());
+#endif
   return out;
 }
 

@@ -9,6 +9,7 @@ import type { Plan } from "../../plan/plan.js";
 import { writeAtomically } from "../../plan/serialize.js";
 import { ENGINES, FAULT_KINDS, type InjectedFault } from "../../runtime/engines.js";
 import { RunError, runPlan, type Engine, type StepReport } from "../../runtime/run-loop.js";
+import { launchedProcesses, processWorld, WorldError, type ProcessWorld } from "../../runtime/world.js";
 import { flag, parseArgs, UsageError } from "../args.js";
 import type { CliIO } from "../io.js";
 import { version } from "../main.js";
@@ -81,6 +82,12 @@ and its action; nothing of the failed step is checkpointed; the exit code is 1.
                  before the step fails naming the devices that never came (native
                  engine; default 60)
   --json         JSON lines instead of text
+Under mpirun (mpirun -np P fsm run PLAN): P processes share the plan's devices in
+contiguous blocks (P must divide them; process p runs devices p·N/P .. (p+1)·N/P-1),
+in-process communication inside a process and MPI between processes, with the same
+results as one process. Process 0 prints; a failure is reported once, by the
+process where it happened. SIGTERM, like Ctrl-C, stops after the current step
+(every process at the same one), saves with --save, and exits 143.
   --devices N    devices for a .fsm file (default 1)
   --set KEY=VAL  override a train/parallel setting of a .fsm file (repeatable)`,
   async run(argv: readonly string[], io: CliIO): Promise<number> {
@@ -122,8 +129,20 @@ and its action; nothing of the failed step is checkpointed; the exit code is 1.
     const file = args.positionals[0]!;
     const json = args.flags.has("json");
     const tracePath = flag(args, "trace");
+    // Under mpirun every process runs this command: process 0 alone speaks, except about a failure of its own.
+    const launched = launchedProcesses();
+    const lead = (launched?.rank ?? 0) === 0;
+    const user = io;
+    io = lead ? io : { stdout: () => {}, stderr: () => {}, isTTY: false };
+    let world: ProcessWorld | undefined;
     let plan: Plan;
     try {
+      try {
+        world = processWorld();
+      } catch (e) {
+        if (e instanceof WorldError) throw new RunError(e.message);
+        throw e;
+      }
       if (file.endsWith(".fsm")) {
         const result = checkFile(file, { overrides: args.flags.get("set") ?? [] });
         reportDiagnostics(io, result.diagnostics, result.sources);
@@ -139,23 +158,35 @@ and its action; nothing of the failed step is checkpointed; the exit code is 1.
       }
       if (fault && fault.step > total) throw new UsageError(`--inject-fault ${faultText}: the run has only ${total} step${total === 1 ? "" : "s"}`);
       const s = plan.settings;
+      if (world.size > 1) {
+        try {
+          world.localRanks(plan.cluster.devices);
+        } catch (e) {
+          if (e instanceof WorldError) throw new RunError(e.message);
+          throw e;
+        }
+      }
       if (!json) {
-        io.stdout(`run ${plan.model.name}: ${plan.cluster.devices} cpu virtual device${plan.cluster.devices === 1 ? "" : "s"} = ${s.stages} stage${s.stages === 1 ? "" : "s"} × ${s.dataParallel} data-parallel, ${s.microBatches} micro-batch${s.microBatches === 1 ? "" : "es"}, ${s.schedule}, shard ${s.shard}\n`);
+        const over = world.size > 1 ? ` over ${world.size} processes (mpirun)` : "";
+        io.stdout(`run ${plan.model.name}: ${plan.cluster.devices} cpu virtual device${plan.cluster.devices === 1 ? "" : "s"}${over} = ${s.stages} stage${s.stages === 1 ? "" : "s"} × ${s.dataParallel} data-parallel, ${s.microBatches} micro-batch${s.microBatches === 1 ? "" : "es"}, ${s.schedule}, shard ${s.shard}\n`);
       }
       let elapsed = 0;
       let offset = 0; // steps done before this run (a resumed checkpoint's)
-      // Ctrl-C stops at the next step boundary (a second one exits at once, as usual).
-      let stop = false;
-      const onSigint = (): void => {
-        if (stop) process.exit(130);
-        stop = true;
-        io.stderr(`\nstopping after the current step (Ctrl-C again to abort)\n`);
+      // Ctrl-C, and SIGTERM (what Slurm and Kubernetes send before they kill), stop at the next step boundary;
+      // a second one exits at once, as usual.
+      let stop: "SIGINT" | "SIGTERM" | undefined;
+      const onSignal = (signal: "SIGINT" | "SIGTERM"): void => {
+        if (stop) process.exit(signal === "SIGINT" ? 130 : 143);
+        stop = signal;
+        io.stderr(`\nstopping after the current step (${signal === "SIGINT" ? "Ctrl-C" : "SIGTERM"} again to abort)\n`);
       };
-      process.on("SIGINT", onSigint);
+      process.on("SIGINT", onSignal);
+      process.on("SIGTERM", onSignal);
       let summary: Awaited<ReturnType<typeof runPlan>>;
       try {
         summary = await runPlan(plan, {
-          stopRequested: () => stop,
+          stopRequested: () => stop !== undefined,
+          world,
           ...(saveDir !== undefined && { save: { dir: saveDir, ...(saveEvery !== undefined && { every: Number(saveEvery) }) } }),
           ...(resumeDir !== undefined && { resume: resumeDir }),
           ...(flag(args, "init") !== undefined && { init: flag(args, "init")! }),
@@ -164,11 +195,11 @@ and its action; nothing of the failed step is checkpointed; the exit code is 1.
           steps: total,
           ...(engineText !== undefined && { engine: engineText as Engine }),
           ...(tracePath !== undefined && { trace: true }),
-          onDone: (engine) => {
-            if (tracePath !== undefined) writeAtomically(tracePath, JSON.stringify({ traceEvents: engine.trace?.() ?? [], displayTimeUnit: "ms" }) + "\n");
+          onDone: (_engine, traceEvents) => {
+            if (tracePath !== undefined && lead) writeAtomically(tracePath, JSON.stringify({ traceEvents, displayTimeUnit: "ms" }) + "\n");
           },
           onEngine: (engine: Engine) => {
-            if (!json) io.stdout(`engine: ${ENGINE_TEXT[engine]}\n`);
+            if (!json) io.stdout(`engine: ${ENGINE_TEXT[engine]}${world!.size > 1 ? `, and MPI between the ${world!.size} processes` : ""}\n`);
           },
           onResume: (r) => {
             offset = r.step;
@@ -192,7 +223,8 @@ and its action; nothing of the failed step is checkpointed; the exit code is 1.
           },
         });
       } finally {
-        process.off("SIGINT", onSigint);
+        process.off("SIGINT", onSignal);
+        process.off("SIGTERM", onSignal);
       }
       if (json) io.stdout(JSON.stringify({ summary }) + "\n");
       else {
@@ -204,9 +236,12 @@ and its action; nothing of the failed step is checkpointed; the exit code is 1.
           io.stdout(`memory: fullest device ${d} holds ${formatBytes(most)} (its arena), predicted ${formatBytes(summary.predictedPeakMemoryBytes[d]!)}\n`);
         }
       }
+      // A clean end on every process: the MPI world is closed (mpirun counts a process that leaves it open as failed).
+      world.finalize();
       if (summary.interrupted) {
-        io.stderr(`interrupted by Ctrl-C after step ${summary.steps} of ${total}${saveDir === undefined ? "" : `; checkpoint in ${saveDir}`}\n`);
-        return 130;
+        const by = stop === "SIGTERM" ? "SIGTERM" : "Ctrl-C";
+        io.stderr(`interrupted by ${by} after step ${summary.steps} of ${total}${saveDir === undefined ? "" : `; checkpoint in ${saveDir}`}\n`);
+        return stop === "SIGTERM" ? 143 : 130;
       }
       return 0;
     } catch (e) {
@@ -215,9 +250,19 @@ and its action; nothing of the failed step is checkpointed; the exit code is 1.
         return 1;
       }
       if (e instanceof RunError || e instanceof CompileError) {
+        // Under mpirun: a device's own failure is told by its process, prefixed with it; an echo of another
+        // process's failure (kind aborted) is not told again; anything else every process met alike, so
+        // process 0 tells it.
+        let out = io;
+        let prefix = "";
+        // (A non-finite loss is found by every process, from the all-gathered losses.)
+        if (world && world.size > 1 && e instanceof RunError && e.failure && e.failure.kind !== "nan") {
+          out = e.failure.kind === "aborted" ? { stdout: () => {}, stderr: () => {} } : user;
+          prefix = `[process ${world.rank}] `;
+        }
         // --json: a device's failure also as one JSON line, its fields as data (kind, step, device, action, op, ...).
-        if (json && e instanceof RunError && e.failure) io.stdout(JSON.stringify({ error: { ...e.failure, text: e.message } }) + "\n");
-        io.stderr(`${file}: error: ${e.message}\n`);
+        if (json && e instanceof RunError && e.failure) out.stdout(JSON.stringify({ error: { ...e.failure, text: e.message, ...(world && world.size > 1 && { process: world.rank }) } }) + "\n");
+        out.stderr(`${prefix}${file}: error: ${e.message}\n`);
         return 1;
       }
       throw e;
