@@ -58,6 +58,8 @@ export interface RunSummary {
   readonly predictedPeakMemoryBytes: readonly number[];
   /** The run stopped early at a step boundary because it was asked to (stopRequested). */
   readonly interrupted?: boolean;
+  /** Why, when a reason was given (a signal's name), on any process. */
+  readonly stopReason?: string;
   /** Under mpirun: each process's devices (global ranks), their arenas, and its median step time. */
   readonly processes?: readonly ProcessFigures[];
 }
@@ -81,7 +83,7 @@ export interface RunOptions {
    *  events (every process's, on one time axis). */
   readonly onDone?: (engine: StepEngine, trace: TraceEvent[]) => void;
   /** Asked after every step: true stops the run there, at a step boundary (Ctrl-C). */
-  readonly stopRequested?: () => boolean;
+  readonly stopRequested?: () => boolean | StopReason;
   /** Save a checkpoint into `dir` every `every` steps (default: only at the end) and at the end. */
   readonly save?: { readonly dir: string; readonly every?: number };
   /** Continue from the checkpoint in this directory: its weights, optimizer state and data position. */
@@ -146,6 +148,11 @@ function typicalStep(times: readonly number[]): number {
   const mid = steady.length >> 1;
   return steady.length % 2 === 1 ? steady[mid]! : (steady[mid - 1]! + steady[mid]!) / 2;
 }
+
+/** Why a run is asked to stop: the signals a launcher sends, ordered by how much they say (SIGTERM: the job is
+ *  being ended, so every process reports it). */
+export const STOP_REASONS = ["SIGINT", "SIGTERM"] as const;
+export type StopReason = (typeof STOP_REASONS)[number];
 
 /** A host exchange between processes that failed (a process died or is stuck) as the run's error. */
 async function exchange<T>(what: string, f: () => Promise<T>): Promise<T> {
@@ -256,11 +263,15 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
     }
   };
   // Asked on every process, decided by all: one process stopping alone would leave the others waiting on it.
+  // Codes: 0 go on, 1 stop, 2 + i stop for STOP_REASONS[i]; the largest wins.
+  let stopReason: StopReason | undefined;
   const stopAgreed = async (): Promise<boolean> => {
-    const mine = options.stopRequested?.() ?? false;
-    if (world.size === 1) return mine;
-    const all = await exchange("agreeing whether to stop", () => world.allGather(Float64Array.of(mine ? 1 : 0), timeoutSeconds));
-    return all.some((v) => v[0] === 1);
+    const asked = options.stopRequested?.() ?? false;
+    const mine = asked === false ? 0 : asked === true ? 1 : 2 + STOP_REASONS.indexOf(asked);
+    const all = world.size === 1 ? [Float64Array.of(mine)] : await exchange("agreeing whether to stop", () => world.allGather(Float64Array.of(mine), timeoutSeconds));
+    const code = Math.max(...all.map((v) => v[0]!));
+    if (code >= 2) stopReason = STOP_REASONS[code - 2];
+    return code > 0;
   };
   const seq = plan.settings.seq;
   const tokens = plan.settings.batch * (seq ?? 1);
@@ -310,7 +321,7 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
       ? { arenaBytes: processes.flatMap((p) => p.arenaBytes).reduce((a, b) => a + b, 0), peakMemoryBytes: processes.flatMap((p) => p.arenaBytes), processes }
       : stepper.deviceMemoryBytes !== undefined && { peakMemoryBytes: stepper.deviceMemoryBytes }),
     predictedPeakMemoryBytes: plan.predicted.peakMemoryBytes,
-    ...(done < steps && { interrupted: true }),
+    ...(done < steps && { interrupted: true, ...(stopReason && { stopReason }) }),
   };
 }
 

@@ -76,7 +76,7 @@ describe("resharding a checkpoint into another plan", () => {
       const engine = createEngine("native", to, graphFromJson(to.model.name, to.graph), to.run!.seed);
       expect(engine.checkpoint!.load(dir)).toEqual({ step: 5, devices: na, resharded: true });
       const again = join(dir, "resaved");
-      engine.checkpoint!.save(again, 5);
+      await engine.checkpoint!.save(again, 5);
       consolidate(dir, join(dir, "old.safetensors"), { optimizer: true });
       consolidate(again, join(dir, "new.safetensors"), { optimizer: true });
       const old = readSafetensors(join(dir, "old.safetensors")).tensors;

@@ -185,7 +185,7 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
       let summary: Awaited<ReturnType<typeof runPlan>>;
       try {
         summary = await runPlan(plan, {
-          stopRequested: () => stop !== undefined,
+          stopRequested: () => stop ?? false,
           world,
           ...(saveDir !== undefined && { save: { dir: saveDir, ...(saveEvery !== undefined && { every: Number(saveEvery) }) } }),
           ...(resumeDir !== undefined && { resume: resumeDir }),
@@ -239,9 +239,11 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
       // A clean end on every process: the MPI world is closed (mpirun counts a process that leaves it open as failed).
       world.finalize();
       if (summary.interrupted) {
-        const by = stop === "SIGTERM" ? "SIGTERM" : "Ctrl-C";
+        // The signal any process got (under mpirun one may have been signalled for all).
+        const signal = summary.stopReason ?? stop;
+        const by = signal === "SIGTERM" ? "SIGTERM" : "Ctrl-C";
         io.stderr(`interrupted by ${by} after step ${summary.steps} of ${total}${saveDir === undefined ? "" : `; checkpoint in ${saveDir}`}\n`);
-        return stop === "SIGTERM" ? 143 : 130;
+        return signal === "SIGTERM" ? 143 : 130;
       }
       return 0;
     } catch (e) {
