@@ -30,7 +30,8 @@ export function reshardCheckpoint(dir: string, m: Manifest, plan: Plan, program:
   const pieces = openPieces(dir, m);
   writeParamPieces(slots, program, pieces.readRange);
 
-  program.optimizerState.forEach((state, device) => {
+  program.optimizerState.forEach((state, i) => {
+    const device = program.ranks[i]!; // the state is listed per lowered device; slots are named by global rank
     // Slot by slot: each state slot filled from the old ranks' pieces of its role, then written once.
     const bySlot = new Map<number, ReturnType<typeof statePieces>>();
     for (const s of statePieces(program, device)) bySlot.set(s.slot, [...(bySlot.get(s.slot) ?? []), s]);

@@ -15,9 +15,18 @@ export function openFile(path: string, what: string): number {
   }
 }
 
+let bytesRead = 0;
+
+/** Bytes this process has read from data files so far (a process under mpirun reads its own rows only). */
+export function dataBytesRead(): number {
+  return bytesRead;
+}
+
 /** Fills `length` bytes of `into` from `offset` on with the file's bytes at `position`; false when the file ends first. */
 export function readFully(fd: number, into: NodeJS.ArrayBufferView, position: number, offset = 0, length = into.byteLength - offset): boolean {
-  return readSync(fd, into, offset, length, position) === length;
+  const n = readSync(fd, into, offset, length, position);
+  bytesRead += n;
+  return n === length;
 }
 
 /** The source `open` makes, once its first batch is read (every check that needs the data itself, before

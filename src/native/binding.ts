@@ -321,6 +321,9 @@ export interface NativeClusterHandle {
   /** Calls made through the communicator since the cluster was built, per kind (allReduce, reduceScatter,
    *  allGather, broadcast, reduce, send, recv): which communicator really carried the steps. */
   communicatorCalls(): Record<string, number>;
+  /** Payload bytes this process's devices sent through the communicator since it was built: to devices of
+   *  this process and to other processes (the mpi communicator counts; the in-process kinds report zeros). */
+  communicatorBytes(): { inProcess: number; betweenProcesses: number };
 }
 
 interface Addon {

@@ -130,6 +130,7 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
     lastTimings: () => program.devices.map((d, i) => ({ program: d, timings: trace ? cluster.timings(i) : new Float64Array(0) })),
     rows,
     traceOrigin: performance.timeOrigin + origin,
+    bytesSent: () => cluster.communicatorBytes(),
     step: async (batch) => {
       feedBatch(slots, program, batch, m, mbs, rows.from);
       const scale = scaler?.scale;

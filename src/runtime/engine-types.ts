@@ -76,6 +76,9 @@ export interface StepEngine {
   readonly checkpoint?: { save(dir: string, step: number): Promise<string>; load(dir: string): Resumed };
   /** The rows of the global batch step() reads (a process's share under mpirun; absent: all of them). */
   readonly rows?: { readonly from: number; readonly count: number };
+  /** Payload bytes this process's devices have sent so far, within the process and to other processes (the
+   *  native engine under mpirun; zeros when the communicator does not count). */
+  bytesSent?(): { readonly inProcess: number; readonly betweenProcesses: number };
   /** When the trace's time 0 was, in ms since the epoch (to merge the traces of several processes). */
   readonly traceOrigin?: number;
   /** The current value of a parameter (for tests and checkpoints). */

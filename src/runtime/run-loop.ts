@@ -5,6 +5,7 @@ import { dirname, isAbsolute, join } from "node:path";
 import { syntheticData } from "../data/synthetic.js";
 import { npyData } from "../data/npy.js";
 import { DataError, tokenData } from "../data/tokens.js";
+import { dataBytesRead } from "../data/file.js";
 import type { Graph } from "../graph/graph.js";
 import type { Batch } from "../interp/session.js";
 import type { PlanRun } from "../plan/plan.js";
@@ -69,6 +70,10 @@ export interface ProcessFigures {
   readonly ranks: readonly number[];
   readonly arenaBytes: readonly number[];
   readonly measuredStepSeconds: number;
+  /** Payload bytes its devices sent over the run, to devices of the same process and to other processes. */
+  readonly bytesSent: { readonly inProcess: number; readonly betweenProcesses: number };
+  /** Bytes it read from data files (its own rows; 0 for synthetic data). */
+  readonly dataBytesRead: number;
 }
 
 export interface RunOptions {
@@ -325,11 +330,20 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
   };
 }
 
-/** Every process's figures (as [step time, arena per local device...]), in process order: their devices are
+/** Every process's figures (as [step time, bytes sent in / between processes, data bytes read, arena per local
+ *  device...]), in process order: their devices are
  *  contiguous blocks, so the arenas concatenated are every device's in rank order. */
 async function processFigures(world: ProcessWorld, plan: Plan, stepper: StepEngine, stepSeconds: number, timeoutSeconds: number): Promise<ProcessFigures[]> {
-  const mine = Float64Array.from([stepSeconds, ...(stepper.deviceMemoryBytes ?? [])]);
+  const sent = stepper.bytesSent?.() ?? { inProcess: 0, betweenProcesses: 0 };
+  const mine = Float64Array.from([stepSeconds, sent.inProcess, sent.betweenProcesses, dataBytesRead(), ...(stepper.deviceMemoryBytes ?? [])]);
   const all = await exchange("gathering the processes' figures", () => world.allGather(mine, timeoutSeconds));
   const per = plan.cluster.devices / world.size;
-  return all.map((v, p) => ({ process: p, ranks: Array.from({ length: per }, (_, i) => p * per + i), arenaBytes: Array.from(v.subarray(1)), measuredStepSeconds: v[0]! }));
+  return all.map((v, p) => ({
+    process: p,
+    ranks: Array.from({ length: per }, (_, i) => p * per + i),
+    arenaBytes: Array.from(v.subarray(4)),
+    measuredStepSeconds: v[0]!,
+    bytesSent: { inProcess: v[1]!, betweenProcesses: v[2]! },
+    dataBytesRead: v[3]!,
+  }));
 }

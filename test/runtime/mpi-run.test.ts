@@ -97,6 +97,21 @@ describe.skipIf(!mpi)("mpirun: the same bits as one process", () => {
     expect(stepLosses(r.stdout)).toEqual(losses);
   });
 
+  it("token data: each process reads only its own rows (the bytes it read, counted), and the losses do not change", async () => {
+    // gpt-tiny: batch 8, seq 16, so a row is a window of 17 u16 tokens (34 bytes); 4 replicas, 2 rows each.
+    const tokens = join(dir, "train.bin");
+    writeFileSync(tokens, Buffer.from(Uint16Array.from({ length: 4000 }, (_, i) => (i * 7 + (i >> 3)) % 64).buffer));
+    const { path, plan } = planFile("tokens", "gpt-tiny", { ...adam, stages: 1, data_parallel: 4, chunks: 1, shard: "fsdp", checkpoint: "never", "train.data": `tokens("${tokens}", dtype: u16)` });
+    const losses: number[] = [];
+    await runPlan(plan, { onStep: (r) => losses.push(r.loss) });
+    const r = mpirun(4, ["run", path, "--json"]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(stepLosses(r.stdout)).toEqual(losses);
+    const summary = (r.stdout.trim().split("\n").map((l) => JSON.parse(l) as { summary?: { processes: { dataBytesRead: number }[] } }).find((l) => l.summary)!).summary!;
+    // Opening reads the first batch whole (its checks); then each of the 3 steps reads its 2 rows.
+    expect(summary.processes.map((p) => p.dataBytesRead)).toEqual([0, 1, 2, 3].map(() => (8 + 3 * 2) * 17 * 2));
+  });
+
   it("the --json summary has every process's devices, arenas and step time; --trace holds every device", () => {
     const { path, plan } = planFile("summary", "mlp", { stages: 2, data_parallel: 2, chunks: 2, shard: "none", checkpoint: "never" });
     const trace = join(dir, "trace.json");
@@ -184,6 +199,18 @@ describe.skipIf(!mpi)("mpirun: checkpoints", () => {
     const alone: number[] = [];
     await runPlan(plan, { steps: 2, resume: ckpt, onStep: (r) => alone.push(r.loss) });
     expect(alone).toEqual(whole.slice(3));
+  });
+
+  it("resumed into another plan (resharded) under -np 2: what one process resuming it computes", async () => {
+    const from = planFile("reshard-from", "gpt-tiny", { ...adam, stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp", checkpoint: "never" });
+    const to = planFile("reshard-to", "gpt-tiny", { ...adam, stages: 1, data_parallel: 4, chunks: 2, shard: "oss", checkpoint: "never" });
+    const ckpt = join(dir, "reshard-ckpt");
+    await runPlan(from.plan, { steps: 3, save: { dir: ckpt } });
+    const alone: number[] = [];
+    await runPlan(to.plan, { steps: 2, resume: ckpt, onStep: (r) => alone.push(r.loss) });
+    const r = mpirun(2, ["run", to.path, "--steps", "2", "--json", "--resume", ckpt]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(stepLosses(r.stdout)).toEqual(alone);
   });
 });
 

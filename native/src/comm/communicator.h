@@ -99,6 +99,13 @@ class Communicator {
 
   /** How many calls of each kind were made through this communicator since it was built. */
   std::array<uint64_t, kCommCalls> calls() const;
+  /** Payload bytes this process's ranks sent since it was built: to ranks of this process, and to other
+   *  processes (what crosses the network between machines). Transports that do not count report zeros. */
+  struct BytesSent {
+    uint64_t inProcess = 0;
+    uint64_t betweenProcesses = 0;
+  };
+  virtual BytesSent bytesSent() const { return {}; }
 
  protected:
   virtual void doAllReduce(int rank, GroupHandle group, float* data, size_t count, ReduceOp op) = 0;

@@ -58,6 +58,7 @@ class Executor {
   const std::vector<double>& timings(size_t local) const;
   void arm(size_t local, size_t instruction, Fault fault);
   std::array<uint64_t, kCommCalls> communicatorCalls() const { return comm_->calls(); }
+  Communicator::BytesSent communicatorBytes() const { return comm_->bytesSent(); }
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -22,7 +22,8 @@ Napi::Function NativeCluster::Define(Napi::Env env) {
                       InstanceMethod("arenaBytes", &NativeCluster::ArenaBytes),
                       InstanceMethod("deviceCount", &NativeCluster::DeviceCount),
                       InstanceMethod("injectFault", &NativeCluster::InjectFault),
-                      InstanceMethod("communicatorCalls", &NativeCluster::CommunicatorCalls)});
+                      InstanceMethod("communicatorCalls", &NativeCluster::CommunicatorCalls),
+                      InstanceMethod("communicatorBytes", &NativeCluster::CommunicatorBytes)});
 }
 
 NativeCluster::NativeCluster(const Napi::CallbackInfo& info) : Napi::ObjectWrap<NativeCluster>(info) {
@@ -139,6 +140,14 @@ Napi::Value NativeCluster::CommunicatorCalls(const Napi::CallbackInfo& info) {
   Napi::Object out = Napi::Object::New(info.Env());
   const std::array<uint64_t, kCommCalls> calls = executor_->communicatorCalls();
   for (size_t k = 0; k < kCommCalls; k++) out.Set(commCallName(static_cast<CommCall>(k)), static_cast<double>(calls[k]));
+  return out;
+}
+
+Napi::Value NativeCluster::CommunicatorBytes(const Napi::CallbackInfo& info) {
+  Napi::Object out = Napi::Object::New(info.Env());
+  const Communicator::BytesSent b = executor_->communicatorBytes();
+  out.Set("inProcess", static_cast<double>(b.inProcess));
+  out.Set("betweenProcesses", static_cast<double>(b.betweenProcesses));
   return out;
 }
 

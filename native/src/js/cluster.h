@@ -25,6 +25,7 @@ class NativeCluster : public Napi::ObjectWrap<NativeCluster> {
   Napi::Value DeviceCount(const Napi::CallbackInfo& info);
   Napi::Value InjectFault(const Napi::CallbackInfo& info);
   Napi::Value CommunicatorCalls(const Napi::CallbackInfo& info);
+  Napi::Value CommunicatorBytes(const Napi::CallbackInfo& info);
   /** The local device index `v` names (0..deviceCount-1), or a RangeError. */
   size_t device(const Napi::Value& v) const;
   size_t slot(size_t device, const Napi::Value& v) const;

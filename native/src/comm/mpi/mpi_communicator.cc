@@ -273,6 +273,7 @@ void MpiCommunicator::post(Exchange& x, GroupHandle group, int from, int to, con
   if (count > static_cast<size_t>(INT_MAX)) fail(CommError::Kind::Invalid, "a message of " + std::to_string(count) + " elements is more than MPI's int counts allow");
   const Group& g = groups_[static_cast<size_t>(group)];
   const int toRank = g.ranks[static_cast<size_t>(to)];
+  countSent(toRank, count);
   if (isLocal(toRank)) {
     std::lock_guard<std::mutex> lk(mailMutex_);
     mailboxes_[{group, from, to, 0}].emplace_back(data, data + count);
@@ -536,6 +537,7 @@ void MpiCommunicator::doSend(int rank, int peer, int tag, const float* data, siz
   const std::string where = "send at rank " + std::to_string(rank) + " to rank " + std::to_string(peer) + " (tag " + std::to_string(tag) + ")";
   if (rank < 0 || rank >= worldSize_ || peer < 0 || peer >= worldSize_ || !isLocal(rank)) fail(CommError::Kind::Invalid, where + ": a rank outside the world or this process");
   if (count > static_cast<size_t>(INT_MAX)) fail(CommError::Kind::Invalid, where + ": " + std::to_string(count) + " elements is more than MPI's int counts allow");
+  countSent(peer, count);
   if (isLocal(peer)) {
     std::lock_guard<std::mutex> lk(mailMutex_);
     mailboxes_[{-1, rank, peer, tag}].emplace_back(data, data + count);

@@ -45,6 +45,7 @@ class MpiCommunicator final : public Communicator {
    *  Aborted), since the other processes have stopped or will. */
   void reset() override {}
   void onRemoteAbort(std::function<void(const std::string&)> handler) override;
+  BytesSent bytesSent() const override { return {sentLocal_.load(), sentRemote_.load()}; }
 
  protected:
   void doAllReduce(int rank, GroupHandle group, float* data, size_t count, ReduceOp op) override;
@@ -102,6 +103,9 @@ class MpiCommunicator final : public Communicator {
 
   MPI_Comm p2p_ = MPI_COMM_NULL;      // send/recv between processes
   MPI_Comm control_ = MPI_COMM_NULL;  // abort notices
+
+  std::atomic<uint64_t> sentLocal_{0}, sentRemote_{0};
+  void countSent(int to, size_t count) { (isLocal(to) ? sentLocal_ : sentRemote_).fetch_add(count * sizeof(float), std::memory_order_relaxed); }
 
   std::atomic<bool> aborted_{false};
   bool notified_ = false;  // the other processes were sent this process's abort notice

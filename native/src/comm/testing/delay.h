@@ -24,6 +24,7 @@ class DelayCommunicator final : public Communicator {
   bool aborted() const override { return inner_->aborted(); }
   std::string abortMessage() const override { return inner_->abortMessage(); }
   void reset() override { inner_->reset(); }
+  BytesSent bytesSent() const override { return inner_->bytesSent(); }
   void onRemoteAbort(std::function<void(const std::string&)> handler) override { inner_->onRemoteAbort(std::move(handler)); }
 
  protected:
