@@ -172,7 +172,9 @@ async function exchange<T>(what: string, f: () => Promise<T>): Promise<T> {
 /** Every process must run the same plan (each loaded or compiled its own): their hashes are compared before
  *  any work, so a stale plan file on one machine is an error rather than a hang or wrong training. */
 async function checkSamePlan(world: ProcessWorld, plan: Plan, timeoutSeconds: number): Promise<void> {
-  const digest = createHash("sha256").update(JSON.stringify(plan)).digest();
+  // The search's report (how long it took, what it pruned) says how the plan was chosen, not what runs.
+  const { search: _report, ...executable } = plan;
+  const digest = createHash("sha256").update(JSON.stringify(executable)).digest();
   const mine = Float64Array.from({ length: 4 }, (_, i) => digest.readUInt32LE(4 * i));
   const all = await exchange("comparing the processes' plans", () => world.allGather(mine, timeoutSeconds));
   const differ = all.flatMap((h, p) => (h.every((x, i) => x === mine[i]) ? [] : [p]));

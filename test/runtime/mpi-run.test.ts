@@ -88,6 +88,16 @@ describe.skipIf(!mpi)("mpirun: the same bits as one process", () => {
     });
   }
 
+  it("a .fsm file: every process compiles it (deterministically: the plans' hashes agree) and trains as one", () => {
+    const model = resolve(import.meta.dirname, "../../samples/mlp.fsm");
+    const args = ["run", model, "--devices", "4", "--set", "parallel.stages=2", "--steps", "3", "--json"];
+    const alone = spawnSync(process.execPath, [bin, ...args], { encoding: "utf8" });
+    expect(alone.status, alone.stderr).toBe(0);
+    const r = mpirun(2, args);
+    expect(r.status, r.stderr).toBe(0);
+    expect(stepLosses(r.stdout)).toEqual(stepLosses(alone.stdout));
+  });
+
   it("over TCP only (--mca btl self,tcp, the path between machines): the same losses", async () => {
     const { path, plan } = planFile("tcp", "gpt-tiny", { ...adam, stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp", checkpoint: "never" });
     const losses: number[] = [];
