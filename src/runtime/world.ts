@@ -25,12 +25,15 @@ export interface ProcessWorld {
   finalize(): void;
 }
 
-/** What the launcher says: Open MPI's variables (mpirun, or srun with Open MPI's PMIx) before MPI starts. */
+/** What the launcher says before MPI starts: Open MPI's variables (mpirun), else Slurm's inside a job step
+ *  (`srun --mpi=pmix`, whose tasks learn their Open MPI names only once MPI starts). */
 export function launchedProcesses(env: NodeJS.ProcessEnv = process.env): { size: number; rank: number; localSize: number } | undefined {
-  const size = Number(env.OMPI_COMM_WORLD_SIZE);
-  const rank = Number(env.OMPI_COMM_WORLD_RANK);
+  const slurm = env.SLURM_STEP_ID !== undefined && env.OMPI_COMM_WORLD_SIZE === undefined;
+  const size = Number(slurm ? env.SLURM_NTASKS : env.OMPI_COMM_WORLD_SIZE);
+  const rank = Number(slurm ? env.SLURM_PROCID : env.OMPI_COMM_WORLD_RANK);
   if (!Number.isInteger(size) || size < 1 || !Number.isInteger(rank) || rank < 0 || rank >= size) return undefined;
-  const local = Number(env.OMPI_COMM_WORLD_LOCAL_SIZE);
+  // Slurm's per-node count may read "2(x3)" (2 tasks on each of 3 nodes): its leading number.
+  const local = slurm ? Number.parseInt(env.SLURM_STEP_TASKS_PER_NODE ?? env.SLURM_NTASKS_PER_NODE ?? "1", 10) : Number(env.OMPI_COMM_WORLD_LOCAL_SIZE);
   return { size, rank, localSize: Number.isInteger(local) && local >= 1 ? local : 1 };
 }
 

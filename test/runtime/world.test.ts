@@ -11,6 +11,11 @@ describe("launchedProcesses: Open MPI's variables", () => {
     expect(launchedProcesses({ OMPI_COMM_WORLD_SIZE: "4", OMPI_COMM_WORLD_RANK: "3", OMPI_COMM_WORLD_LOCAL_SIZE: "2" })).toEqual({ size: 4, rank: 3, localSize: 2 });
     expect(launchedProcesses({ OMPI_COMM_WORLD_SIZE: "2", OMPI_COMM_WORLD_RANK: "0" })).toEqual({ size: 2, rank: 0, localSize: 1 });
   });
+  it("inside a Slurm job step (srun), Slurm's task variables", () => {
+    expect(launchedProcesses({ SLURM_STEP_ID: "0", SLURM_NTASKS: "8", SLURM_PROCID: "5", SLURM_STEP_TASKS_PER_NODE: "4(x2)" })).toEqual({ size: 8, rank: 5, localSize: 4 });
+    // A batch script is no step: its tasks are whatever mpirun (with its own variables) starts.
+    expect(launchedProcesses({ SLURM_NTASKS: "8", SLURM_PROCID: "0" })).toBeUndefined();
+  });
   it("is undefined outside mpirun or for nonsense", () => {
     expect(launchedProcesses({})).toBeUndefined();
     expect(launchedProcesses({ OMPI_COMM_WORLD_SIZE: "2", OMPI_COMM_WORLD_RANK: "2" })).toBeUndefined();
