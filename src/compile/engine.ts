@@ -7,7 +7,8 @@ import type { Program, ProgAction, Rendezvous } from "./program.js";
 export interface ProgramRun {
   readonly start: Float64Array;
   readonly end: Float64Array;
-  /** Per action: end of each segment (NaN until run). */
+  /** Per action: start and end of each segment (NaN until run); a compute action's segment is one layer. */
+  readonly segStart: readonly Float64Array[];
   readonly segEnd: readonly Float64Array[];
   /** Seconds the compute stream was busy. */
   readonly computeBusy: number;
@@ -30,6 +31,7 @@ export function runPrograms(programs: readonly Program[], rendezvous: readonly R
   const runs = programs.map((p) => ({
     start: new Float64Array(p.actions.length).fill(NaN),
     end: new Float64Array(p.actions.length).fill(NaN),
+    segStart: p.actions.map((a) => new Float64Array(a.seconds.length).fill(NaN)),
     segEnd: p.actions.map((a) => new Float64Array(a.seconds.length).fill(NaN)),
   }));
   const commPos = programs.map((p) => {
@@ -81,6 +83,7 @@ export function runPrograms(programs: readonly Program[], rendezvous: readonly R
       t = Math.max(t, e);
     }
     if (s === 0) r.start[id] = t;
+    r.segStart[id]![s] = t;
     const done = t + seconds(a, s);
     r.segEnd[id]![s] = done;
     free[p]![0] = done;
@@ -97,6 +100,7 @@ export function runPrograms(programs: readonly Program[], rendezvous: readonly R
     const r = runs[p]!;
     r.start[id] = t0;
     r.end[id] = t1;
+    r.segStart[id]![0] = t0;
     r.segEnd[id]![0] = t1;
     free[p]![1] = t1;
     head[p]![1]!++;

@@ -6,8 +6,10 @@ export interface Lifetime {
   readonly name: string;
   readonly kind: BufferKind;
   readonly bytes: number;
-  /** Allocated when this action starts. */
+  /** Allocated when this action starts, or when it starts `fromLayer` when given (a buffer made inside a
+   *  compute action: an FSDP unit's unsharded gradient appears when the backward reaches the unit). */
   readonly from: number;
+  readonly fromLayer?: number;
   /** Released when this action ends, or when it finishes `toLayer` when given. */
   readonly to: number;
   readonly toLayer?: number;

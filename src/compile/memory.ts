@@ -37,7 +37,7 @@ function overlaps(s1: number, e1: number, s2: number, e2: number): boolean {
 export function layoutMemory(program: Program, p: number, lifetimes: readonly Lifetime[], run: EngineRun): ProgramMemory {
   const r = run.programs[p]!;
   const timed = lifetimes.map((l) => {
-    const start = r.start[l.from]!;
+    const start = l.fromLayer === undefined ? r.start[l.from]! : r.segStart[l.from]![segmentOf(program.actions[l.from]!, l.fromLayer)]!;
     const end = l.toLayer === undefined ? r.end[l.to]! : r.segEnd[l.to]![segmentOf(program.actions[l.to]!, l.toLayer)]!;
     if (Number.isNaN(start) || Number.isNaN(end)) throw new Error(`internal: buffer '${l.name}' lives across actions that never ran`);
     return { ...l, start, end: Math.max(start, end) };

@@ -154,6 +154,16 @@ describe.skipIf(!mpi)("mpirun: bad settings and failing processes", () => {
     expect(r.stdout).toBe("");
   });
 
+  it("an error before the work on one process only (its plan file unreadable there): told by that process", () => {
+    const bad = join(dir, "bad.plan.json");
+    writeFileSync(bad, '{"format": 1}');
+    // Process 1 is given a broken plan, process 0 the good one (as a file missing or stale on one host).
+    const r = spawnSync("mpirun", ["--allow-run-as-root", "--oversubscribe", "-np", "2", "sh", "-c", `exec "${process.execPath}" "${bin}" run "$([ "$OMPI_COMM_WORLD_RANK" = 1 ] && echo ${bad} || echo ${plan})" --json`], { encoding: "utf8", timeout: 60_000 });
+    expect(r.status).not.toBe(0);
+    expect(fsmErrors(r.stderr)).toHaveLength(1);
+    expect(fsmErrors(r.stderr)[0]).toMatch(/^\[process 1\] .*bad\.plan\.json: error: invalid plan: /);
+  });
+
   it("a kernel failing in one process: one error, from that process, naming the device and action", () => {
     const t0 = performance.now();
     const r = mpirun(2, ["run", plan, "--inject-fault", "kernel@3:2"]);

@@ -247,20 +247,30 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
       }
       return 0;
     } catch (e) {
-      if (e instanceof PlanError) {
-        io.stderr(`${file}: error: invalid plan: ${e.message}\n`);
+      // An error before the work, under mpirun: every process usually meets the same one (the same command and
+      // files), and process 0 tells it; the others tell theirs only if they are still alive 2 s later — mpirun
+      // ends the job as soon as process 0 exits non-zero, so an error met by one process alone (a file missing
+      // on its host) is told, and one met by all is told once.
+      const beforeWork = async (text: string): Promise<number> => {
+        if (lead) io.stderr(text);
+        else {
+          await new Promise((r) => setTimeout(r, 2000));
+          user.stderr(`[process ${launched!.rank}] ${text}`);
+        }
         return 1;
-      }
+      };
+      if (e instanceof PlanError) return beforeWork(`${file}: error: invalid plan: ${e.message}\n`);
       if (e instanceof RunError || e instanceof CompileError) {
         // Under mpirun: a device's own failure is told by its process, prefixed with it; an echo of another
-        // process's failure (kind aborted) is not told again; anything else every process met alike, so
-        // process 0 tells it.
+        // process's failure (kind aborted) is not told again; anything else is an error before the work.
         let out = io;
         let prefix = "";
         // (A non-finite loss is found by every process, from the all-gathered losses.)
         if (world && world.size > 1 && e instanceof RunError && e.failure && e.failure.kind !== "nan") {
           out = e.failure.kind === "aborted" ? { stdout: () => {}, stderr: () => {} } : user;
           prefix = `[process ${world.rank}] `;
+        } else if (!lead && !(e instanceof RunError && e.failure)) {
+          return beforeWork(`${file}: error: ${e.message}\n`);
         }
         // --json: a device's failure also as one JSON line, its fields as data (kind, step, device, action, op, ...).
         if (json && e instanceof RunError && e.failure) out.stdout(JSON.stringify({ error: { ...e.failure, text: e.message, ...(world && world.size > 1 && { process: world.rank }) } }) + "\n");
