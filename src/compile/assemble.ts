@@ -133,7 +133,7 @@ export function assemblePlan(x: AssembleInput): Plan {
       program: p,
       arenaBytes: m.arenaBytes,
       peakBytes: m.peakBytes,
-      buffers: m.buffers.map((b) => ({ name: b.name, kind: b.kind, bytes: b.bytes, offset: b.offset, from: b.from, to: b.to, ...(b.toLayer !== undefined && { toLayer: b.toLayer }) })),
+      buffers: m.buffers.map((b) => ({ name: b.name, kind: b.kind, bytes: b.bytes, offset: b.offset, from: b.from, ...(b.fromLayer !== undefined && { fromLayer: b.fromLayer }), to: b.to, ...(b.toLayer !== undefined && { toLayer: b.toLayer }) })),
     })),
     predicted: {
       stepTimeSeconds: stepTime,

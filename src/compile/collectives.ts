@@ -6,7 +6,7 @@
 import type { Cluster } from "../cost/cluster.js";
 import { groupCollectiveTime, type CollectiveKind } from "../cost/collectives.js";
 import { collectiveAction } from "../shard/actions.js";
-import type { ShardCollective, ShardCollectiveKind, ShardPlan, StepPoint } from "../shard/types.js";
+import type { FsdpUnit, ShardCollective, ShardCollectiveKind, ShardPlan, StepPoint } from "../shard/types.js";
 import type { Lifetime } from "./lifetimes.js";
 import { segmentOf } from "./program.js";
 import { compareOrder, type Placer, type StageOccurrences } from "./placer.js";
@@ -97,7 +97,10 @@ export function placeShardCollectives(placer: Placer, shards: readonly ShardPlan
         placed.set(placedKey(plan.stage, ci, x), id);
         grads.push({ program: p, id });
         if (c.kind === "REDUCE_SCATTER") {
-          lifetimes.push({ program: p, name: `s${plan.stage} unit ${c.unit} gradient mb ${mb}`, kind: "grad", bytes: c.bytes, from: x, to: id, stage: plan.stage, ...(mb !== undefined && { mb }) });
+          // The unit's unsharded gradient appears when the backward reaches the first layer (in its run order)
+          // that reads the unit's parameters, not when the action starts: FSDP's one-unit-at-a-time promise.
+          const fromLayer = firstLayerReading(placer.action(p, x).layers, plan.units.find((u) => u.index === c.unit));
+          lifetimes.push({ program: p, name: `s${plan.stage} unit ${c.unit} gradient mb ${mb}`, kind: "grad", bytes: c.bytes, from: x, ...(fromLayer !== undefined && { fromLayer }), to: id, stage: plan.stage, ...(mb !== undefined && { mb }) });
         } else if (c.kind === "REDUCE") {
           const list = staged.get(x) ?? [];
           list.push(id);
@@ -128,6 +131,12 @@ export function placeAfterOptimizer(placer: Placer, list: PlacedCollectives["aft
 }
 
 /** sddp staging buffers, once the comm order is final (a tied all-reduce may move a REDUCE later). */
+/** The first of an action's layers (in the order it runs them) inside the span of layers reading the unit. */
+function firstLayerReading(runOrder: readonly number[], unit: FsdpUnit | undefined): number | undefined {
+  if (!unit) return undefined;
+  return runOrder.find((l) => l >= unit.span.first && l <= unit.span.last);
+}
+
 export function stagedLifetimes(placer: Placer, staged: PlacedCollectives["staged"]): Lifetime[] {
   return staged.map((s) => {
     const last = s.reduces.reduce((a, b) => (compareOrder(placer.orderOf(s.program, a), placer.orderOf(s.program, b)) >= 0 ? a : b));

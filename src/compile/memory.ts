@@ -127,6 +127,15 @@ export function addReuseDependencies(program: Program, memory: ProgramMemory): v
     for (const j of last) {
       if (j < 0) continue;
       const a = bs[j]!;
+      // Released earlier in the same action's own run: its order already says so.
+      if (a.to === b.from) continue;
+      if (b.fromLayer !== undefined) {
+        // Allocated part-way through the writer (at fromLayer): that layer waits, not the whole action, which
+        // may itself be what the old occupant's last reader waits for (a reduce-scatter hung on its layers).
+        // The occupant's reader is on the other stream (same-stream ones were skipped above), so a whole action.
+        if (!writer.gates.some(([l, x]) => l === b.fromLayer && x === a.to)) writer.gates.push([b.fromLayer, a.to]);
+        continue;
+      }
       if (a.toLayer !== undefined) {
         if (!writer.partial.some(([x, l]) => x === a.to && l === a.toLayer)) writer.partial.push([a.to, a.toLayer]);
       } else if (!writer.deps.includes(a.to) && a.to !== b.from) writer.deps.push(a.to);

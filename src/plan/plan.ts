@@ -376,6 +376,9 @@ export interface PlanBuffer {
   readonly offset: number;
   /** Action ids of the program: the buffer is written from `from`'s start and last read by `to`. */
   readonly from: number;
+  /** When `from` is a compute action that creates the buffer part-way (an FSDP unit's unsharded gradient,
+   *  from the first layer of the backward that writes it): the layer at whose start it is allocated. */
+  readonly fromLayer?: number;
   readonly to: number;
   /** When `to` is a compute action that is done with the buffer part-way (an FSDP unit freed after its last
    *  layer): the layer after which it is released. */

@@ -338,6 +338,7 @@ function checkMemory(v: Json, p: string, i: number, actions: number, layers: num
     if (offset + bytes > arena) fail(key(q, "offset"), `the buffer [${offset}, ${offset + bytes}) runs past the arena (${arena} bytes)`);
     integer(field(b, "from", q), key(q, "from"), 0, actions, "an action id of the program");
     integer(field(b, "to", q), key(q, "to"), 0, actions, "an action id of the program");
+    if (b.fromLayer !== undefined) integer(b.fromLayer, key(q, "fromLayer"), 0, layers, "a layer index");
     if (b.toLayer !== undefined) integer(b.toLayer, key(q, "toLayer"), 0, layers, "a layer index");
   });
 }

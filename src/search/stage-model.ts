@@ -231,12 +231,16 @@ export class StageModel {
     const shard = Math.ceil(params / c.dataParallel);
     let bytes =
       c.shard === "none" ? (pb + gb + kb) * params : c.shard === "oss" ? (pb + gb) * params + kb * shard : c.shard === "sddp" ? pb * params + (gb + kb) * shard : (pb + gb + kb) * shard;
-    if (c.shard === "sddp" || c.shard === "fsdp") {
-      // Each micro-batch's gradients are staged unsharded until their reduce (ShardedDDP) or reduce-scatter
-      // (FSDP); compile's memory plan keeps a unit's staging from the start of the backward action that
-      // produces it, so a whole stage's gradient is live at the end of a backward (ZeRO's g·Ψ/N holds
-      // between steps, not within one).
+    if (c.shard === "sddp") {
+      // Each micro-batch's gradients are staged unsharded until their reduce: compile's memory plan keeps the
+      // stage's buckets from the start of the backward to the last REDUCE, so a whole stage's gradient is live
+      // at the end of a backward (ZeRO's g·Ψ/N holds between steps, not within one).
       bytes += gb * params;
+    } else if (c.shard === "fsdp") {
+      // A unit's unsharded gradient lives from the layer of the backward that first writes it to its
+      // reduce-scatter (compile's memory plan, at layer granularity): the unit being produced and the one
+      // being reduce-scattered, as the gathered units below.
+      bytes += gb * Math.min(params, 2 * this.maxLayerParams);
     }
     if (c.shard === "fsdp") {
       // Kept gathered for the whole step without resharding; else the unit in use and the one prefetched.

@@ -1,22 +1,23 @@
 // Memory per device over the predicted step: each program's buffers live from their `from` action's start
-// to their `to` action's end, as the memory plan lays them out; the curve is the live bytes at every change.
-import type { Plan, PlanBuffer, PlanProgram } from "../plan/plan.js";
+// (or its `fromLayer`'s) to their `to` action's end (or its `toLayer`'s), as the memory plan lays them out; the
+// curve is the live bytes at every change.
+import type { Plan, PlanProgram } from "../plan/plan.js";
 import { parseAction } from "../schedule/action.js";
 import { ranksLabel } from "./format.js";
 import type { LayerFacts } from "./layers.js";
 import type { MemoryCurve } from "./view-types.js";
 
 /**
- * When a buffer released part-way through a compute action (`toLayer`: an FSDP unit freed after its last
- * layer) goes. The plan keeps only whole actions' times, so the release is placed by the layers' share of
- * the action's roofline time (uniform when the roofline has none): close, and exact when the layer is the
- * action's last.
+ * When a compute action starts or finishes one of its layers: for a buffer allocated (`fromLayer`: an FSDP
+ * unit's gradient) or released (`toLayer`: a unit freed after its last layer) part-way through it. The plan
+ * keeps only whole actions' times, so the point is placed by the layers' share of the action's roofline time
+ * (uniform when the roofline has none): close, and exact at the action's first and last layer.
  */
-function releaseTime(program: PlanProgram, b: PlanBuffer, plan: Plan, facts: readonly LayerFacts[]): number {
-  const a = program.actions[b.to]!;
-  if (b.toLayer === undefined) return a.end;
+function layerTime(program: PlanProgram, id: number, target: number | undefined, edge: "start" | "end", plan: Plan, facts: readonly LayerFacts[]): number {
+  const a = program.actions[id]!;
+  if (target === undefined) return edge === "start" ? a.start : a.end;
   const parsed = parseAction(a.text);
-  if (!parsed.ok) return a.end;
+  if (!parsed.ok) return edge === "start" ? a.start : a.end;
   const { kind, stage } = parsed.action;
   const [lo, hi] = plan.stages[stage]!.layers;
   const forward = kind === "F" || kind === "R";
@@ -30,8 +31,9 @@ function releaseTime(program: PlanProgram, b: PlanBuffer, plan: Plan, facts: rea
   if (uniform) total = n;
   let done = 0;
   for (let i = 0; i < n; i++) {
+    if (edge === "start" && layer(i) === target) break;
     done += uniform ? 1 : weight(layer(i));
-    if (layer(i) === b.toLayer) break;
+    if (layer(i) === target) break;
   }
   return a.start + ((a.end - a.start) * done) / total;
 }
@@ -42,8 +44,8 @@ export function memoryCurves(plan: Plan, facts: readonly LayerFacts[]): MemoryCu
     // Releases before allocations at equal times, as the memory plan's layout assumes.
     const events: [number, number, number][] = [];
     for (const b of m.buffers) {
-      const start = program.actions[b.from]!.start;
-      events.push([start, b.bytes, 1], [Math.max(start, releaseTime(program, b, plan, facts)), -b.bytes, 0]);
+      const start = layerTime(program, b.from, b.fromLayer, "start", plan, facts);
+      events.push([start, b.bytes, 1], [Math.max(start, layerTime(program, b.to, b.toLayer, "end", plan, facts)), -b.bytes, 0]);
     }
     events.sort((x, y) => x[0] - y[0] || x[2] - y[2]);
     const points: [number, number][] = [[0, 0]];

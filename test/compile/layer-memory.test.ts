@@ -1,0 +1,88 @@
+// FSDP memory at layer granularity: a unit's unsharded gradient lives from the layer of the backward that first
+// writes it to its reduce-scatter, not from the start of the backward action. The predicted peaks of the
+// issue's two cases against hand counts written from the models' constants (samples/llama-7b.fsm and
+// samples/gpt3-175b.fsm), as the ZeRO-formula tests do; bf16 with Adam: 2 bytes of weights and of gradients
+// per parameter, 12 of optimizer state (fp32 master weights and two moments), so 16 per parameter of state.
+import { describe, expect, it } from "vitest";
+import type { Compiled } from "../../src/compile/compile.js";
+import { compileSample } from "./helpers.js";
+
+const GiB = 2 ** 30;
+
+/** Bytes of each kind live at the predicted peak of program 0. */
+function atPeak(c: Compiled): { peak: number; byKind: Record<string, number>; live: { name: string; bytes: number }[] } {
+  const m = c.memory[0]!;
+  let at = 0;
+  let best = -1;
+  for (const [t, b] of m.timeline) if (b > best) [best, at] = [b, t];
+  const live = m.buffers.filter((b) => (b.start <= at && at < b.end) || b.start === at);
+  const byKind: Record<string, number> = {};
+  for (const b of live) byKind[b.kind] = (byKind[b.kind] ?? 0) + b.bytes;
+  return { peak: m.peakBytes, byKind, live };
+}
+
+describe("FSDP's unsharded gradients at layer granularity", () => {
+  it("llama-7b on 64 h100-sxm, one stage, checkpoint=always, one sequence per device: the hand count within 10%", () => {
+    const c = compileSample("llama-7b", "h100-sxm", { stages: 1, data_parallel: 64, shard: "fsdp", chunks: 1, checkpoint: "always", "train.batch": 64 }, 64);
+    // samples/llama-7b.fsm: vocab 32000, d 4096, 32 layers, SwiGLU hidden 11008, untied lm_head.
+    const [vocab, d, layers, hidden] = [32000, 4096, 32, 11008];
+    const layer = 4 * d * d + 3 * d * hidden + 2 * d; // attention q, k, v, o; gate, up, down; two RMS norms
+    const root = 2 * vocab * d + d; // embedding, lm_head and the final norm: the root unit
+    const params = layers * layer + root;
+    const state = (16 * params) / 64;
+    // Gathered: the root (read by the first and last layers) and two layers (the one in use, one prefetched);
+    // unsharded gradients: the root's (its lm_head's from the first layer of the backward until the end) and
+    // two layers' (the one being written, the one being reduce-scattered).
+    const gathered = 2 * (root + 2 * layer);
+    const gradients = 2 * (root + 2 * layer);
+    // checkpoint=always is FairScale Pipe's whole-stage recompute: at the backward's start the stage's
+    // activations for its one micro-batch are all rebuilt (the plan's cost model sizes them).
+    const activations = c.costs.activations[0]!.kept;
+    const hand = state + gathered + gradients + activations;
+    const { peak, byKind } = atPeak(c);
+    expect(peak / hand, `predicted ${(peak / GiB).toFixed(2)} GiB, hand count ${(hand / GiB).toFixed(2)} GiB`).toBeGreaterThan(0.9);
+    expect(peak / hand).toBeLessThan(1.1);
+    // Not every unit's gradient from the start of the backward (13.7 GB before this model): at most the root's,
+    // two layers' and the sharded gradient (2 bytes per parameter / 64).
+    expect(byKind.grad!).toBeLessThanOrEqual(2 * (root + 2 * layer) + (2 * params) / 64 + 1e6);
+    expect(peak).toBeLessThan(12.5 * GiB);
+  });
+
+  it("gpt3-175b on 64 a100-80g, FSDP over all 64 with its @checkpoint @fsdp_unit layers: fits, the hand count within 10%", () => {
+    const c = compileSample("gpt3-175b", "a100-80g", { stages: 1, data_parallel: 64, shard: "fsdp", chunks: 1, checkpoint: "never", "train.batch": 64 }, 64);
+    // samples/gpt3-175b.fsm: vocab 50257, ctx 2048, d 12288, 96 layers, GPT blocks, tied lm_head.
+    const [vocab, ctx, d, layers, seq] = [50257, 2048, 12288, 96, 2048];
+    const layer = 12 * d * d + 13 * d; // qkv, proj, fc, fc_out with biases; two layer norms
+    const root = vocab * d + ctx * d + 2 * d; // wte (= lm_head), wpe, ln_f
+    const params = layers * layer + root;
+    const state = (16 * params) / 64;
+    const gathered = 2 * (root + 2 * layer);
+    const gradients = 2 * (root + 2 * layer);
+    // Per-layer checkpointing keeps each layer's input (one sequence of 2048 × d in bf16), one layer rebuilt at
+    // a time (the recompute workspace) and the logits' part of the tail (the cost model's).
+    const inputs = layers * seq * d * 2;
+    const rest = c.costs.activations[0]!.kept - inputs + c.costs.activations[0]!.workspace;
+    const hand = state + gathered + gradients + inputs + rest;
+    const { peak } = atPeak(c);
+    expect(peak / hand, `predicted ${(peak / GiB).toFixed(2)} GiB, hand count ${(hand / GiB).toFixed(2)} GiB`).toBeGreaterThan(0.9);
+    expect(peak / hand).toBeLessThan(1.1);
+    expect(peak).toBeLessThan(80 * 10 ** 9); // an 80 GB A100 holds it (it needed 384 GiB before)
+  });
+
+  it("a unit's gradient buffer starts at the first layer of the backward that writes it, and the plan says so", () => {
+    const c = compileSample("llama-7b", "h100-sxm", { stages: 1, data_parallel: 64, shard: "fsdp", chunks: 1, checkpoint: "always", "train.batch": 64 }, 64);
+    const grads = c.plan.memory[0]!.buffers.filter((b) => / unit \d+ gradient/.test(b.name));
+    expect(grads.length).toBeGreaterThan(1);
+    const backward = c.plan.programs[0]!.actions;
+    for (const b of grads) {
+      expect(backward[b.from]!.text).toMatch(/^\d+B\d+/);
+      expect(b.fromLayer, b.name).toBeDefined();
+    }
+    // One per unit (the root and the 32 layers), each starting where the backward first meets it.
+    expect(new Set(grads.map((b) => b.fromLayer!)).size).toBe(grads.length);
+    // The compile's own timeline agrees: a unit met later in the backward is allocated later.
+    const timed = c.memory[0]!.buffers.filter((b) => / unit \d+ gradient/.test(b.name) && b.fromLayer !== undefined);
+    const byLayer = [...timed].sort((x, y) => y.fromLayer! - x.fromLayer!);
+    for (let i = 1; i < byLayer.length; i++) expect(byLayer[i]!.start).toBeGreaterThanOrEqual(byLayer[i - 1]!.start);
+  });
+});
