@@ -8,7 +8,8 @@ import { groupCollectiveTime, type CollectiveKind } from "../cost/collectives.js
 import { collectiveAction } from "../shard/actions.js";
 import type { FsdpUnit, ShardCollective, ShardCollectiveKind, ShardPlan, StepPoint } from "../shard/types.js";
 import type { Lifetime } from "./lifetimes.js";
-import { segmentOf } from "./program.js";
+import { segmentOf, type Program, type Rendezvous } from "./program.js";
+import { runPrograms } from "./engine.js";
 import { compareOrder, type Placer, type StageOccurrences } from "./placer.js";
 
 export const COST_KIND: Readonly<Record<ShardCollectiveKind, CollectiveKind>> = {
@@ -60,6 +61,35 @@ export interface PlacedCollectives {
   readonly afterOptimizer: { program: number; plan: ShardPlan; c: ShardCollective }[];
   /** sddp: per backward action, the REDUCEs of its micro-batch; its gradients stay staged until the last. */
   readonly staged: { program: number; stage: number; action: number; reduces: number[]; bytes: number }[];
+  /** fsdp: gates that let a unit's gradient buffer be reused micro-batch to micro-batch (applyGradientReuse). */
+  readonly reuse: GradientReuse[];
+}
+
+/** Before `layer` of backward `action` (where it first writes a unit's gradient), the previous micro-batch's
+ *  reduce-scatter of that unit (`after`) has finished. */
+export interface GradientReuse {
+  readonly program: number;
+  readonly action: number;
+  readonly layer: number;
+  readonly after: number;
+}
+
+/**
+ * Adds the gradient-reuse gates when the finished programs still run to the end with them, as the runtime
+ * then reuses one buffer per unit (its lowering follows the gates); otherwise none, and each micro-batch's
+ * gradient has its own buffer while the previous one is reduce-scattered. A gate can deadlock when the
+ * comm stream queues the reduce-scatter behind a transfer that waits for the gated backward (a pipeline's
+ * SEND_B of the next micro-batch), which the placement order decides.
+ */
+export function applyGradientReuse(programs: readonly Program[], rendezvous: readonly Rendezvous[], reuse: readonly GradientReuse[]): boolean {
+  if (reuse.length === 0) return false;
+  for (const r of reuse) programs[r.program]!.actions[r.action]!.gates.push([r.layer, r.after]);
+  if (runPrograms(programs, rendezvous).complete) return true;
+  for (const r of reuse) {
+    const gates = programs[r.program]!.actions[r.action]!.gates;
+    gates.splice(gates.findIndex(([l, a]) => l === r.layer && a === r.after), 1);
+  }
+  return false;
 }
 
 export const placedKey = (stage: number, collective: number, action: number): string => `${stage}:${collective}:${action}`;
@@ -69,6 +99,7 @@ export function placeShardCollectives(placer: Placer, shards: readonly ShardPlan
   const gradients = new Map<number, { program: number; id: number }[]>();
   const placed = new Map<string, number>();
   const stagedAll: PlacedCollectives["staged"] = [];
+  const reuse: GradientReuse[] = [];
   const afterOptimizer: PlacedCollectives["afterOptimizer"] = [];
   const needs = placer.programs.map((): Need[] => []);
   for (const plan of shards) {
@@ -78,6 +109,8 @@ export function placeShardCollectives(placer: Placer, shards: readonly ShardPlan
     gradients.set(plan.stage, grads);
     // sddp: the stage's gradient buckets of one micro-batch are staged until their last REDUCE.
     const staged = new Map<number, number[]>();
+    // Per FSDP reduce-scatter (a unit's): the last one placed, for the next micro-batch's gradient to wait on.
+    const lastReduceScatter = new Map<number, number>();
     for (const [ci, c] of plan.collectives.entries()) {
       const seconds = groupCollectiveTime(cluster, COST_KIND[c.kind], c.bytes, c.group);
       const collective = { group: "data" as const, of: c.of, bytes: c.bytes };
@@ -100,6 +133,12 @@ export function placeShardCollectives(placer: Placer, shards: readonly ShardPlan
           // The unit's unsharded gradient appears when the backward reaches the first layer (in its run order)
           // that reads the unit's parameters, not when the action starts: FSDP's one-unit-at-a-time promise.
           const fromLayer = firstLayerReading(placer.action(p, x).layers, plan.units.find((u) => u.index === c.unit));
+          // One buffer per unit at a time: a micro-batch's first write of the unit's gradient waits for the
+          // previous micro-batch's reduce-scatter of it (FSDP's rate limit on memory), where the schedule
+          // allows (applyGradientReuse).
+          const previous = lastReduceScatter.get(ci);
+          if (previous !== undefined && fromLayer !== undefined) reuse.push({ program: p, action: x, layer: fromLayer, after: previous });
+          lastReduceScatter.set(ci, id);
           lifetimes.push({ program: p, name: `s${plan.stage} unit ${c.unit} gradient mb ${mb}`, kind: "grad", bytes: c.bytes, from: x, ...(fromLayer !== undefined && { fromLayer }), to: id, stage: plan.stage, ...(mb !== undefined && { mb }) });
         } else if (c.kind === "REDUCE") {
           const list = staged.get(x) ?? [];
@@ -112,7 +151,7 @@ export function placeShardCollectives(placer: Placer, shards: readonly ShardPlan
     for (const [x, reduces] of staged) stagedAll.push({ program: p, stage: plan.stage, action: x, reduces, bytes });
   }
   needs.forEach((list, p) => lifetimes.push(...placeGathers(placer, p, list, cluster)));
-  return { lifetimes, gradients, placed, staged: stagedAll, afterOptimizer };
+  return { lifetimes, gradients, placed, staged: stagedAll, afterOptimizer, reuse };
 }
 
 /**

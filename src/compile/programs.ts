@@ -5,7 +5,7 @@
 import type { Cluster } from "../cost/cluster.js";
 import type { LoweredSchedule } from "../schedule/lowered.js";
 import type { ShardPlan } from "../shard/types.js";
-import { placeAfterOptimizer, placeShardCollectives, stagedLifetimes } from "./collectives.js";
+import { applyGradientReuse, placeAfterOptimizer, placeShardCollectives, stagedLifetimes } from "./collectives.js";
 import { emitFrees } from "./frees.js";
 import type { Lifetime } from "./lifetimes.js";
 import { wireOptimizer } from "./optimizer-step.js";
@@ -43,6 +43,7 @@ export function buildPrograms(
   placeAfterOptimizer(placer, placed.afterOptimizer, cluster);
   const lifetimes = [...placed.lifetimes, ...stagedLifetimes(placer, placed.staged)];
   placer.finish();
+  applyGradientReuse(programs, rendezvous, placed.reuse);
   emitFrees(programs, lifetimes);
   return { programs, rendezvous, lifetimes };
 }

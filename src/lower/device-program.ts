@@ -122,6 +122,11 @@ export class DeviceBuilder {
     return this.list.length;
   }
 
+  /** The stream instruction `i` runs on. */
+  streamOf(i: number): Stream {
+    return this.list[i]!.stream;
+  }
+
   finish(): DeviceProgram {
     const waits = this.waits();
     const { offsets, arenaBytes, liveBytes } = this.layout(waits);

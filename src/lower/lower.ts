@@ -278,8 +278,31 @@ class DeviceLowering {
     return this.tail.state;
   }
 
+  /** Per plan action, and per (action, layer) of a compute action: its last compute instruction so far. */
+  private readonly lastCompute = new Map<string, number>();
+
   /** Lowers one piece of the program: a layer's run of a compute action, or a whole other action. */
   piece(piece: ActionPiece): void {
+    const from = this.b.length;
+    this.lower(piece);
+    for (let i = this.b.length - 1; i >= from; i--) {
+      if (this.b.streamOf(i) !== COMPUTE) continue;
+      this.lastCompute.set(`${piece.action.id}`, i);
+      if (piece.layer !== undefined) this.lastCompute.set(`${piece.action.id}:${piece.layer}`, i);
+      break;
+    }
+  }
+
+  /** An all-gather starts no earlier than the plan issues it (deps and partial points on compute): the
+   *  prefetch depth the plan priced, so its buffer's lifetime — and the arena — are what the plan says,
+   *  rather than a gather running as early as its data allows and holding its unit from the step's start. */
+  private issueAt(a: PlanAction, first: number): void {
+    const on = [...a.deps.map((d) => this.lastCompute.get(`${d}`)), ...(a.partial ?? []).map(([x, layer]) => this.lastCompute.get(`${x}:${layer}`) ?? this.lastCompute.get(`${x}`))];
+    const latest = Math.max(-1, ...on.filter((i): i is number => i !== undefined));
+    if (latest >= 0 && first < this.b.length && this.b.streamOf(first) === COMM) this.b.waitAlso(first, latest);
+  }
+
+  private lower(piece: ActionPiece): void {
     const a = piece.action;
     const act = actionFromText(a.text);
     switch (act.kind) {
@@ -294,8 +317,11 @@ class DeviceLowering {
       case "RECV_F":
       case "RECV_B":
         return this.p2p(act, a.text);
-      case "ALL_GATHER":
-        return this.allGather(act, a);
+      case "ALL_GATHER": {
+        const first = this.b.length;
+        this.allGather(act, a);
+        return this.issueAt(a, first);
+      }
       case "FREE":
         return this.free(act, a);
       case "REDUCE_SCATTER":
