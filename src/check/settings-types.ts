@@ -56,4 +56,6 @@ export interface ParallelConfig {
   readonly dataParallel: number | Auto;
   /** Size-based FSDP auto-wrap threshold (parameters per unit). */
   readonly fsdpMinParams: number;
+  /** FSDP: how many units ahead of the one computing are all-gathered (FSDP2's forward/backward prefetch). */
+  readonly fsdpPrefetch: number;
 }

@@ -56,6 +56,7 @@ const PARALLEL_KEYS = {
   bucket_mb: positiveNumber,
   data_parallel: orAuto(intAtLeast(1)),
   fsdp_min_params: positiveNumber,
+  fsdp_prefetch: intAtLeast(1),
 } satisfies Record<string, Reader<unknown>>;
 
 
@@ -149,6 +150,7 @@ export const DEFAULT_PARALLEL: ParallelConfig = {
   bucketMB: 25,
   dataParallel: "auto",
   fsdpMinParams: 1e8,
+  fsdpPrefetch: 1,
 };
 
 export function checkParallel(diags: Diagnostic[], section: SettingsSection | undefined, env: Env): CheckedParallel {
@@ -168,6 +170,7 @@ export function checkParallel(diags: Diagnostic[], section: SettingsSection | un
     bucketMB: get("bucket_mb", DEFAULT_PARALLEL.bucketMB),
     dataParallel: get("data_parallel", DEFAULT_PARALLEL.dataParallel),
     fsdpMinParams: get("fsdp_min_params", DEFAULT_PARALLEL.fsdpMinParams),
+    fsdpPrefetch: get("fsdp_prefetch", DEFAULT_PARALLEL.fsdpPrefetch),
   };
   return { config, spans };
 }

@@ -113,6 +113,7 @@ export function assemblePlan(x: AssembleInput): Plan {
       shard: s.shard,
       reshardAfterForward: s.reshardAfterForward,
       bucketMB: s.bucketMB,
+      fsdpPrefetch: s.fsdpPrefetch,
       precision: s.precision,
       optimizer: s.optimizer.kind,
       clipGradNorm: s.clipGradNorm ?? null,

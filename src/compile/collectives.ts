@@ -94,7 +94,7 @@ export function applyGradientReuse(programs: readonly Program[], rendezvous: rea
 
 export const placedKey = (stage: number, collective: number, action: number): string => `${stage}:${collective}:${action}`;
 
-export function placeShardCollectives(placer: Placer, shards: readonly ShardPlan[], cluster: Cluster, programOf: (stage: number) => number): PlacedCollectives {
+export function placeShardCollectives(placer: Placer, shards: readonly ShardPlan[], cluster: Cluster, programOf: (stage: number) => number, prefetch = 1): PlacedCollectives {
   const lifetimes: Lifetime[] = [];
   const gradients = new Map<number, { program: number; id: number }[]>();
   const placed = new Map<string, number>();
@@ -150,7 +150,7 @@ export function placeShardCollectives(placer: Placer, shards: readonly ShardPlan
     const bytes = plan.gradBuckets.reduce((n, b) => n + b.bytes, 0);
     for (const [x, reduces] of staged) stagedAll.push({ program: p, stage: plan.stage, action: x, reduces, bytes });
   }
-  needs.forEach((list, p) => lifetimes.push(...placeGathers(placer, p, list, cluster)));
+  needs.forEach((list, p) => lifetimes.push(...placeGathers(placer, p, list, cluster, prefetch)));
   return { lifetimes, gradients, placed, staged: stagedAll, afterOptimizer, reuse };
 }
 
@@ -186,10 +186,11 @@ export function stagedLifetimes(placer: Placer, staged: PlacedCollectives["stage
 
 /**
  * All-gathers of one program in the order compute needs them. The needs at the k-th distinct point (action,
- * layer) are issued when compute begins the (k−1)-th point, so each overlaps the compute between the two
- * points; the first point's gathers are issued at the start of the step.
+ * layer) are issued when compute begins the (k−d)-th point, d the prefetch depth, so each overlaps the
+ * compute between the two points (and its unit is held from then); the first d points' gathers are issued at
+ * the start of the step.
  */
-function placeGathers(placer: Placer, p: number, needs: Need[], cluster: Cluster): Lifetime[] {
+function placeGathers(placer: Placer, p: number, needs: Need[], cluster: Cluster, depth: number): Lifetime[] {
   const where = (n: Need) => [placer.computePosition(p, n.action), segmentOf(placer.action(p, n.action), n.layer)] as const;
   needs.sort((a, b) => {
     const [x1, y1] = where(a);
@@ -197,11 +198,15 @@ function placeGathers(placer: Placer, p: number, needs: Need[], cluster: Cluster
     return x1 - x2 || y1 - y2;
   });
   const lifetimes: Lifetime[] = [];
-  let previous: Need | undefined;
+  const points: Need[] = []; // the first need of each distinct point so far
   let issue: { deps: number[]; partial: [number, number][]; time: number } = { deps: [], partial: [], time: 0 };
   for (const n of needs) {
-    if (previous && (previous.action !== n.action || previous.layer !== n.layer)) issue = beginning(placer, p, previous);
-    previous = n;
+    const last = points[points.length - 1];
+    if (!last || last.action !== n.action || last.layer !== n.layer) {
+      points.push(n);
+      const from = points[points.length - 1 - depth];
+      issue = from ? beginning(placer, p, from) : { deps: [], partial: [], time: 0 };
+    }
     const seconds = groupCollectiveTime(cluster, COST_KIND[n.c.kind], n.c.bytes, n.c.group);
     const id = placer.add(
       p,

@@ -37,7 +37,7 @@ export function buildPrograms(
   const reference = runOrThrow(programs, rendezvous, "pipeline schedule");
   const placer = new Placer(programs, rendezvous, reference);
   const programOf = (stage: number) => stages[stage]!.pipeRank;
-  const placed = placeShardCollectives(placer, shards, cluster, programOf);
+  const placed = placeShardCollectives(placer, shards, cluster, programOf, settings.fsdpPrefetch);
   placeTiedCollectives(placer, shards, cluster, programOf, placed.placed, placed.gradients);
   wireOptimizer(placer, placed.gradients, settings, cluster);
   placeAfterOptimizer(placer, placed.afterOptimizer, cluster);

@@ -25,6 +25,8 @@ export interface ResolvedSettings {
   readonly reshardAfterForward: boolean;
   readonly bucketMB: number;
   readonly fsdpMinParams: number;
+  /** FSDP: units gathered ahead of the one computing (1: the next one, FairScale's and FSDP's default). */
+  readonly fsdpPrefetch: number;
   readonly precision: Precision;
   readonly optimizer: Optimizer;
   readonly clipGradNorm: number | undefined;
@@ -93,12 +95,13 @@ export function autoSettings(parallel: ParallelConfig, mesh: MeshSizes): string[
 }
 
 /** The settings that come from the train section alone, whatever the parallel choices. */
-export function trainSettings(train: TrainConfig, parallel: ParallelConfig): Pick<ResolvedSettings, "batch" | "seq" | "bucketMB" | "fsdpMinParams" | "precision" | "optimizer" | "clipGradNorm"> {
+export function trainSettings(train: TrainConfig, parallel: ParallelConfig): Pick<ResolvedSettings, "batch" | "seq" | "bucketMB" | "fsdpMinParams" | "fsdpPrefetch" | "precision" | "optimizer" | "clipGradNorm"> {
   return {
     batch: train.batch,
     seq: train.seq,
     bucketMB: parallel.bucketMB,
     fsdpMinParams: parallel.fsdpMinParams,
+    fsdpPrefetch: parallel.fsdpPrefetch,
     precision: train.precision,
     optimizer: train.optimizer,
     clipGradNorm: train.clipGradNorm,

@@ -137,6 +137,8 @@ export interface PlanSettings {
   readonly shard: string;
   readonly reshardAfterForward: boolean;
   readonly bucketMB: number;
+  /** FSDP: units all-gathered ahead of the one computing. Absent in plans written before it existed: 1. */
+  readonly fsdpPrefetch?: number;
   readonly precision: string;
   readonly optimizer: string;
   readonly clipGradNorm: number | null;

@@ -114,6 +114,7 @@ function checkSettings(v: Json): { pipe: number; data: number; virtual: number }
   oneOf(field(o, "shard", p), key(p, "shard"), SHARD_STRATEGIES);
   boolean(field(o, "reshardAfterForward", p), key(p, "reshardAfterForward"));
   nonNegative(field(o, "bucketMB", p), key(p, "bucketMB"));
+  if (o.fsdpPrefetch !== undefined) integer(o.fsdpPrefetch, key(p, "fsdpPrefetch"), 1, 64, "a prefetch depth");
   oneOf(field(o, "precision", p), key(p, "precision"), PRECISIONS);
   string(field(o, "optimizer", p), key(p, "optimizer"));
   if (field(o, "clipGradNorm", p) !== null) nonNegative(o.clipGradNorm, key(p, "clipGradNorm"));

@@ -135,7 +135,7 @@ export function searchPlans(x: SearchInput): SearchResult {
     return s;
   };
   const modelOf = (c: Candidate): StageModel =>
-    new StageModel({ table, profile: table.at(microBatch(c)), cluster: x.cluster, candidate: c, precision: x.train.precision, optimizer: x.train.optimizer, capacity, bucketBytes }, secondsOf(c));
+    new StageModel({ table, profile: table.at(microBatch(c)), cluster: x.cluster, candidate: c, precision: x.train.precision, optimizer: x.train.optimizer, capacity, bucketBytes, prefetch: x.parallel.fsdpPrefetch }, secondsOf(c));
   const bounded = space.candidates.map((c) => {
     const profile = table.at(microBatch(c));
     let weightSeconds = 0;

@@ -17,6 +17,7 @@ export interface SplitSettings extends Omit<Candidate, "checkpoint"> {
   readonly checkpoint: CheckpointMode;
   readonly microBatchSize: number;
   readonly bucketMB: number;
+  readonly fsdpPrefetch?: number;
 }
 
 /** Layers per (virtual) stage; a SearchError when no split honours the layers' stage pins. */
@@ -32,7 +33,7 @@ export function optimalSplit(training: Graph, s: SplitSettings, cluster: Cluster
     reshardAfterForward: s.reshardAfterForward,
     checkpoint: s.checkpoint,
   };
-  const model = new StageModel({ table, profile: table.at(s.microBatchSize), cluster, candidate, precision: train.precision, optimizer: train.optimizer, bucketBytes: bucketCapBytes(s.bucketMB) });
+  const model = new StageModel({ table, profile: table.at(s.microBatchSize), cluster, candidate, precision: train.precision, optimizer: train.optimizer, bucketBytes: bucketCapBytes(s.bucketMB), prefetch: s.fsdpPrefetch });
   const problem = { layers: table.count, stages: model.stageCount, stageTime: (k: number, i: number, j: number) => model.stageTime(k, i, j) };
   const split = optimalPartition({ ...problem, fits: (k, i, j) => model.fits(k, i, j) }) ?? optimalPartition({ ...problem, fits: (k, i, j) => model.pinsAllow(k, i, j) });
   if (!split) {

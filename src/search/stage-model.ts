@@ -42,6 +42,8 @@ export interface StageModelInput {
   readonly capacity?: number;
   /** Gradient bucket size (parallel.bucket_mb). */
   readonly bucketBytes: number;
+  /** FSDP: units gathered ahead of the one computing (parallel.fsdp_prefetch; default 1). */
+  readonly prefetch?: number;
 }
 
 /** Micro-batches whose activations a stage holds at its peak: GPipe all m, 1F1B and ZB-H1 p − k (Narayanan
@@ -243,8 +245,9 @@ export class StageModel {
       bytes += gb * Math.min(params, 2 * this.maxLayerParams);
     }
     if (c.shard === "fsdp") {
-      // Kept gathered for the whole step without resharding; else the unit in use and the one prefetched.
-      bytes += c.reshardAfterForward ? 2 * Math.min(params, 2 * this.maxLayerParams) * this.word : params * this.word;
+      // Kept gathered for the whole step without resharding; else the unit in use and those prefetched.
+      const ahead = this.x.prefetch ?? 1;
+      bytes += c.reshardAfterForward ? (1 + ahead) * Math.min(params, 2 * this.maxLayerParams) * this.word : params * this.word;
     }
     return bytes;
   }
