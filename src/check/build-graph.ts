@@ -31,14 +31,29 @@ export class GraphBuilder {
   /** Where each layer's member was declared, for diagnostics about its annotations (stage pins). */
   readonly layerSpans = new Map<number, Span>();
   private readonly cx: EvalContext;
+  /** The model's members that are elements of a repeat stack (parallel.layer_checkpoint = all checkpoints
+   *  them), however the forward calls them: the stack at once, or element by element in a loop. */
+  private readonly stackItems = new Set<Instance>();
 
   constructor(
     private readonly diags: Diagnostic[],
     private readonly decls: Declarations,
     private readonly model: ElaboratedModel,
     modelName: string,
+    private readonly options: { readonly checkpointStacks?: boolean } = {},
   ) {
     this.graph = new Graph(modelName);
+    const visit = (i: Instance): void => {
+      if (i.kind === "repeat") {
+        for (const item of i.items) {
+          this.stackItems.add(item);
+          visit(item);
+        }
+      } else if (i.kind === "block") {
+        for (const m of i.members.values()) visit(m);
+      }
+    };
+    visit(model.root);
     this.cx = {
       diags,
       call: (e, env) => this.call(e, env),
@@ -224,7 +239,8 @@ export class GraphBuilder {
       return this.callInner(inst, args, e);
     }
     // A call made by the model's own forward is a layer: the unit that pipeline stages are cut from.
-    this.layer = this.graph.addLayer(inst.path, layerAnnotations(inst.annotations));
+    const annotations = layerAnnotations(inst.annotations);
+    this.layer = this.graph.addLayer(inst.path, this.options.checkpointStacks && this.stackItems.has(inst) ? { ...annotations, checkpoint: true } : annotations);
     this.layerSpans.set(this.layer, inst.annotations.stageSpan ?? inst.span);
     this.atModelLevel = false;
     try {

@@ -69,7 +69,8 @@ export function checkFile(path: string, options: CheckOptions = {}): CheckResult
   }
 
   const model = new Elaborator(diags, decls, globals).elaborateModel(decls.model);
-  const builder = new GraphBuilder(diags, decls, model, decls.model.name.name);
+  // layer_checkpoint = all: every layer of every repeat stack checkpointed, as if annotated @checkpoint.
+  const builder = new GraphBuilder(diags, decls, model, decls.model.name.name, { checkpointStacks: parallel.config.layerCheckpoint === "all" });
   const built = builder.build();
   const graph = builder.graph;
   const usesSeq = graph.inputs().some((t) => graph.tensor(t).type.shape.some((d) => (d.syms.S ?? 0) > 0));

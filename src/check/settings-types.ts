@@ -37,6 +37,10 @@ export interface TrainConfig {
 export const SCHEDULES = ["gpipe", "1f1b", "interleaved", "zero_bubble"] as const;
 export type ScheduleKind = (typeof SCHEDULES)[number];
 export const CHECKPOINT_MODES = ["always", "except_last", "never"] as const;
+/** Per-layer activation checkpointing (FSDP's checkpoint_wrapper on the blocks): none, every layer of every
+ *  repeat stack, or (auto) the layers the search must recompute to fit. */
+export const LAYER_CHECKPOINT_MODES = ["none", "all"] as const;
+export type LayerCheckpointMode = (typeof LAYER_CHECKPOINT_MODES)[number];
 export type CheckpointMode = (typeof CHECKPOINT_MODES)[number];
 export const SHARD_STRATEGIES = ["none", "oss", "sddp", "fsdp"] as const;
 export type ShardStrategy = (typeof SHARD_STRATEGIES)[number];
@@ -58,4 +62,5 @@ export interface ParallelConfig {
   readonly fsdpMinParams: number;
   /** FSDP: how many units ahead of the one computing are all-gathered (FSDP2's forward/backward prefetch). */
   readonly fsdpPrefetch: number;
+  readonly layerCheckpoint: LayerCheckpointMode | Auto;
 }

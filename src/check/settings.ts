@@ -20,6 +20,7 @@ import {
 } from "./settings-readers.js";
 import {
   CHECKPOINT_MODES,
+  LAYER_CHECKPOINT_MODES,
   PRECISIONS,
   SCHEDULES,
   SHARD_STRATEGIES,
@@ -57,6 +58,7 @@ const PARALLEL_KEYS = {
   data_parallel: orAuto(intAtLeast(1)),
   fsdp_min_params: positiveNumber,
   fsdp_prefetch: intAtLeast(1),
+  layer_checkpoint: orAuto(word(LAYER_CHECKPOINT_MODES)),
 } satisfies Record<string, Reader<unknown>>;
 
 
@@ -151,6 +153,7 @@ export const DEFAULT_PARALLEL: ParallelConfig = {
   dataParallel: "auto",
   fsdpMinParams: 1e8,
   fsdpPrefetch: 1,
+  layerCheckpoint: "auto",
 };
 
 export function checkParallel(diags: Diagnostic[], section: SettingsSection | undefined, env: Env): CheckedParallel {
@@ -171,6 +174,7 @@ export function checkParallel(diags: Diagnostic[], section: SettingsSection | un
     dataParallel: get("data_parallel", DEFAULT_PARALLEL.dataParallel),
     fsdpMinParams: get("fsdp_min_params", DEFAULT_PARALLEL.fsdpMinParams),
     fsdpPrefetch: get("fsdp_prefetch", DEFAULT_PARALLEL.fsdpPrefetch),
+    layerCheckpoint: get("layer_checkpoint", DEFAULT_PARALLEL.layerCheckpoint),
   };
   return { config, spans };
 }

@@ -55,7 +55,9 @@ export function searchSpace(x: SpaceInput): Space {
     const shards: readonly ShardStrategy[] = fixed(p.shard) !== undefined ? [fixed(p.shard)!] : dataParallel === 1 ? ["none"] : SHARD_STRATEGIES;
     const schedules: readonly ScheduleKind[] =
       fixed(p.schedule) !== undefined ? [fixed(p.schedule)!] : stages === 1 ? ["1f1b"] : (["gpipe", "1f1b", "interleaved", "zero_bubble"] as const);
-    const checkpoints: readonly SearchCheckpoint[] = fixed(p.checkpoint) !== undefined ? [fixed(p.checkpoint)!] : ["never", "selective", "except_last", "always"];
+    // layer_checkpoint = none: no layer recomputed in its own backward, so no selective candidates either.
+    const checkpoints: readonly SearchCheckpoint[] =
+      fixed(p.checkpoint) !== undefined ? [fixed(p.checkpoint)!] : p.layerCheckpoint === "none" ? ["never", "except_last", "always"] : ["never", "selective", "except_last", "always"];
     for (const microBatches of chunkChoices) {
       if (perReplica % microBatches !== 0) continue;
       for (const schedule of schedules) {
