@@ -1,6 +1,6 @@
 // Step 7a of compile: every buffer a program's ranks hold during a step, as lifetimes over its actions:
-// model state for the whole step, per micro-batch activations (FairScale's stash; with checkpointing only the
-// stage input until the recompute), pipeline send/receive buffers, recompute workspace, plus the gathered
+// model state for the whole step, per micro-batch and layer activations (FairScale's stash; with checkpointing
+// only the stage input until the recompute), pipeline send/receive buffers, recompute workspace, plus the gathered
 // units and gradient staging the collective placement reported.
 import type { ShardPlan } from "../shard/types.js";
 import type { Lifetime } from "./lifetimes.js";
@@ -47,8 +47,12 @@ export function programLifetimes(program: Program, p: number, shards: readonly S
     const recv = get("RECV_F", stage, mb);
     if (act.input > 0) out.push({ program: p, name: `s${stage} mb ${mb} input`, kind: "activation", bytes: act.input, from: recv ?? id, to: backward, ...tag });
     const recompute = get("R", stage, mb);
-    const stash = act.kept - act.input;
-    if (stash > 0) out.push({ program: p, name: `s${stage} mb ${mb} activations`, kind: "activation", bytes: stash, from: recompute ?? id, to: backward, ...tag });
+    // Layer by layer: what a layer's forward (or the stage's recompute, R) keeps lives from that layer's
+    // segment to the end of its backward's, so the backward frees the stash as it goes and a forward fills
+    // it as it goes (a pipeline's next micro-batch meets a shrinking stash, not the whole stage's).
+    for (const { layer, bytes } of act.byLayer) {
+      if (bytes > 0) out.push({ program: p, name: `s${stage} mb ${mb} layer ${layer} activations`, kind: "activation", bytes, from: recompute ?? id, fromLayer: layer, to: backward, toLayer: layer, ...tag });
+    }
     const w = get("W", stage, mb);
     if (w !== undefined && act.weightGrad > 0) out.push({ program: p, name: `s${stage} mb ${mb} weight-gradient inputs`, kind: "activation", bytes: act.weightGrad, from: backward, to: w, ...tag });
     if (act.workspace > 0) out.push({ program: p, name: `s${stage} mb ${mb} recompute workspace`, kind: "workspace", bytes: act.workspace, from: backward, to: backward, ...tag });

@@ -35,6 +35,9 @@ export interface StageActivations {
   readonly weightGrad: number;
   /** The largest @checkpoint layer's saved tensors, rebuilt during its backward (0 when none is marked). */
   readonly workspace: number;
+  /** `kept` less the input, by the layer that first keeps each tensor (the stage's layers in order): what
+   *  that layer's forward adds and what its backward, the last to read it, releases. */
+  readonly byLayer: readonly { readonly layer: number; readonly bytes: number }[];
 }
 
 export class StageCostModel implements ScheduleCosts {
@@ -184,12 +187,19 @@ function stageActivations(
     const kept = new Set<TensorId>(input);
     const w = new Set<TensorId>();
     let workspace = 0;
+    const byLayer: { layer: number; bytes: number }[] = [];
     for (let l = s.start; l < s.end; l++) {
       const layer = saved[l]!;
-      for (const t of annotated[l] ? layer.boundary : layer.saved) kept.add(t);
+      const added: TensorId[] = [];
+      for (const t of annotated[l] ? layer.boundary : layer.saved) {
+        if (kept.has(t)) continue;
+        kept.add(t);
+        added.push(t);
+      }
+      byLayer.push({ layer: l, bytes: total(added) });
       if (annotated[l]) workspace = Math.max(workspace, total(layer.saved));
       for (const t of wReads[l]!) w.add(t);
     }
-    return { kept: total(kept), input: total(input), weightGrad: total(w), workspace };
+    return { kept: total(kept), input: total(input), weightGrad: total(w), workspace, byLayer };
   });
 }

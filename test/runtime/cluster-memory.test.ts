@@ -67,6 +67,7 @@ describe("FSDP with per-layer checkpointing: the runtime holds what the plan say
     ["gpt-tiny", samplePath("gpt-tiny"), "@checkpoint"],
     ["gpt-tiny, a unit per block", samplePath("gpt-tiny"), "@checkpoint @fsdp_unit"],
     ["the tiny Llama", LLAMA, "@checkpoint"],
+    ["the tiny Llama, a unit per block", LLAMA, "@checkpoint @fsdp_unit"],
   ];
   for (const [name, path, ann] of cases) {
     it(`${name} (${ann}) on 4 devices: the runtime's live peak within 5% of the plan's`, () => {
