@@ -240,8 +240,13 @@ function beginning(placer: Placer, p: number, n: Need): { deps: number[]; partia
     const layer = a.layers[seg - 1]!;
     return { deps: [], partial: [[n.action, layer]], time: placer.endOf(p, n.action, layer) };
   }
+  // The action's first layer begins once the compute before it is done and the action's own dependencies
+  // are met (a backward waits for its output gradient): a gather issued then, not as soon as the previous
+  // action ends, does not hold its unit through a pipeline's wait for the next stage.
   const prev = placer.previousCompute(p, n.action);
-  return prev === undefined ? { deps: [], partial: [], time: 0 } : { deps: [prev], partial: [], time: placer.endOf(p, prev) };
+  const deps = [...(prev === undefined ? [] : [prev]), ...a.deps.filter((d) => d !== prev)];
+  const time = Math.max(0, ...deps.map((d) => placer.endOf(p, d)));
+  return { deps, partial: [], time };
 }
 
 /** The first FREE point of the gathered unit at or after the point that needs it. */
