@@ -169,6 +169,16 @@ async function exchange<T>(what: string, f: () => Promise<T>): Promise<T> {
   }
 }
 
+/** Before any work, on every process alike: the process count must divide the plan's devices. */
+export function checkProcessCount(world: ProcessWorld, plan: Plan): void {
+  try {
+    world.localRanks(plan.cluster.devices);
+  } catch (e) {
+    if (e instanceof WorldError) throw new RunError(e.message);
+    throw e;
+  }
+}
+
 /** Every process must run the same plan (each loaded or compiled its own): their hashes are compared before
  *  any work, so a stale plan file on one machine is an error rather than a hang or wrong training. */
 async function checkSamePlan(world: ProcessWorld, plan: Plan, timeoutSeconds: number): Promise<void> {
@@ -197,13 +207,7 @@ export async function runPlan(plan: Plan, options: RunOptions = {}): Promise<Run
     throw e;
   }
   if (world.size > 1) {
-    // Before any work, on every process alike: the process count must divide the devices.
-    try {
-      world.localRanks(plan.cluster.devices);
-    } catch (e) {
-      if (e instanceof WorldError) throw new RunError(e.message);
-      throw e;
-    }
+    checkProcessCount(world, plan);
     await checkSamePlan(world, plan, options.timeoutSeconds ?? 60);
   }
   const graph = graphFromJson(plan.model.name, plan.graph);

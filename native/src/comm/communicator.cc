@@ -51,6 +51,18 @@ void Communicator::recv(int rank, int peer, int tag, float* data, size_t n) {
   doRecv(rank, peer, tag, data, n);
 }
 
+void Communicator::checkGroup(const std::vector<int>& ranks, int worldSize) {
+  std::string list = "[";
+  for (size_t i = 0; i < ranks.size(); i++) list += (i ? ", " : "") + std::to_string(ranks[i]);
+  const std::string where = "group " + list + "]";
+  if (ranks.empty()) throw CommError(CommError::Kind::Invalid, where + ": the group is empty");
+  for (size_t i = 0; i < ranks.size(); i++) {
+    if (ranks[i] < 0 || ranks[i] >= worldSize || (i > 0 && ranks[i] <= ranks[i - 1])) {
+      throw CommError(CommError::Kind::Invalid, where + ": a group must be strictly ascending global ranks in [0, " + std::to_string(worldSize) + ")");
+    }
+  }
+}
+
 std::array<uint64_t, kCommCalls> Communicator::calls() const {
   std::array<uint64_t, kCommCalls> out{};
   for (size_t k = 0; k < kCommCalls; k++) out[k] = calls_[k].load(std::memory_order_relaxed);

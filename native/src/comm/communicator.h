@@ -97,6 +97,10 @@ class Communicator {
    *  communicator carries on (matching continues by call order), so it is built once, not per step. */
   virtual void reset() = 0;
 
+  /** Throws CommError (Invalid) unless `ranks` is a nonempty, strictly ascending list of ranks in
+   *  [0, worldSize): what registerGroup accepts, in every kind. */
+  static void checkGroup(const std::vector<int>& ranks, int worldSize);
+
   /** How many calls of each kind were made through this communicator since it was built. */
   std::array<uint64_t, kCommCalls> calls() const;
   /** Payload bytes this process's ranks sent since it was built: to ranks of this process, and to other

@@ -78,14 +78,7 @@ GroupHandle InProcessCommunicator::registerGroup(const std::vector<int>& ranks) 
   std::lock_guard<std::mutex> lk(mutex_);
   auto it = handles_.find(ranks);
   if (it != handles_.end()) return it->second;
-  const std::string where = "group " + listOf(ranks);
-  if (ranks.empty()) throw CommError(CommError::Kind::Invalid, where + ": the group is empty");
-  for (size_t i = 0; i < ranks.size(); i++) {
-    if (ranks[i] < 0 || ranks[i] >= worldSize_ || (i > 0 && ranks[i] <= ranks[i - 1])) {
-      throw CommError(CommError::Kind::Invalid,
-                      where + ": a group must be strictly ascending global ranks in [0, " + std::to_string(worldSize_) + ")");
-    }
-  }
+  checkGroup(ranks, worldSize_);
   const GroupHandle handle = static_cast<GroupHandle>(groups_.size());
   GroupState g;
   g.ranks = ranks;

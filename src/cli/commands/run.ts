@@ -8,7 +8,7 @@ import { PlanError } from "../../plan/plan-error.js";
 import type { Plan } from "../../plan/plan.js";
 import { writeAtomically } from "../../plan/serialize.js";
 import { ENGINES, FAULT_KINDS, type InjectedFault } from "../../runtime/engines.js";
-import { RunError, runPlan, type Engine, type StepReport } from "../../runtime/run-loop.js";
+import { checkProcessCount, RunError, runPlan, type Engine, type StepReport } from "../../runtime/run-loop.js";
 import { launchedProcesses, processWorld, WorldError, type ProcessWorld } from "../../runtime/world.js";
 import { flag, parseArgs, UsageError } from "../args.js";
 import type { CliIO } from "../io.js";
@@ -158,14 +158,8 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
       }
       if (fault && fault.step > total) throw new UsageError(`--inject-fault ${faultText}: the run has only ${total} step${total === 1 ? "" : "s"}`);
       const s = plan.settings;
-      if (world.size > 1) {
-        try {
-          world.localRanks(plan.cluster.devices);
-        } catch (e) {
-          if (e instanceof WorldError) throw new RunError(e.message);
-          throw e;
-        }
-      }
+      // Refused before the header line, on every process alike.
+      checkProcessCount(world, plan);
       if (!json) {
         const over = world.size > 1 ? ` over ${world.size} processes (mpirun)` : "";
         io.stdout(`run ${plan.model.name}: ${plan.cluster.devices} cpu virtual device${plan.cluster.devices === 1 ? "" : "s"}${over} = ${s.stages} stage${s.stages === 1 ? "" : "s"} × ${s.dataParallel} data-parallel, ${s.microBatches} micro-batch${s.microBatches === 1 ? "" : "es"}, ${s.schedule}, shard ${s.shard}\n`);

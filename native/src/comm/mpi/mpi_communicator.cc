@@ -127,13 +127,8 @@ void MpiCommunicator::stop() {
 GroupHandle MpiCommunicator::registerGroup(const std::vector<int>& ranks) {
   auto it = handles_.find(ranks);
   if (it != handles_.end()) return it->second;
+  checkGroup(ranks, worldSize_);
   const std::string where = "group " + listOf(ranks);
-  if (ranks.empty()) throw CommError(CommError::Kind::Invalid, where + ": the group is empty");
-  for (size_t i = 0; i < ranks.size(); i++) {
-    if (ranks[i] < 0 || ranks[i] >= worldSize_ || (i > 0 && ranks[i] <= ranks[i - 1])) {
-      throw CommError(CommError::Kind::Invalid, where + ": a group must be strictly ascending global ranks in [0, " + std::to_string(worldSize_) + ")");
-    }
-  }
   Group g;
   g.ranks = ranks;
   std::vector<int> processes;
