@@ -205,7 +205,12 @@ function placeGathers(placer: Placer, p: number, needs: Need[], cluster: Cluster
     if (!last || last.action !== n.action || last.layer !== n.layer) {
       points.push(n);
       const from = points[points.length - 1 - depth];
-      issue = from ? beginning(placer, p, from) : { deps: [], partial: [], time: 0 };
+      // Not prefetched across a wait: a need in an action that waits for communication of its own (a
+      // backward for its output gradient) is gathered when that action can begin, as FSDP gathers the first
+      // unit of a backward when the backward reaches it, rather than held through the pipeline's wait.
+      const waits = placer.action(p, n.action).deps.some((d) => placer.action(p, d).stream === "comm");
+      const across = from !== undefined && from.action !== n.action && waits;
+      issue = across ? beginning(placer, p, n) : from ? beginning(placer, p, from) : { deps: [], partial: [], time: 0 };
     }
     const seconds = groupCollectiveTime(cluster, COST_KIND[n.c.kind], n.c.bytes, n.c.group);
     const id = placer.add(
