@@ -81,15 +81,14 @@ export interface GradientReuse {
  * comm stream queues the reduce-scatter behind a transfer that waits for the gated backward (a pipeline's
  * SEND_B of the next micro-batch), which the placement order decides.
  */
-export function applyGradientReuse(programs: readonly Program[], rendezvous: readonly Rendezvous[], reuse: readonly GradientReuse[]): boolean {
-  if (reuse.length === 0) return false;
+export function applyGradientReuse(programs: readonly Program[], rendezvous: readonly Rendezvous[], reuse: readonly GradientReuse[]): void {
+  if (reuse.length === 0) return;
   for (const r of reuse) programs[r.program]!.actions[r.action]!.gates.push([r.layer, r.after]);
-  if (runPrograms(programs, rendezvous).complete) return true;
+  if (runPrograms(programs, rendezvous).complete) return;
   for (const r of reuse) {
     const gates = programs[r.program]!.actions[r.action]!.gates;
     gates.splice(gates.findIndex(([l, a]) => l === r.layer && a === r.after), 1);
   }
-  return false;
 }
 
 export const placedKey = (stage: number, collective: number, action: number): string => `${stage}:${collective}:${action}`;

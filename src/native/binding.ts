@@ -382,7 +382,6 @@ interface Addon {
   mpiBuilt(): boolean;
   mpiWorld(): { size: number; rank: number; library: string };
   mpiAllGather(bytes: Uint8Array, timeoutSeconds: number): Promise<Uint8Array[]>;
-  mpiBroadcast(bytes: Uint8Array | null, root: number, timeoutSeconds: number): Promise<Uint8Array>;
   mpiBarrier(timeoutSeconds: number): Promise<void>;
   mpiFinalize(): void;
 }
@@ -402,11 +401,6 @@ export function mpiWorld(): { size: number; rank: number; library: string } {
  *  process never takes part (failed, killed or stuck). */
 export function mpiAllGather(bytes: Uint8Array, timeoutSeconds: number): Promise<Uint8Array[]> {
   return addon().mpiAllGather(bytes, timeoutSeconds);
-}
-
-/** `root`'s bytes on every process (the others pass null). */
-export function mpiBroadcast(bytes: Uint8Array | null, root: number, timeoutSeconds: number): Promise<Uint8Array> {
-  return addon().mpiBroadcast(bytes, root, timeoutSeconds);
 }
 
 export function mpiBarrier(timeoutSeconds: number): Promise<void> {

@@ -1,9 +1,9 @@
 // The processes of a run: one process alone (the default), or P processes started by `mpirun -np P` (Open
 // MPI's OMPI_COMM_WORLD_* variables say so before anything is initialized). Each process runs a contiguous
 // block of the plan's devices — process p the global ranks [p·N/P, (p+1)·N/P) — and the processes exchange
-// small host values (losses, fingerprints, figures, stop requests, trace events) through the addon's MPI
+// small host values (losses, plan hashes, figures, stop requests, trace events) through the addon's MPI
 // world, each exchange with a deadline so a dead process is an error, not a hang.
-import { mpiAllGather, mpiBarrier, mpiBroadcast, mpiBuilt, mpiFinalize, mpiWorld } from "../native/binding.js";
+import { mpiAllGather, mpiBarrier, mpiBuilt, mpiFinalize, mpiWorld } from "../native/binding.js";
 
 export class WorldError extends Error {}
 
@@ -17,8 +17,6 @@ export interface ProcessWorld {
   allGatherBytes(bytes: Uint8Array, timeoutSeconds: number): Promise<Uint8Array[]>;
   /** Every process's numbers, in process order. */
   allGather(values: Float64Array, timeoutSeconds: number): Promise<Float64Array[]>;
-  /** Process 0's bytes, on every process (the others pass null). */
-  broadcast(bytes: Uint8Array | null, timeoutSeconds: number): Promise<Uint8Array>;
   barrier(timeoutSeconds: number): Promise<void>;
   /** Ends the world after a clean run (MPI_Finalize: mpirun counts a process that started MPI and exits
    *  without it as failed). Not called after a failure: the other processes may be gone. */
@@ -63,10 +61,6 @@ const alone: ProcessWorld = {
   localRanks: (devices) => blockOf(1, 0, devices),
   allGatherBytes: async (bytes) => [bytes],
   allGather: async (values) => [values],
-  broadcast: async (bytes) => {
-    if (!bytes) throw new Error("internal: process 0 broadcasts nothing");
-    return bytes;
-  },
   barrier: async () => {},
   finalize: () => {},
 };
@@ -104,13 +98,6 @@ export function processWorld(): ProcessWorld {
     localRanks: (devices) => blockOf(w.size, w.rank, devices),
     allGatherBytes,
     allGather: async (values, timeoutSeconds) => (await allGatherBytes(asBytes(values), timeoutSeconds)).map(asNumbers),
-    broadcast: async (bytes, timeoutSeconds) => {
-      try {
-        return await mpiBroadcast(bytes, 0, timeoutSeconds);
-      } catch (e) {
-        throw new WorldError((e as Error).message);
-      }
-    },
     barrier: async (timeoutSeconds) => {
       try {
         await mpiBarrier(timeoutSeconds);

@@ -68,7 +68,6 @@ function twoProcesses(rank: number, other: (mine: Float64Array) => Float64Array)
     localRanks: (devices) => Array.from({ length: devices / 2 }, (_, i) => rank * (devices / 2) + i),
     allGather: async (v) => (rank === 0 ? [v, other(v)] : [other(v), v]),
     allGatherBytes: async (b) => [b, b],
-    broadcast: async (b) => b!,
     barrier: async () => {},
     finalize: () => {},
   };

@@ -51,10 +51,14 @@ void Communicator::recv(int rank, int peer, int tag, float* data, size_t n) {
   doRecv(rank, peer, tag, data, n);
 }
 
-void Communicator::checkGroup(const std::vector<int>& ranks, int worldSize) {
+std::string rankList(const std::vector<int>& ranks) {
   std::string list = "[";
   for (size_t i = 0; i < ranks.size(); i++) list += (i ? ", " : "") + std::to_string(ranks[i]);
-  const std::string where = "group " + list + "]";
+  return list + "]";
+}
+
+void Communicator::checkGroup(const std::vector<int>& ranks, int worldSize) {
+  const std::string where = "group " + rankList(ranks);
   if (ranks.empty()) throw CommError(CommError::Kind::Invalid, where + ": the group is empty");
   for (size_t i = 0; i < ranks.size(); i++) {
     if (ranks[i] < 0 || ranks[i] >= worldSize || (i > 0 && ranks[i] <= ranks[i - 1])) {

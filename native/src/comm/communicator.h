@@ -25,6 +25,9 @@ constexpr size_t kCommCalls = 7;
 /** "allReduce", "reduceScatter", "allGather", "broadcast", "reduce", "send", "recv". */
 const char* commCallName(CommCall call);
 
+/** "[0, 2, 3]": ranks as every communicator's messages print them. */
+std::string rankList(const std::vector<int>& ranks);
+
 /** What every blocking call throws when it cannot complete. Aborted: the communicator was aborted (by abort(),
  *  or another rank's failure), what() is the first abort's message — an echo, not a root cause. Timeout: this
  *  rank waited past the timeout; peers() are the ranks that never came. Invalid: the call disagrees with its

@@ -36,14 +36,6 @@ struct InProcessCommunicator::Meeting {
 
 namespace {
 
-std::string listOf(const std::vector<int>& ranks) {
-  std::ostringstream s;
-  s << "[";
-  for (size_t i = 0; i < ranks.size(); i++) s << (i ? ", " : "") << ranks[i];
-  s << "]";
-  return s.str();
-}
-
 std::string seconds(std::chrono::duration<double> d) {
   std::ostringstream s;
   s << d.count() << " s";
@@ -157,7 +149,7 @@ InProcessCommunicator::MeetingPtr InProcessCommunicator::join(int rank, GroupHan
   checkRank(rank, kind, lk);
   GroupState& gs = groups_[static_cast<size_t>(group)];
   const std::vector<int>& ranks = gs.ranks;
-  const std::string where = std::string(kind) + " at rank " + std::to_string(rank) + " on group " + listOf(ranks);
+  const std::string where = std::string(kind) + " at rank " + std::to_string(rank) + " on group " + rankList(ranks);
   const auto self = std::lower_bound(ranks.begin(), ranks.end(), rank);
   if (self == ranks.end() || *self != rank) fail(CommError::Kind::Invalid, where + ": the group does not contain the calling rank", {}, lk);
   if (root != -1 && !std::binary_search(ranks.begin(), ranks.end(), root)) {
@@ -181,7 +173,7 @@ InProcessCommunicator::MeetingPtr InProcessCommunicator::join(int rank, GroupHan
     gs.open.emplace(call, m);
   } else {
     m = it->second;
-    const std::string head = "collective #" + std::to_string(call) + " on group " + listOf(ranks) + ": rank " + std::to_string(rank);
+    const std::string head = "collective #" + std::to_string(call) + " on group " + rankList(ranks) + ": rank " + std::to_string(rank);
     const std::string first = "rank " + std::to_string(m->firstRank);
     if (m->kind != kind) {
       fail(CommError::Kind::Invalid,
@@ -220,8 +212,8 @@ void InProcessCommunicator::barrier(Meeting& m, int member, std::unique_lock<std
         if (m.reached[i] <= gen) missing.push_back(group[i]);
       }
       std::ostringstream msg;
-      msg << m.kind << " #" << m.call << " on group " << listOf(group) << ": timed out after " << seconds(timeout_) << " at rank "
-          << group[member] << "; rank(s) " << listOf(missing) << (gen == 0 ? " never arrived" : " never finished reading inputs");
+      msg << m.kind << " #" << m.call << " on group " << rankList(group) << ": timed out after " << seconds(timeout_) << " at rank "
+          << group[member] << "; rank(s) " << rankList(missing) << (gen == 0 ? " never arrived" : " never finished reading inputs");
       timeout = msg.str();
       aborted_ = true;
       abortMessage_ = timeout;

@@ -30,7 +30,6 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("mpiBuilt", Napi::Function::New(env, mpiBuilt, "mpiBuilt"));
   exports.Set("mpiWorld", Napi::Function::New(env, mpiWorld, "mpiWorld"));
   exports.Set("mpiAllGather", Napi::Function::New(env, mpiAllGather, "mpiAllGather"));
-  exports.Set("mpiBroadcast", Napi::Function::New(env, mpiBroadcast, "mpiBroadcast"));
   exports.Set("mpiBarrier", Napi::Function::New(env, mpiBarrier, "mpiBarrier"));
   exports.Set("mpiFinalize", Napi::Function::New(env, mpiFinalize, "mpiFinalize"));
   return exports;

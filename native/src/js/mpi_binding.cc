@@ -79,32 +79,6 @@ Napi::Value mpiAllGather(const Napi::CallbackInfo& info) {
   });
 }
 
-Napi::Value mpiBroadcast(const Napi::CallbackInfo& info) {
-  return atBoundary(info.Env(), [&]() -> Napi::Value {
-    if (info.Length() != 3 || !(info[0].IsNull() || info[0].IsTypedArray()) || !info[1].IsNumber()) {
-      refuse(JsClass::TypeError, {}, "mpiBroadcast(bytes: Uint8Array | null, root, timeoutSeconds)");
-    }
-    const int root = info[1].As<Napi::Number>().Int32Value();
-    if (root < 0 || root >= mpi::world().size) refuse(JsClass::RangeError, {}, "mpiBroadcast: root " + std::to_string(root) + " is not a process");
-    std::vector<uint8_t> bytes;
-    if (root == mpi::world().rank) {
-      if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) {
-        refuse(JsClass::TypeError, {}, "mpiBroadcast: the root passes its bytes as a Uint8Array");
-      }
-      Napi::Uint8Array b = info[0].As<Napi::Uint8Array>();
-      bytes.assign(b.Data(), b.Data() + b.ElementLength());
-    }
-    const double timeout = timeoutOf(info[2]);
-    return PromiseWorker<std::vector<uint8_t>>::queue(
-        info.Env(), "fsm:mpi.broadcast", [bytes, root, timeout] { return mpi::broadcast(bytes, root, timeout); },
-        [](Napi::Env env, std::vector<uint8_t>& out) -> Napi::Value {
-          Napi::Uint8Array v = Napi::Uint8Array::New(env, out.size());
-          std::memcpy(v.Data(), out.data(), out.size());
-          return v;
-        });
-  });
-}
-
 Napi::Value mpiBarrier(const Napi::CallbackInfo& info) {
   return atBoundary(info.Env(), [&]() -> Napi::Value {
     const double timeout = timeoutOf(info[0]);
@@ -130,7 +104,6 @@ Napi::Value mpiWorld(const Napi::CallbackInfo& info) {
   return atBoundary(info.Env(), []() -> Napi::Value { notBuilt(); });
 }
 Napi::Value mpiAllGather(const Napi::CallbackInfo& info) { return mpiWorld(info); }
-Napi::Value mpiBroadcast(const Napi::CallbackInfo& info) { return mpiWorld(info); }
 Napi::Value mpiBarrier(const Napi::CallbackInfo& info) { return mpiWorld(info); }
 Napi::Value mpiFinalize(const Napi::CallbackInfo& info) { return info.Env().Undefined(); }
 

@@ -13,8 +13,6 @@ Napi::Value mpiBuilt(const Napi::CallbackInfo& info);
 Napi::Value mpiWorld(const Napi::CallbackInfo& info);
 // mpiAllGather(bytes: Uint8Array, timeoutSeconds) -> Promise<Uint8Array[]> (one per process, in order)
 Napi::Value mpiAllGather(const Napi::CallbackInfo& info);
-// mpiBroadcast(bytes: Uint8Array | null, root, timeoutSeconds) -> Promise<Uint8Array>
-Napi::Value mpiBroadcast(const Napi::CallbackInfo& info);
 // mpiBarrier(timeoutSeconds) -> Promise<void>
 Napi::Value mpiBarrier(const Napi::CallbackInfo& info);
 // mpiFinalize(): MPI_Finalize once (after stopping every communicator's listener); a no-op when never started.

@@ -22,14 +22,6 @@ namespace {
 constexpr int kNoticeTag = 1;
 constexpr size_t kNoticeBytes = 4096;
 
-std::string listOf(const std::vector<int>& ranks) {
-  std::ostringstream s;
-  s << "[";
-  for (size_t i = 0; i < ranks.size(); i++) s << (i ? ", " : "") << ranks[i];
-  s << "]";
-  return s.str();
-}
-
 std::pair<size_t, size_t> sliceOf(size_t count, size_t n, size_t i) { return {count * i / n, count * (i + 1) / n}; }
 
 // out[k] = ((in[0][k] + in[1][k]) + in[2][k]) + ..., then / n for Avg: the in-process communicator's order.
@@ -65,11 +57,15 @@ struct MpiCommunicator::Exchange {
   };
   std::vector<Request> requests;
   std::vector<Local> locals;
-  std::vector<std::vector<float>> buffers;  // scratch the messages read or write: kept alive past a failure
+  std::vector<std::vector<float>>& scratch;  // the calling rank's buffers (Scratch): kept alive past a failure
+  size_t* next;                               // how many of them this call has taken so far
 
+  /** A buffer of n floats for this call, reused from the rank's earlier calls (no allocation once warm). */
   float* buffer(size_t n) {
-    buffers.emplace_back(n);
-    return buffers.back().data();
+    if (*next == scratch.size()) scratch.emplace_back();
+    std::vector<float>& v = scratch[(*next)++];
+    if (v.size() < n) v.resize(n);
+    return v.data();
   }
 };
 
@@ -85,9 +81,10 @@ MpiCommunicator::MpiCommunicator(int worldSize, const std::vector<int>& localRan
   if (!contiguous) {
     throw CommError(CommError::Kind::Invalid, "the mpi communicator runs contiguous blocks of ranks, process p the ranks [p·L, (p+1)·L) with L = worldSize / processes: " +
                                                   std::to_string(worldSize) + " ranks over " + std::to_string(processes_) + " processes, this process (" +
-                                                  std::to_string(process_) + ") was given " + listOf(localRanks));
+                                                  std::to_string(process_) + ") was given " + rankList(localRanks));
   }
   perProcess_ = per;
+  scratch_.resize(static_cast<size_t>(per));
   p2p_ = mpi::duplicateWorld();
   control_ = mpi::duplicateWorld();
   listener_ = std::thread(&MpiCommunicator::listen, this);
@@ -128,7 +125,7 @@ GroupHandle MpiCommunicator::registerGroup(const std::vector<int>& ranks) {
   auto it = handles_.find(ranks);
   if (it != handles_.end()) return it->second;
   checkGroup(ranks, worldSize_);
-  const std::string where = "group " + listOf(ranks);
+  const std::string where = "group " + rankList(ranks);
   Group g;
   g.ranks = ranks;
   std::vector<int> processes;
@@ -257,7 +254,7 @@ const MpiCommunicator::Group& MpiCommunicator::groupOf(GroupHandle group, int ra
   const Group& g = groups_[static_cast<size_t>(group)];
   const auto self = std::lower_bound(g.ranks.begin(), g.ranks.end(), rank);
   if (self == g.ranks.end() || *self != rank || !isLocal(rank)) {
-    fail(CommError::Kind::Invalid, std::string(kind) + " at rank " + std::to_string(rank) + " on group " + listOf(g.ranks) +
+    fail(CommError::Kind::Invalid, std::string(kind) + " at rank " + std::to_string(rank) + " on group " + rankList(g.ranks) +
                                        ": the group does not contain the calling rank, or it runs in another process");
   }
   member = static_cast<int>(self - g.ranks.begin());
@@ -308,7 +305,9 @@ void MpiCommunicator::finish(Exchange& x, const std::string& what, int rank) {
       MPI_Request_free(&r.request);
     }
     std::lock_guard<std::mutex> lk(graveMutex_);
-    for (auto& b : x.buffers) graveyard_.push_back(std::move(b));
+    for (auto& b : x.scratch) graveyard_.push_back(std::move(b));
+    x.scratch.clear();
+    *x.next = 0;
   };
   for (;;) {
     if (aborted_) {
@@ -378,7 +377,7 @@ void MpiCommunicator::finish(Exchange& x, const std::string& what, int rank) {
       }
       std::vector<int> peers(missing.begin(), missing.end());
       std::ostringstream msg;
-      msg << what << ": timed out after " << timeout_.count() << " s at rank " << rank << "; rank(s) " << listOf(peers) << " never arrived";
+      msg << what << ": timed out after " << timeout_.count() << " s at rank " << rank << "; rank(s) " << rankList(peers) << " never arrived";
       abandon();
       fail(CommError::Kind::Timeout, msg.str(), peers);
     }
@@ -388,13 +387,14 @@ void MpiCommunicator::finish(Exchange& x, const std::string& what, int rank) {
 }
 
 void MpiCommunicator::doAllReduce(int rank, GroupHandle group, float* data, size_t count, ReduceOp op) {
+  size_t taken = 0;
   int me = 0;
   const Group& g = groupOf(group, rank, "allReduce", me);
   const size_t n = g.ranks.size();
-  const std::string what = std::string(op == ReduceOp::Avg ? "allReduce(avg)" : "allReduce") + " on group " + listOf(g.ranks);
+  const std::string what = std::string(op == ReduceOp::Avg ? "allReduce(avg)" : "allReduce") + " on group " + rankList(g.ranks);
   const auto [lo, hi] = sliceOf(count, n, static_cast<size_t>(me));
   // Phase 1: each member's slice j goes to member j, which adds the n parts in group order.
-  Exchange x;
+  Exchange x{{}, {}, scratchOf(rank), &taken};
   std::vector<const float*> parts(n);
   for (size_t j = 0; j < n; j++) {
     if (static_cast<int>(j) == me) {
@@ -411,7 +411,7 @@ void MpiCommunicator::doAllReduce(int rank, GroupHandle group, float* data, size
   float* sum = x.buffer(hi - lo);
   orderedSum(parts, sum, hi - lo, op);
   // Phase 2: every member's sum goes to everyone (data is free to overwrite: phase 1's sends are done).
-  Exchange y;
+  Exchange y{{}, {}, scratchOf(rank), &taken};
   for (size_t j = 0; j < n; j++) {
     if (static_cast<int>(j) == me) continue;
     const auto [a, b] = sliceOf(count, n, j);
@@ -423,11 +423,12 @@ void MpiCommunicator::doAllReduce(int rank, GroupHandle group, float* data, size
 }
 
 void MpiCommunicator::doReduceScatter(int rank, GroupHandle group, const float* input, float* output, size_t countPerRank, ReduceOp op) {
+  size_t taken = 0;
   int me = 0;
   const Group& g = groupOf(group, rank, "reduceScatter", me);
   const size_t n = g.ranks.size();
-  const std::string what = std::string(op == ReduceOp::Avg ? "reduceScatter(avg)" : "reduceScatter") + " on group " + listOf(g.ranks);
-  Exchange x;
+  const std::string what = std::string(op == ReduceOp::Avg ? "reduceScatter(avg)" : "reduceScatter") + " on group " + rankList(g.ranks);
+  Exchange x{{}, {}, scratchOf(rank), &taken};
   std::vector<const float*> parts(n);
   for (size_t j = 0; j < n; j++) {
     if (static_cast<int>(j) == me) {
@@ -447,11 +448,12 @@ void MpiCommunicator::doReduceScatter(int rank, GroupHandle group, const float* 
 }
 
 void MpiCommunicator::doAllGather(int rank, GroupHandle group, const float* input, float* output, size_t countPerRank) {
+  size_t taken = 0;
   int me = 0;
   const Group& g = groupOf(group, rank, "allGather", me);
   const size_t n = g.ranks.size();
-  const std::string what = "allGather on group " + listOf(g.ranks);
-  Exchange x;
+  const std::string what = "allGather on group " + rankList(g.ranks);
+  Exchange x{{}, {}, scratchOf(rank), &taken};
   float* mine = output + static_cast<size_t>(me) * countPerRank;
   // The input is read while other members' chunks arrive in the output: staged unless it is this member's
   // own chunk of the output (FSDP's gather in place) or apart from it.
@@ -471,12 +473,13 @@ void MpiCommunicator::doAllGather(int rank, GroupHandle group, const float* inpu
 }
 
 void MpiCommunicator::doBroadcast(int rank, GroupHandle group, int root, float* data, size_t count) {
+  size_t taken = 0;
   int me = 0;
   const Group& g = groupOf(group, rank, "broadcast", me);
   const auto r = std::lower_bound(g.ranks.begin(), g.ranks.end(), root);
-  if (r == g.ranks.end() || *r != root) fail(CommError::Kind::Invalid, "broadcast on group " + listOf(g.ranks) + ": root " + std::to_string(root) + " is not in the group");
+  if (r == g.ranks.end() || *r != root) fail(CommError::Kind::Invalid, "broadcast on group " + rankList(g.ranks) + ": root " + std::to_string(root) + " is not in the group");
   const int rootMember = static_cast<int>(r - g.ranks.begin());
-  Exchange x;
+  Exchange x{{}, {}, scratchOf(rank), &taken};
   if (me == rootMember) {
     for (size_t j = 0; j < g.ranks.size(); j++) {
       if (static_cast<int>(j) != me) post(x, group, me, static_cast<int>(j), data, count);
@@ -484,18 +487,19 @@ void MpiCommunicator::doBroadcast(int rank, GroupHandle group, int root, float* 
   } else {
     expect(x, group, rootMember, me, data, count);
   }
-  finish(x, "broadcast on group " + listOf(g.ranks), rank);
+  finish(x, "broadcast on group " + rankList(g.ranks), rank);
 }
 
 void MpiCommunicator::doReduce(int rank, GroupHandle group, int root, float* data, size_t count) {
+  size_t taken = 0;
   int me = 0;
   const Group& g = groupOf(group, rank, "reduce", me);
   const auto r = std::lower_bound(g.ranks.begin(), g.ranks.end(), root);
-  if (r == g.ranks.end() || *r != root) fail(CommError::Kind::Invalid, "reduce on group " + listOf(g.ranks) + ": root " + std::to_string(root) + " is not in the group");
+  if (r == g.ranks.end() || *r != root) fail(CommError::Kind::Invalid, "reduce on group " + rankList(g.ranks) + ": root " + std::to_string(root) + " is not in the group");
   const int rootMember = static_cast<int>(r - g.ranks.begin());
   const size_t n = g.ranks.size();
-  const std::string what = "reduce on group " + listOf(g.ranks);
-  Exchange x;
+  const std::string what = "reduce on group " + rankList(g.ranks);
+  Exchange x{{}, {}, scratchOf(rank), &taken};
   if (me != rootMember) {
     post(x, group, me, rootMember, data, count);
     finish(x, what, rank);
@@ -547,10 +551,11 @@ void MpiCommunicator::doSend(int rank, int peer, int tag, const float* data, siz
 }
 
 void MpiCommunicator::doRecv(int rank, int peer, int tag, float* data, size_t count) {
+  size_t taken = 0;
   if (aborted_) fail(CommError::Kind::Aborted, abortMessage());
   const std::string where = "recv at rank " + std::to_string(rank) + " from rank " + std::to_string(peer) + " (tag " + std::to_string(tag) + ")";
   if (rank < 0 || rank >= worldSize_ || peer < 0 || peer >= worldSize_ || !isLocal(rank)) fail(CommError::Kind::Invalid, where + ": a rank outside the world or this process");
-  Exchange x;
+  Exchange x{{}, {}, scratchOf(rank), &taken};
   if (isLocal(peer)) {
     x.locals.push_back({{-1, peer, rank, tag}, data, count, peer, false});
   } else {

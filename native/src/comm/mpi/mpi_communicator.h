@@ -64,6 +64,9 @@ class MpiCommunicator final : public Communicator {
   };
   // One call's messages: MPI requests and in-process receives, waited for together.
   struct Exchange;
+  // Per local rank: scratch buffers its calls reuse (only its communication thread touches them).
+  std::vector<std::vector<std::vector<float>>> scratch_;
+  std::vector<std::vector<float>>& scratchOf(int rank) { return scratch_[static_cast<size_t>(rank - process_ * perProcess_)]; }
 
   int processOf(int rank) const { return rank / perProcess_; }
   bool isLocal(int rank) const { return processOf(rank) == process_; }

@@ -88,8 +88,6 @@ const WorldInfo& world() {
   return info;
 }
 
-bool initialized() { return ready; }
-
 std::string libraryVersion() {
   char version[MPI_MAX_LIBRARY_VERSION_STRING];
   int length = 0;
@@ -188,22 +186,6 @@ std::vector<std::vector<uint8_t>> allGather(const std::vector<uint8_t>& values, 
   finish(r, timeoutSeconds, "a host all-gather");
   std::vector<std::vector<uint8_t>> out;
   for (size_t p = 0; p < counts.size(); p++) out.emplace_back(all.begin() + offsets[p], all.begin() + offsets[p] + counts[p]);
-  return out;
-}
-
-std::vector<uint8_t> broadcast(const std::vector<uint8_t>& bytes, int root, double timeoutSeconds) {
-  const MPI_Comm comm = hostComm();
-  long long size = info.rank == root ? static_cast<long long>(bytes.size()) : 0;
-  std::vector<MPI_Request> r(1, MPI_REQUEST_NULL);
-  check(MPI_Ibcast(&size, 1, MPI_LONG_LONG, root, comm, &r[0]), "MPI_Ibcast");
-  finish(r, timeoutSeconds, "a host broadcast");
-  std::vector<uint8_t> out = info.rank == root ? bytes : std::vector<uint8_t>(static_cast<size_t>(size));
-  // Chunks below INT_MAX elements: MPI counts are ints.
-  for (long long at = 0; at < size; at += 1 << 30) {
-    const int n = static_cast<int>(std::min<long long>(size - at, 1 << 30));
-    check(MPI_Ibcast(out.data() + at, n, MPI_BYTE, root, comm, &r[0]), "MPI_Ibcast");
-    finish(r, timeoutSeconds, "a host broadcast");
-  }
   return out;
 }
 

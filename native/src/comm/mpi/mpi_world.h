@@ -26,7 +26,6 @@ struct WorldInfo {
  *  loaded by MPI_Init resolve them), then returns this process's place. Throws std::runtime_error when MPI
  *  cannot start or lacks MPI_THREAD_MULTIPLE. */
 const WorldInfo& world();
-bool initialized();
 /** MPI_Get_library_version's first line (callable before MPI starts). */
 std::string libraryVersion();
 /** MPI_Finalize, once, when initialized and not already finalized; a no-op otherwise. */
@@ -62,8 +61,6 @@ class Backoff {
 
 /** Every process's bytes, in process order (an error after `timeoutSeconds` when some process never comes). */
 std::vector<std::vector<uint8_t>> allGather(const std::vector<uint8_t>& bytes, double timeoutSeconds);
-/** `root`'s bytes on every process (`bytes` is read on root only). */
-std::vector<uint8_t> broadcast(const std::vector<uint8_t>& bytes, int root, double timeoutSeconds);
 void barrier(double timeoutSeconds);
 
 /** An MPI error code as text. */
