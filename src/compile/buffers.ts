@@ -20,6 +20,21 @@ function stateOf(plan: ShardPlan): { param: number; grad: number; optimizer: num
   return { param, grad, optimizer };
 }
 
+/**
+ * Where a stage's persistent gradients begin: its first backward. Before it, and after the optimizer reads
+ * them, no step holds gradients (`zero_grad(set_to_none=True)`), so a pipeline's forwards do not pay for
+ * them. Sharded (ZeRO-2/3) they are created by the first reduce-scatter, as FSDP allocates `param.grad`
+ * there, but that collective may run as soon as the first unit's gradients exist, before the predicted run
+ * starts it, so the runtime (whose layout holds for any timing) holds them from the backward on: so does
+ * the plan, which must not promise less than runs.
+ */
+function firstBackward(program: Program, stage: number): number | undefined {
+  return program.compute.find((id) => {
+    const { kind, stage: s } = program.actions[id]!.action;
+    return s === stage && (kind === "B" || kind === "I" || kind === "W");
+  });
+}
+
 export function programLifetimes(program: Program, p: number, shards: readonly ShardPlan[], costs: StageCostModel, extra: readonly Lifetime[]): Lifetime[] {
   const out: Lifetime[] = [];
   const first = program.compute[0]!;
@@ -27,7 +42,8 @@ export function programLifetimes(program: Program, p: number, shards: readonly S
   for (const stage of program.stages) {
     const st = stateOf(shards[stage]!);
     for (const [kind, bytes] of [["param", st.param], ["grad", st.grad], ["optimizer", st.optimizer]] as const) {
-      if (bytes > 0) out.push({ program: p, name: `s${stage} ${kind === "param" ? "weights" : kind === "grad" ? "gradients" : "optimizer state"}`, kind, bytes, from: first, to: lastId, stage });
+      const from = kind === "grad" ? firstBackward(program, stage) ?? first : first;
+      if (bytes > 0) out.push({ program: p, name: `s${stage} ${kind === "param" ? "weights" : kind === "grad" ? "gradients" : "optimizer state"}`, kind, bytes, from, to: lastId, stage });
     }
   }
   // Actions by (kind, stage, mb) to pair forwards with their backwards and transfers.
@@ -55,7 +71,14 @@ export function programLifetimes(program: Program, p: number, shards: readonly S
     }
     const w = get("W", stage, mb);
     if (w !== undefined && act.weightGrad > 0) out.push({ program: p, name: `s${stage} mb ${mb} weight-gradient inputs`, kind: "activation", bytes: act.weightGrad, from: backward, to: w, ...tag });
-    if (act.workspace > 0) out.push({ program: p, name: `s${stage} mb ${mb} recompute workspace`, kind: "workspace", bytes: act.workspace, from: backward, to: backward, ...tag });
+    // The backward's own working set, layer by layer: the activation gradients it holds while a layer runs.
+    for (const { layer, bytes } of act.gradients) {
+      if (bytes > 0) out.push({ program: p, name: `s${stage} mb ${mb} layer ${layer} activation gradients`, kind: "workspace", bytes, from: backward, fromLayer: layer, to: backward, toLayer: layer, ...tag });
+    }
+    // A @checkpoint layer's forward is rebuilt at the start of its backward and read by it alone.
+    for (const { layer, bytes } of act.rebuilt) {
+      if (bytes > 0) out.push({ program: p, name: `s${stage} mb ${mb} layer ${layer} recomputed`, kind: "workspace", bytes, from: backward, fromLayer: layer, to: backward, toLayer: layer, ...tag });
+    }
     const sendF = get("SEND_F", stage, mb);
     if (sendF !== undefined) out.push({ program: p, name: `s${stage} mb ${mb} output`, kind: "comm", bytes: costs.boundaryBytes(stage, mb, "forward"), from: id, to: sendF, ...tag });
     const recvB = get("RECV_B", stage, mb);

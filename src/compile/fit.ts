@@ -23,7 +23,7 @@ const KIND_NAMES: Readonly<Record<BufferKind, string>> = {
   activation: "activations",
   gathered: "gathered FSDP units",
   comm: "pipeline transfer buffers",
-  workspace: "recompute workspace",
+  workspace: "backward workspace (recomputed layers, activation gradients)",
 };
 
 export class MemoryError extends CompileError {

@@ -9,6 +9,7 @@ import type { Graph, TensorId } from "../graph/graph.js";
 import type { DimBindings } from "../graph/op-cost.js";
 import { bytesOf } from "../graph/ops/cost-rules.js";
 import { savedByLayer } from "../passes/autodiff.js";
+import { backwardGradientPeaks } from "../passes/backward-gradients.js";
 import { meshRank } from "../plan/plan.js";
 import type { ScheduleCosts } from "../schedule/costs.js";
 import type { ShardPlan } from "../shard/types.js";
@@ -38,6 +39,11 @@ export interface StageActivations {
   /** `kept` less the input, by the layer that first keeps each tensor (the stage's layers in order): what
    *  that layer's forward adds and what its backward, the last to read it, releases. */
   readonly byLayer: readonly { readonly layer: number; readonly bytes: number }[];
+  /** Per @checkpoint layer: what its recompute rebuilds on top of the stash, held while its backward runs. */
+  readonly rebuilt: readonly { readonly layer: number; readonly bytes: number }[];
+  /** Per layer (in backward order): the activation gradients its backward holds at once, on top of the
+   *  stash (src/passes/backward-gradients.ts). */
+  readonly gradients: readonly { readonly layer: number; readonly bytes: number }[];
 }
 
 export class StageCostModel implements ScheduleCosts {
@@ -188,6 +194,9 @@ function stageActivations(
     const w = new Set<TensorId>();
     let workspace = 0;
     const byLayer: { layer: number; bytes: number }[] = [];
+    const rebuilt: { layer: number; bytes: number }[] = [];
+    // Per layer: what its backward frees as it reads it last (its stash, or the tensors its recompute rebuilt).
+    const released = new Map<number, readonly TensorId[]>();
     for (let l = s.start; l < s.end; l++) {
       const layer = saved[l]!;
       const added: TensorId[] = [];
@@ -197,9 +206,16 @@ function stageActivations(
         added.push(t);
       }
       byLayer.push({ layer: l, bytes: total(added) });
-      if (annotated[l]) workspace = Math.max(workspace, total(layer.saved));
+      if (annotated[l]) {
+        // What its recompute adds to what the stash already holds (its input is kept anyway).
+        const again = layer.saved.filter((t) => !kept.has(t));
+        rebuilt.push({ layer: l, bytes: total(again) });
+        workspace = Math.max(workspace, total(layer.saved));
+        released.set(l, [...added, ...again]);
+      } else released.set(l, added);
       for (const t of wReads[l]!) w.add(t);
     }
-    return { kept: total(kept), input: total(input), weightGrad: total(w), workspace, byLayer };
+    const gradients = backwardGradientPeaks(training, s.start, s.end, (t) => total([t]), (l) => released.get(l) ?? []);
+    return { kept: total(kept), input: total(input), weightGrad: total(w), workspace, byLayer, rebuilt, gradients };
   });
 }

@@ -1,0 +1,80 @@
+// The activation gradients a backward holds while it runs: each gradient op's output (kind `grad`, phase
+// `backward`) lives from the op that makes it to the last gradient op that reads it. They are not model
+// state and not the stash, but a backward's working set on top of both: the largest tensors of a layer
+// (an MLP's [B, S, 4H] gradient) exist only here. What a runtime that frees each value after its last
+// read holds at once, layer by layer, in the order a stage's backward runs (layers descending, each
+// layer's gradient ops in graph order).
+import type { Graph, TensorId } from "../graph/graph.js";
+
+/**
+ * Per layer of [start, end): the most activation-gradient tensors live at once while that layer's gradient
+ * ops run (as tensor ids: the caller prices them for its micro-batch size). Parameter gradients (outputs of
+ * weight_grad ops) are excluded: they land in the gradient buffers the plan prices as such; so is the
+ * gradient the stage receives (it is a pipeline receive buffer) and the one it sends back (a send buffer):
+ * a tensor read by no gradient op of the stage after it is made does not count. `released(l)` names the
+ * tensors layer l's stash holds until the layer's backward ends (what the caller charges to the layer): the
+ * ones whose last read is already past count against the peak, since a runtime has reused their bytes.
+ */
+export function backwardGradientPeaks(
+  g: Graph,
+  start: number,
+  end: number,
+  bytes: (t: TensorId) => number,
+  released: (layer: number) => Iterable<TensorId> = () => [],
+): { layer: number; bytes: number }[] {
+  const layers = g.layers();
+  const order: number[] = [];
+  for (let l = end - 1; l >= start; l--) {
+    for (const id of layers[l]!.ops) {
+      const ph = g.op(id).phase;
+      if (ph === "backward" || ph === "weight_grad") order.push(id);
+    }
+  }
+  const made = new Map<TensorId, number>();
+  const lastRead = new Map<TensorId, number>();
+  order.forEach((id, at) => {
+    const o = g.op(id);
+    for (const t of o.inputs) lastRead.set(t, at);
+    if (o.phase === "backward") for (const t of o.outputs) if (g.tensor(t).kind === "grad") made.set(t, at);
+  });
+  // Live bytes at each position: +size where made, −size after the last read (a value nobody reads is freed
+  // at once: it never coexists with a later op's outputs).
+  const delta = new Float64Array(order.length + 1);
+  const atOp = new Float64Array(order.length);
+  for (const [t, from] of made) {
+    const to = lastRead.get(t);
+    if (to === from) continue;
+    if (to === undefined) continue;
+    const b = bytes(t);
+    delta[from]! += b;
+    delta[to + 1]! -= b;
+  }
+  let live = 0;
+  for (let i = 0; i < order.length; i++) {
+    live += delta[i]!;
+    atOp[i] = live;
+  }
+  const peaks: { layer: number; bytes: number }[] = [];
+  let at = 0;
+  for (let l = end - 1; l >= start; l--) {
+    // What this layer's stash (the caller prices it as held to the layer's end) has already given back by
+    // each of its ops: a tensor after its last read. Subtracted, so stash + peak is what is live at most.
+    const done: [number, number][] = [];
+    for (const t of released(l)) {
+      const last = lastRead.get(t);
+      if (last !== undefined) done.push([last, bytes(t)]);
+    }
+    done.sort((a, b) => a[0] - b[0]);
+    let peak = 0;
+    let freed = 0;
+    let k = 0;
+    for (const id of layers[l]!.ops) {
+      const ph = g.op(id).phase;
+      if (ph !== "backward" && ph !== "weight_grad") continue;
+      while (k < done.length && done[k]![0] < at) freed += done[k++]![1];
+      peak = Math.max(peak, atOp[at++]! - freed);
+    }
+    peaks.push({ layer: l, bytes: peak });
+  }
+  return peaks;
+}

@@ -1,0 +1,44 @@
+// The activation gradients a backward holds at once, per layer, against a hand count on the mlp sample.
+import { describe, expect, it } from "vitest";
+import { bytesOf } from "../../src/graph/ops/cost-rules.js";
+import { backwardGradientPeaks } from "../../src/passes/backward-gradients.js";
+import { savedByLayer } from "../../src/passes/saved-for-backward.js";
+import { trainSample } from "./helpers.js";
+
+describe("backwardGradientPeaks", () => {
+  const { training } = trainSample("mlp");
+  const B = 32;
+  const bytes = (t: number): number => bytesOf(training.tensor(t).type, { B });
+  const layers = training.layers().length;
+
+  it("a hidden Dense(64, 64) layer holds two [B, 64] fp32 gradients at once", () => {
+    // relu's gradient is made while the incoming one is still read, then linear's input gradient while
+    // relu's is still read by the weight gradient: never three at once, always two. (The parameters'
+    // gradients land in gradient buffers and do not count.)
+    const peaks = backwardGradientPeaks(training, 0, layers, bytes);
+    expect(peaks.map((p) => p.layer)).toEqual([...Array(layers).keys()].reverse());
+    for (const name of ["hidden_layers.1", "hidden_layers.2"]) {
+      const l = training.layers().findIndex((x) => x.name === name);
+      expect(peaks.find((p) => p.layer === l)!.bytes, name).toBe(2 * B * 64 * 4);
+    }
+  });
+
+  it("the first layer's input gradient, read by nothing, is not held", () => {
+    // input_layer: relu's gradient [B, 64] and the incoming [B, 64]; linear's gradient of x is never read.
+    const peaks = backwardGradientPeaks(training, 0, layers, bytes);
+    expect(peaks.find((p) => p.layer === 0)!.bytes).toBe(2 * B * 64 * 4);
+  });
+
+  it("a stage's own range stands alone, and a stash given back early lowers the peak", () => {
+    const l = training.layers().findIndex((x) => x.name === "hidden_layers.1");
+    // Alone, the incoming gradient is a receive buffer and the outgoing one a send buffer: relu's is left.
+    const alone = backwardGradientPeaks(training, l, l + 1, bytes);
+    expect(alone).toEqual([{ layer: l, bytes: B * 64 * 4 }]);
+    // The layer's saved tensors, all last read by its first gradient op or later: subtracting them can only
+    // lower the peak, never below zero.
+    const saved = savedByLayer(training)[l]!.saved;
+    const less = backwardGradientPeaks(training, l, l + 1, bytes, () => saved)[0]!.bytes;
+    expect(less).toBeLessThanOrEqual(B * 64 * 4);
+    expect(less).toBeGreaterThanOrEqual(0);
+  });
+});
