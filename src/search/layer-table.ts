@@ -41,8 +41,8 @@ export interface MicroBatchProfile {
   /** Bytes the layer's weight-gradient ops still read once its input gradients are done (what a deferred W
    *  keeps under zero-bubble schedules): layer inputs and output gradients of its weighted ops. */
   readonly weightGrad: Float64Array;
-  /** Stash bytes of layers [i, j) beyond the stage input: kept(i, j) = keptTable[i * (L+1) + j]. */
-  readonly keptTable: Float64Array;
+  /** Stash bytes of layers [i, j) (i < j) beyond the stage input. */
+  readonly keptIn: (i: number, j: number) => number;
   /** Model inputs: bytes and the first and last layer that reads each (every stage reading one is fed it). */
   readonly inputs: readonly { readonly bytes: number; readonly lo: number; readonly hi: number }[];
 }
@@ -57,6 +57,10 @@ export class LayerTable {
   /** Layers of the same kind (identical ops, types and attributes) share a class. */
   readonly classOf: readonly number[];
   readonly pins: readonly (number | undefined)[];
+  /** Per layer l: the first @stage-pinned layer at or after l (L when none). */
+  readonly nextPin: Int32Array;
+  /** Per pinned layer p: the first pinned layer after p pinned to another stage (L when none). */
+  readonly pinRunEnd: Int32Array;
   /** @checkpoint layers: recomputed whatever the plan says. */
   readonly annotated: readonly boolean[];
   private readonly forwardOps: readonly (readonly OpId[])[];
@@ -80,6 +84,15 @@ export class LayerTable {
     this.count = L;
     this.names = layers.map((l) => l.name);
     this.pins = layers.map((l) => l.annotations.stage);
+    // Whether an interval's pins all name one stage, in O(1): the partitioner asks it for every interval.
+    this.nextPin = new Int32Array(L + 1).fill(L);
+    this.pinRunEnd = new Int32Array(L + 1).fill(L);
+    for (let l = L - 1; l >= 0; l--) {
+      const pin = this.pins[l];
+      const next = this.nextPin[l + 1]!;
+      this.nextPin[l] = pin !== undefined ? l : next;
+      if (pin !== undefined) this.pinRunEnd[l] = next < L && this.pins[next] !== pin ? next : next < L ? this.pinRunEnd[next]! : L;
+    }
     this.annotated = layers.map((l) => l.annotations.checkpoint === true);
     const forwardOps = layers.map(() => [] as OpId[]);
     const paramReaders = new Map<TensorId, Set<number>>();
@@ -237,26 +250,39 @@ export class LayerTable {
     const reducible = Float64Array.from(this.reducibleTensors, sum);
     const saved = Float64Array.from(this.savedTensors, sum);
     const weightGrad = Float64Array.from(this.weightGradTensors, sum);
-    // keptTable[i][j] = Σ size over kept tensors with q ≥ i and s < j: a 2-D suffix/prefix sum.
-    const W = L + 1;
-    const keptTable = new Float64Array(W * W);
+    // kept(i, j) = Σ size over kept tensors with q ≥ i and s < j (made and first saved inside [i, j))
+    //            = Σ_{s<j} − Σ_{q<i} + Σ_{q<i, s≥j}: two prefix sums and the tensors spanning the interval,
+    // which only tensors saved two or more layers after they are made can do (few). O(L) memory, not L².
+    const keptBySaver = new Float64Array(L + 1);
+    const keptByMaker = new Float64Array(L + 1);
+    const keptSpans: KeptSpan[] = [];
     for (const k of this.kept) {
       // @checkpoint layers keep only their inputs: what they produce is not kept on their account.
       if (this.annotated[k.q] && k.s === k.q) continue;
-      keptTable[k.q * W + (k.s + 1)]! += size(k.tensor);
+      const n = size(k.tensor);
+      keptBySaver[k.s + 1]! += n;
+      keptByMaker[k.q + 1]! += n;
+      if (k.s - k.q >= 2) keptSpans.push({ q: k.q, s: k.s, bytes: n });
     }
-    for (let i = L; i >= 0; i--) {
-      for (let j = 0; j <= L; j++) {
-        let v = keptTable[i * W + j]!;
-        if (i < L) v += keptTable[(i + 1) * W + j]!;
-        if (j > 0) v += keptTable[i * W + j - 1]!;
-        if (i < L && j > 0) v -= keptTable[(i + 1) * W + j - 1]!;
-        keptTable[i * W + j] = v;
-      }
+    for (let l = 0; l < L; l++) {
+      keptBySaver[l + 1]! += keptBySaver[l]!;
+      keptByMaker[l + 1]! += keptByMaker[l]!;
     }
+    const keptIn = (i: number, j: number): number => {
+      if (j <= i) return 0;
+      let n = keptBySaver[j]! - keptByMaker[i]!;
+      for (const x of keptSpans) if (x.q < i && x.s >= j) n += x.bytes;
+      return n;
+    };
     const inputs = this.modelInputs.map((x) => ({ bytes: size(x.tensor), lo: x.lo, hi: x.hi }));
-    return { b, forward, backwardInput, backwardWeight, flops, cut, reducible, saved, weightGrad, keptTable, inputs };
+    return { b, forward, backwardInput, backwardWeight, flops, cut, reducible, saved, weightGrad, keptIn, inputs };
   }
+}
+
+interface KeptSpan {
+  readonly q: number;
+  readonly s: number;
+  readonly bytes: number;
 }
 
 /** Prefix sums: out[k] = Σ values[0..k). */

@@ -91,17 +91,21 @@ export function optimalPartition(problem: PartitionProblem): Partition | undefin
   // every stage after can still get one. prev[i] = best[k-1][i]; Infinity = unreachable.
   let prev = new Array<number>(L + 1).fill(Infinity);
   prev[0] = 0;
+  // below[i]: the largest i' <= i with prev[i'] reachable (-1 when none): the scan skips unreachable starts
+  // without costing them (the first stage can only start at 0: O(L), not O(L²), evaluations).
+  const below = new Int32Array(L + 1);
   for (let k = 1; k <= p; k++) {
     const cur = new Array<number>(L + 1).fill(Infinity);
+    for (let i = 0; i <= L; i++) below[i] = prev[i] !== Infinity ? i : i > 0 ? below[i - 1]! : -1;
     for (let j = k; j <= L - (p - k); j++) {
       let bestJ = Infinity;
       // Longer stages (smaller i) are never faster, so once stageTime alone reaches bestJ, no smaller i can
       // improve on it (whether or not it fits): stop.
-      for (let i = j - 1; i >= k - 1; i--) {
+      for (let i = below[j - 1]!; i >= k - 1; i = i > 0 ? below[i - 1]! : -1) {
         const t = timeOf(problem, k - 1, i, j);
         if (t >= bestJ) break;
         const before = prev[i]!;
-        if (before === Infinity || !problem.fits(k - 1, i, j)) continue;
+        if (!problem.fits(k - 1, i, j)) continue;
         const b = before > t ? before : t;
         if (b < bestJ) bestJ = b;
       }

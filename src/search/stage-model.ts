@@ -260,7 +260,7 @@ export class StageModel {
   }
 
   private keptBytes(i: number, j: number): number {
-    return this.x.profile.keptTable[i * (this.layers + 1) + j]!;
+    return this.x.profile.keptIn(i, j);
   }
 
   /** Activation and transfer bytes of stage k with nothing extra recomputed (selective adds nothing here). */
@@ -397,9 +397,9 @@ export class StageModel {
 
   /** Whether every layer of [i, j) pinned by @stage is pinned to stage k. */
   pinsAllow(k: number, i: number, j: number): boolean {
-    const pins = this.x.table.pins;
-    for (let l = i; l < j; l++) if (pins[l] !== undefined && pins[l] !== k) return false;
-    return true;
+    const t = this.x.table;
+    const first = t.nextPin[i]!;
+    return first >= j || (t.pins[first] === k && t.pinRunEnd[first]! >= j);
   }
 
   fits(k: number, i: number, j: number): boolean {
