@@ -333,7 +333,9 @@ export class Graph {
   /** A deep copy: passes that extend a graph clone it first, so their input stays untouched. */
   clone(): Graph {
     const g = new Graph(this.model);
-    g.tensorList.push(...this.tensorList);
+    // Element by element: spreading a list into push() passes it as arguments, which overflows the stack
+    // past ~10^5 entries (a model of 100,000 layers).
+    for (const t of this.tensorList) g.tensorList.push(t);
     for (const r of this.readers) g.readers.push([...r]);
     for (const p of this.produced) g.produced.push([...p]);
     for (const o of this.opList) g.opList.push({ ...o, inputs: [...o.inputs], outputs: [...o.outputs] });
@@ -344,7 +346,7 @@ export class Graph {
     }
     for (const [a, t] of this.aliasOf) g.aliasOf.set(a, t);
     for (const l of this.layerList) g.layerList.push({ ...l, ops: [...l.ops], params: [...l.params] });
-    g.inputList.push(...this.inputList);
+    for (const t of this.inputList) g.inputList.push(t);
     g.lossTensor = this.lossTensor;
     for (const s of this.stateList) {
       g.stateList.push(s);
