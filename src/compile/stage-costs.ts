@@ -34,8 +34,6 @@ export interface StageActivations {
   readonly input: number;
   /** What W still reads once I has run. */
   readonly weightGrad: number;
-  /** The largest @checkpoint layer's saved tensors, rebuilt during its backward (0 when none is marked). */
-  readonly workspace: number;
   /** `kept` less the input, by the layer that first keeps each tensor (the stage's layers in order): what
    *  that layer's forward adds and what its backward, the last to read it, releases. */
   readonly byLayer: readonly { readonly layer: number; readonly bytes: number }[];
@@ -95,7 +93,7 @@ export class StageCostModel implements ScheduleCosts {
       return n;
     };
     this.sendBytes = boundaries.sends.map(total);
-    this.activations = stageActivations(training, stages, boundaries, annotated, total);
+    this.activations = stageActivations(training, stages, boundaries, annotated, bytes, total);
   }
 
   forward(stage: number): number {
@@ -176,6 +174,7 @@ function stageActivations(
   stages: readonly StageAssignment[],
   boundaries: Boundaries,
   annotated: readonly boolean[],
+  bytes: (t: TensorId) => number,
   total: (ts: Iterable<TensorId>) => number,
 ): StageActivations[] {
   const saved = savedByLayer(training);
@@ -192,7 +191,6 @@ function stageActivations(
     const input = boundaries.inputs[k]!;
     const kept = new Set<TensorId>(input);
     const w = new Set<TensorId>();
-    let workspace = 0;
     const byLayer: { layer: number; bytes: number }[] = [];
     const rebuilt: { layer: number; bytes: number }[] = [];
     // Per layer: what its backward frees as it reads it last (its stash, or the tensors its recompute rebuilt).
@@ -210,12 +208,11 @@ function stageActivations(
         // What its recompute adds to what the stash already holds (its input is kept anyway).
         const again = layer.saved.filter((t) => !kept.has(t));
         rebuilt.push({ layer: l, bytes: total(again) });
-        workspace = Math.max(workspace, total(layer.saved));
         released.set(l, [...added, ...again]);
       } else released.set(l, added);
       for (const t of wReads[l]!) w.add(t);
     }
-    const gradients = backwardGradientPeaks(training, s.start, s.end, (t) => total([t]), (l) => released.get(l) ?? []);
-    return { kept: total(kept), input: total(input), weightGrad: total(w), workspace, byLayer, rebuilt, gradients };
+    const gradients = backwardGradientPeaks(training, s.start, s.end, bytes, (l) => released.get(l) ?? []);
+    return { kept: total(kept), input: total(input), weightGrad: total(w), byLayer, rebuilt, gradients };
   });
 }

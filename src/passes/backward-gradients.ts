@@ -23,13 +23,17 @@ export function backwardGradientPeaks(
   released: (layer: number) => Iterable<TensorId> = () => [],
 ): { layer: number; bytes: number }[] {
   const layers = g.layers();
+  // The gradient ops in run order, and where each layer's begin in that order.
   const order: number[] = [];
+  const begins: number[] = [];
   for (let l = end - 1; l >= start; l--) {
+    begins.push(order.length);
     for (const id of layers[l]!.ops) {
       const ph = g.op(id).phase;
       if (ph === "backward" || ph === "weight_grad") order.push(id);
     }
   }
+  begins.push(order.length);
   const made = new Map<TensorId, number>();
   const lastRead = new Map<TensorId, number>();
   order.forEach((id, at) => {
@@ -37,26 +41,19 @@ export function backwardGradientPeaks(
     for (const t of o.inputs) lastRead.set(t, at);
     if (o.phase === "backward") for (const t of o.outputs) if (g.tensor(t).kind === "grad") made.set(t, at);
   });
-  // Live bytes at each position: +size where made, −size after the last read (a value nobody reads is freed
-  // at once: it never coexists with a later op's outputs).
+  // Live bytes at each position: +size where made, −size after the last read (a value nobody reads after
+  // its op is freed at once: it never coexists with a later op's outputs).
   const delta = new Float64Array(order.length + 1);
-  const atOp = new Float64Array(order.length);
   for (const [t, from] of made) {
     const to = lastRead.get(t);
-    if (to === from) continue;
-    if (to === undefined) continue;
+    if (to === undefined || to === from) continue;
     const b = bytes(t);
     delta[from]! += b;
     delta[to + 1]! -= b;
   }
-  let live = 0;
-  for (let i = 0; i < order.length; i++) {
-    live += delta[i]!;
-    atOp[i] = live;
-  }
   const peaks: { layer: number; bytes: number }[] = [];
-  let at = 0;
-  for (let l = end - 1; l >= start; l--) {
+  let live = 0;
+  for (let k = 0, l = end - 1; l >= start; k++, l--) {
     // What this layer's stash (the caller prices it as held to the layer's end) has already given back by
     // each of its ops: a tensor after its last read. Subtracted, so stash + peak is what is live at most.
     const done: [number, number][] = [];
@@ -67,12 +64,11 @@ export function backwardGradientPeaks(
     done.sort((a, b) => a[0] - b[0]);
     let peak = 0;
     let freed = 0;
-    let k = 0;
-    for (const id of layers[l]!.ops) {
-      const ph = g.op(id).phase;
-      if (ph !== "backward" && ph !== "weight_grad") continue;
-      while (k < done.length && done[k]![0] < at) freed += done[k++]![1];
-      peak = Math.max(peak, atOp[at++]! - freed);
+    let d = 0;
+    for (let at = begins[k]!; at < begins[k + 1]!; at++) {
+      live += delta[at]!;
+      while (d < done.length && done[d]![0] < at) freed += done[d++]![1];
+      peak = Math.max(peak, live - freed);
     }
     peaks.push({ layer: l, bytes: peak });
   }

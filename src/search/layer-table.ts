@@ -58,9 +58,9 @@ export class LayerTable {
   readonly classOf: readonly number[];
   readonly pins: readonly (number | undefined)[];
   /** Per layer l: the first @stage-pinned layer at or after l (L when none). */
-  readonly nextPin: Int32Array;
+  private readonly nextPin: Int32Array;
   /** Per pinned layer p: the first pinned layer after p pinned to another stage (L when none). */
-  readonly pinRunEnd: Int32Array;
+  private readonly pinRunEnd: Int32Array;
   /** @checkpoint layers: recomputed whatever the plan says. */
   readonly annotated: readonly boolean[];
   private readonly forwardOps: readonly (readonly OpId[])[];
@@ -84,14 +84,14 @@ export class LayerTable {
     this.count = L;
     this.names = layers.map((l) => l.name);
     this.pins = layers.map((l) => l.annotations.stage);
-    // Whether an interval's pins all name one stage, in O(1): the partitioner asks it for every interval.
+    // For pinsAllow.
     this.nextPin = new Int32Array(L + 1).fill(L);
     this.pinRunEnd = new Int32Array(L + 1).fill(L);
     for (let l = L - 1; l >= 0; l--) {
       const pin = this.pins[l];
       const next = this.nextPin[l + 1]!;
       this.nextPin[l] = pin !== undefined ? l : next;
-      if (pin !== undefined) this.pinRunEnd[l] = next < L && this.pins[next] !== pin ? next : next < L ? this.pinRunEnd[next]! : L;
+      if (pin !== undefined && next < L) this.pinRunEnd[l] = this.pins[next] !== pin ? next : this.pinRunEnd[next]!;
     }
     this.annotated = layers.map((l) => l.annotations.checkpoint === true);
     const forwardOps = layers.map(() => [] as OpId[]);
@@ -195,6 +195,13 @@ export class LayerTable {
       if (inside > 1) n -= (inside - 1) * s.params;
     }
     return n;
+  }
+
+  /** Whether every layer of [i, j) pinned by @stage is pinned to stage k (the partitioner asks it for every
+   *  interval: O(1)). */
+  pinsAllow(k: number, i: number, j: number): boolean {
+    const first = this.nextPin[i]!;
+    return first >= j || (this.pins[first] === k && this.pinRunEnd[first]! >= j);
   }
 
   at(b: number): MicroBatchProfile {

@@ -35,7 +35,7 @@ export function optimalSplit(training: Graph, s: SplitSettings, cluster: Cluster
   };
   const model = new StageModel({ table, profile: table.at(s.microBatchSize), cluster, candidate, precision: train.precision, optimizer: train.optimizer, bucketBytes: bucketCapBytes(s.bucketMB), prefetch: s.fsdpPrefetch });
   const problem = { layers: table.count, stages: model.stageCount, stageTime: (k: number, i: number, j: number) => model.stageTime(k, i, j) };
-  const split = optimalPartition({ ...problem, fits: (k, i, j) => model.fits(k, i, j) }) ?? optimalPartition({ ...problem, fits: (k, i, j) => model.pinsAllow(k, i, j) });
+  const split = optimalPartition({ ...problem, fits: (k, i, j) => model.fits(k, i, j) }) ?? optimalPartition({ ...problem, fits: (k, i, j) => table.pinsAllow(k, i, j) });
   if (!split) {
     const pinned = table.pins.map((p, l) => (p === undefined ? undefined : `${table.names[l]} → stage ${p}`)).filter((x) => x !== undefined);
     throw new SearchError(`no split of ${table.count} layers over ${model.stageCount} stages honours the stage pins ${pinned.join(", ")}`);

@@ -395,15 +395,8 @@ export class StageModel {
     return this.computeSeconds(i, j) + (this.c.checkpoint === "selective" ? this.recompute(k, i, j)?.seconds ?? 0 : 0);
   }
 
-  /** Whether every layer of [i, j) pinned by @stage is pinned to stage k. */
-  pinsAllow(k: number, i: number, j: number): boolean {
-    const t = this.x.table;
-    const first = t.nextPin[i]!;
-    return first >= j || (t.pins[first] === k && t.pinRunEnd[first]! >= j);
-  }
-
   fits(k: number, i: number, j: number): boolean {
-    if (!this.pinsAllow(k, i, j)) return false;
+    if (!this.x.table.pinsAllow(k, i, j)) return false;
     if (this.c.checkpoint === "selective") return this.recompute(k, i, j) !== undefined;
     return this.memoryBytes(k, i, j) <= this.budget;
   }

@@ -3,7 +3,7 @@
 // 2), one located message on stderr, no stack trace, no hang, and no file left behind other than complete
 // ones the case names. Cases live in one file per kind next to this one.
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
 import { expect, it } from "vitest";
@@ -93,6 +93,3 @@ export function hostileCases(cases: readonly HostileCase[]): void {
     }, ((c.hangSeconds ?? 20) + 10) * 1000);
   }
 }
-
-/** True when path exists and is a regular file. */
-export const isFile = (p: string): boolean => { try { return statSync(p).isFile(); } catch { return false; } };

@@ -1,5 +1,8 @@
 // The search's stash bytes of a layer interval (LayerTable's profile) against summing the kept tensors
 // directly, for every interval: the O(L) prefix-sum form must equal the definition.
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { checkFile } from "../../src/check/check.js";
 import { clusterFor } from "../../src/cost/cluster.js";
@@ -39,19 +42,18 @@ train {
 }
 `;
 
+function skipFile(): string {
+  const f = join(mkdtempSync(join(tmpdir(), "fsm-lt-")), "skip.fsm");
+  writeFileSync(f, SKIP);
+  return f;
+}
+
 describe("LayerTable.keptIn", () => {
   for (const name of ["mlp", "gpt-tiny", "gpt2-124m", "skip"] as const) {
-    it(`${name}: every interval's stash equals the sum over its kept tensors`, async () => {
-      let model;
-      if (name === "skip") {
-        const { mkdtempSync, writeFileSync } = await import("node:fs");
-        const { join } = await import("node:path");
-        const { tmpdir } = await import("node:os");
-        const f = join(mkdtempSync(join(tmpdir(), "fsm-lt-")), "skip.fsm");
-        writeFileSync(f, SKIP);
-        model = checkFile(f).model!;
-      } else model = checkFile(samplePath(name)).model!;
+    it(`${name}: every interval's stash equals the sum over its kept tensors`, () => {
+      const model = checkFile(name === "skip" ? skipFile() : samplePath(name)).model;
       expect(model, name).toBeDefined();
+      if (!model) return;
       const training = buildTrainingGraph(model.graph, model.train!);
       const table = new LayerTable(training, clusterFor("cpu", 1), model.train!.precision, model.train!.seq);
       const b = 2;
