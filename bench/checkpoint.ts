@@ -34,6 +34,12 @@ function timed<T>(f: () => T): { value: T; seconds: number } {
   return { value, seconds: (performance.now() - t0) / 1000 };
 }
 
+async function timedAsync<T>(f: () => Promise<T>): Promise<{ value: T; seconds: number }> {
+  const t0 = performance.now();
+  const value = await f();
+  return { value, seconds: (performance.now() - t0) / 1000 };
+}
+
 function bytesUnder(dir: string): number {
   return readdirSync(dir, { withFileTypes: true }).reduce((n, e) => n + (e.isDirectory() ? bytesUnder(join(dir, e.name)) : statSync(join(dir, e.name)).size), 0);
 }
@@ -43,7 +49,8 @@ try {
   const fsdp = plan(4, ["parallel.shard=fsdp", "parallel.stages=1", "parallel.data_parallel=4", "parallel.chunks=1"]);
   const oss = plan(2, ["parallel.shard=oss", "parallel.stages=2", "parallel.data_parallel=1", "parallel.chunks=2"]);
   const a = engine(fsdp);
-  const save = timed(() => a.checkpoint!.save(dir, 0));
+  // Saving is asynchronous (processes exchange pids and wait at barriers): timed to the manifest's publication.
+  const save = await timedAsync(() => a.checkpoint!.save(dir, 0));
   const saved = bytesUnder(dir);
   const same = engine(fsdp);
   const resume = timed(() => same.checkpoint!.load(dir));

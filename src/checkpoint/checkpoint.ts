@@ -2,7 +2,8 @@
 // shard of them: tensor `wte.weight`, the element range it holds in the metadata), 16-bit compute copies
 // (`wte.weight:compute`), optimizer state (`wte.weight.exp_avg`, ...) and the step counter — then
 // DIR/latest.json, the manifest, written last and atomically: a checkpoint is complete exactly when the
-// manifest names it (manifest.ts). Resuming into the same plan restores every persistent value slot by slot
+// manifest names it (manifest.ts). Every rank file records its step, rank and plan, checked against the
+// manifest (rank-file.ts), and every tensor's checksum, checked as it is read (checksum.ts). Resuming into the same plan restores every persistent value slot by slot
 // and continues bit-identically; into another plan of the model, reshard.ts moves each value to where that
 // plan keeps it.
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
@@ -13,8 +14,9 @@ import { statePieces, type DeviceSlots } from "../lower/param-pieces.js";
 import { CHECKPOINT_FORMAT, CHECKPOINT_VERSION, CheckpointError, checkDataState, dataState, planFingerprint, planParams, rankFile, readManifest, stepDir, type Manifest } from "./manifest.js";
 import { reshardCheckpoint } from "./reshard.js";
 import { fsyncDir, writeAtomically } from "../plan/serialize.js";
-import { readInto } from "./rank-file.js";
-import { readSafetensorsHeader, SAFE_BYTES, writeSafetensorsStreaming, type SafeDType } from "./safetensors.js";
+import { checkChecksum, checksumOf, recordedChecksum } from "./checksum.js";
+import { openRankFile, readInto } from "./rank-file.js";
+import { SAFE_BYTES, writeSafetensorsStreaming, type SafeDType } from "./safetensors.js";
 
 export { CheckpointError, readManifest, type Manifest } from "./manifest.js";
 
@@ -100,7 +102,9 @@ export async function saveCheckpoint(
   program.devices.forEach((d, i) => {
     const device = program.ranks[i]!;
     // The data position and seed (the run's RNG: see DataState) in every rank file, as the manifest has them.
-    const metadata: Record<string, string> = { format: CHECKPOINT_FORMAT, fingerprint, device: String(device), step: String(step), data_position: String(step), seed: String(plan.run?.seed ?? 0) };
+    // Step, rank and world too: a resume checks each against the manifest (rank-file.ts). Every tensor's
+    // checksum is added as it is written (safetensors.ts).
+    const metadata: Record<string, string> = { format: CHECKPOINT_FORMAT, fingerprint, device: String(device), devices: String(plan.cluster.devices), step: String(step), data_position: String(step), seed: String(plan.run?.seed ?? 0) };
     // In slot order, each slot read once and dropped when the next begins: an FSDP shard slot holds many
     // parameters' pieces, and memory stays one slot rather than the device's whole state.
     const list = entries(program, device).sort((a, b) => a.slot - b.slot);
@@ -133,10 +137,12 @@ export async function saveCheckpoint(
   return final;
 }
 
-/** What a resume restored: the manifest (its step is the data position) and whether it came from another plan. */
+/** What a resume restored: the manifest (its step is the data position), whether it came from another plan,
+ *  and the rank files read unverified (no checksums: written by an fsm before them). */
 export interface Restored {
   readonly manifest: Manifest;
   readonly resharded: boolean;
+  readonly unverified: readonly string[];
 }
 
 /** Restores every persistent value of every device. */
@@ -146,17 +152,18 @@ export function loadCheckpoint(dir: string, plan: Plan, program: ClusterProgram,
   checkDataState(dir, m, plan);
   // Another plan of the model (devices, stages, sharding, precision): every value moved to where this plan keeps it.
   if (m.fingerprint !== planFingerprint(plan)) {
-    reshardCheckpoint(dir, m, plan, program, slots);
-    return { manifest: m, resharded: true };
+    const { unverified } = reshardCheckpoint(dir, m, plan, program, slots);
+    return { manifest: m, resharded: true, unverified };
   }
+  // Every rank file's header and metadata checked before any slot is touched.
+  const files = program.ranks.map((device) => openRankFile(dir, m, device));
+  const unverified = files.filter((f) => !f.checksummed).map((f) => f.path);
   program.devices.forEach((d, i) => {
     const device = program.ranks[i]!;
-    const path = join(dir, m.dir, rankFile(device));
-    const { tensors, metadata, dataStart } = readSafetensorsHeader(path);
-    if (metadata.fingerprint !== m.fingerprint) throw new CheckpointError(`${path} belongs to another checkpoint (fingerprint ${metadata.fingerprint})`);
-    // Every tensor checked before any slot is touched; then slot by slot, each tensor's bytes read straight
-    // into its place (one slot in memory at a time, never the whole file).
-    const bySlot = new Map<number, { e: Entry; offset: number }[]>();
+    const { path, tensors, metadata, dataStart } = files[i]!;
+    // Every tensor's type checked before any of its slots is touched; then slot by slot, each tensor's bytes read straight
+    // into its place (one slot in memory at a time, never the whole file) and checked against its checksum.
+    const bySlot = new Map<number, { e: Entry; offset: number; crc: number | undefined }[]>();
     for (const e of entries(program, device)) {
       const t = tensors[e.name];
       const dtype = DTYPE[d.slots[e.slot]!.dtype]!;
@@ -166,14 +173,19 @@ export function loadCheckpoint(dir: string, plan: Plan, program: ClusterProgram,
         throw new CheckpointError(`${path}: ${e.name} is ${t.dtype}[${t.shape}] (${bytes} bytes), expected ${dtype}[${e.count}]`);
       }
       if (e.range !== undefined && metadata[`range:${e.name}`] !== e.range) throw new CheckpointError(`${path}: ${e.name} holds elements ${metadata[`range:${e.name}`]}, this plan needs ${e.range}`);
-      bySlot.set(e.slot, [...(bySlot.get(e.slot) ?? []), { e, offset: dataStart + t.data_offsets[0] }]);
+      bySlot.set(e.slot, [...(bySlot.get(e.slot) ?? []), { e, offset: dataStart + t.data_offsets[0], crc: recordedChecksum(path, metadata, e.name) }]);
     }
     for (const [slot, list] of bySlot) {
       const whole = slots.get(device, slot);
       const bytes = Buffer.from(whole.buffer, whole.byteOffset, whole.byteLength);
-      for (const { e, offset } of list) readInto(path, offset, bytes, e.at * whole.BYTES_PER_ELEMENT, e.count * whole.BYTES_PER_ELEMENT);
+      for (const { e, offset, crc } of list) {
+        const at = e.at * whole.BYTES_PER_ELEMENT;
+        const length = e.count * whole.BYTES_PER_ELEMENT;
+        readInto(path, offset, bytes, at, length);
+        checkChecksum(path, e.name, crc, checksumOf(bytes.subarray(at, at + length)));
+      }
       slots.set(device, slot, whole);
     }
   });
-  return { manifest: m, resharded: false };
+  return { manifest: m, resharded: false, unverified };
 }

@@ -3,7 +3,7 @@
 // data position and what orders the data, the fp16 loss scaler) and what a reader needs to interpret the
 // rank files without the plan (every parameter's shape, the optimizer state's roles).
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { Plan } from "../plan/plan.js";
 
@@ -50,21 +50,27 @@ export function dataState(plan: Plan, position: number): DataState {
   return { seed: plan.run?.seed ?? 0, batch: plan.settings.batch, seq: plan.settings.seq, position };
 }
 
-export const stepDir = (dir: string, step: number): string => join(dir, `step-${String(step).padStart(6, "0")}`);
+export const stepName = (step: number): string => `step-${String(step).padStart(6, "0")}`;
+export const stepDir = (dir: string, step: number): string => join(dir, stepName(step));
 export const rankFile = (device: number): string => `rank-${String(device).padStart(5, "0")}.safetensors`;
 
 export function readManifest(dir: string): Manifest {
   const path = join(dir, "latest.json");
   if (!existsSync(path)) throw new CheckpointError(`${dir} holds no complete checkpoint (no latest.json: a save that never finished leaves none)`);
+  if (!statSync(path).isFile()) throw new CheckpointError(`${path} is not a file`);
   let m: Manifest;
   try {
     m = JSON.parse(readFileSync(path, "utf8")) as Manifest;
   } catch (e) {
     throw new CheckpointError(`${path} is not valid JSON: ${(e as Error).message}`);
   }
-  if (m.format !== CHECKPOINT_FORMAT) throw new CheckpointError(`${path} is not an fsm checkpoint manifest`);
+  if (typeof m !== "object" || m === null || m.format !== CHECKPOINT_FORMAT) throw new CheckpointError(`${path} is not an fsm checkpoint manifest`);
   if (m.version > CHECKPOINT_VERSION) throw new CheckpointError(`${path} was written by a newer fsm (checkpoint version ${m.version}; this fsm reads ${CHECKPOINT_VERSION})`);
-  if (!Number.isInteger(m.step) || m.step < 0 || typeof m.dir !== "string" || !Number.isInteger(m.devices) || m.devices < 1) throw new CheckpointError(`${path}: malformed manifest`);
+  if (!Number.isInteger(m.step) || m.step < 0 || typeof m.dir !== "string" || !Number.isInteger(m.devices) || m.devices < 1 || typeof m.fingerprint !== "string") throw new CheckpointError(`${path}: malformed manifest`);
+  // The step is what a resume believes (the data position, the step count): it must be the step whose
+  // directory the manifest names, and whose rank files say so (rank-file.ts).
+  if (m.dir !== stepName(m.step)) throw new CheckpointError(`${path} says step ${m.step} but names directory ${m.dir} (a save writes ${stepName(m.step)}): the manifest was edited or is corrupt`);
+  if (m.data && m.data.position !== m.step) throw new CheckpointError(`${path} says step ${m.step} but data position ${m.data.position}: the manifest was edited or is corrupt`);
   return m;
 }
 

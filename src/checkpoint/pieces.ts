@@ -1,17 +1,22 @@
 // Where every element of a checkpoint's tensors lives: its rank files' headers read (not their data), the
 // fp32 pieces grouped by whole-tensor name. Consolidating and resharding both read whole tensors through
 // this, one at a time, so memory is bounded by the largest tensor, not the model.
-import { join } from "node:path";
-import { CheckpointError, rankFile, type Manifest } from "./manifest.js";
-import { readBytes, readInto } from "./rank-file.js";
-import { readSafetensorsHeader } from "./safetensors.js";
+import { checkChecksum, checksumOf, recordedChecksum, verifyRange } from "./checksum.js";
+import { CheckpointError, type Manifest } from "./manifest.js";
+import { openRankFile, readBytes, readInto } from "./rank-file.js";
 
 interface Piece {
   readonly file: string;
+  /** The tensor's name in its file (a parameter, `param.role`, or either with `#k`). */
+  readonly stored: string;
   /** Absolute byte offset of its data in the file. */
   readonly offset: number;
   readonly from: number;
   readonly count: number;
+  /** Its recorded checksum (undefined: the file records none). */
+  readonly crc: number | undefined;
+  /** Checked once, before (or as) its bytes are first used. */
+  verified: boolean;
 }
 
 export interface CheckpointPieces {
@@ -21,27 +26,35 @@ export interface CheckpointPieces {
    *  keeps memory at one tensor whatever the garbage collector does); an element no rank holds is an error. */
   read(name: string, numel: number, into?: Float32Array): Float32Array;
   /** Elements [from, from + count) of tensor `name` into `into` at `at`, read straight from the files' byte
-   *  ranges that overlap them; an element no rank holds is an error. */
+   *  ranges that overlap them; an element no rank holds is an error. Every piece read is checked against its
+   *  checksum: one read whole as it is read, one read in part by a pass over it first. */
   readRange(name: string, from: number, count: number, into: Float32Array, at: number): void;
   /** The optimizer's step counter as saved (raw bytes and dtype), from the first rank that has one. */
   readonly step?: { readonly dtype: string; readonly data: Buffer };
+  /** The rank files without checksums (written by an fsm before them): read unverified. */
+  readonly unverified: readonly string[];
 }
 
 export function openPieces(dir: string, m: Manifest): CheckpointPieces {
   const pieces = new Map<string, Piece[]>();
   let step: CheckpointPieces["step"];
+  const unverified: string[] = [];
   for (let d = 0; d < m.devices; d++) {
-    const file = join(dir, m.dir, rankFile(d));
-    const { tensors, metadata, dataStart } = readSafetensorsHeader(file);
-    if (metadata.fingerprint !== undefined && metadata.fingerprint !== m.fingerprint) throw new CheckpointError(`${file} belongs to another checkpoint (fingerprint ${metadata.fingerprint})`);
+    const { path: file, tensors, metadata, dataStart, checksummed } = openRankFile(dir, m, d);
+    if (!checksummed) unverified.push(file);
     for (const [stored, t] of Object.entries(tensors)) {
-      if (stored === "optimizer.step" && step === undefined) step = { dtype: t.dtype, data: readBytes(file, dataStart + t.data_offsets[0], t.data_offsets[1] - t.data_offsets[0]) };
+      if (stored === "optimizer.step" && step === undefined) {
+        const data = readBytes(file, dataStart + t.data_offsets[0], t.data_offsets[1] - t.data_offsets[0]);
+        checkChecksum(file, stored, recordedChecksum(file, metadata, stored), checksumOf(data));
+        step = { dtype: t.dtype, data };
+      }
       const range = metadata[`range:${stored}`];
       if (range === undefined || t.dtype !== "F32") continue; // 16-bit compute copies derive from the fp32 weights
       const [from, count] = range.split(",").map(Number) as [number, number];
       const name = stored.replace(/#\d+$/, ""); // the same weight held twice by one device
       if (t.data_offsets[1] - t.data_offsets[0] !== 4 * count) throw new CheckpointError(`${file}: ${stored} has ${t.data_offsets[1] - t.data_offsets[0]} bytes for ${count} elements`);
-      pieces.set(name, [...(pieces.get(name) ?? []), { file, offset: dataStart + t.data_offsets[0], from, count }]);
+      const crc = recordedChecksum(file, metadata, stored);
+      pieces.set(name, [...(pieces.get(name) ?? []), { file, stored, offset: dataStart + t.data_offsets[0], from, count, crc, verified: crc === undefined }]);
     }
   }
   const readRange: CheckpointPieces["readRange"] = (name, from, count, into, at) => {
@@ -53,7 +66,11 @@ export function openPieces(dir: string, m: Manifest): CheckpointPieces {
       const lo = Math.max(from, p.from);
       const hi = Math.min(from + count, p.from + p.count);
       if (lo >= hi) continue;
+      const whole = lo === p.from && hi === p.from + p.count;
+      if (!p.verified && !whole) verifyRange(p.file, p.stored, p.crc, p.offset, 4 * p.count);
       readInto(p.file, p.offset + 4 * (lo - p.from), target, 4 * (lo - from), 4 * (hi - lo));
+      if (!p.verified && whole) checkChecksum(p.file, p.stored, p.crc, checksumOf(target.subarray(4 * (lo - from), 4 * (hi - from))));
+      p.verified = true;
       covered.fill(1, lo - from, hi - from);
     }
     const gap = covered.indexOf(0);
@@ -70,5 +87,6 @@ export function openPieces(dir: string, m: Manifest): CheckpointPieces {
     },
     readRange,
     ...(step && { step }),
+    unverified,
   };
 }

@@ -10,7 +10,8 @@ import { slotElements, statePieces, writeParamPieces, type DeviceSlots } from ".
 import { CheckpointError, planParams, type Manifest } from "./manifest.js";
 import { openPieces } from "./pieces.js";
 
-export function reshardCheckpoint(dir: string, m: Manifest, plan: Plan, program: ClusterProgram, slots: DeviceSlots): void {
+/** Returns the rank files read unverified (no checksums: written by an fsm before them). */
+export function reshardCheckpoint(dir: string, m: Manifest, plan: Plan, program: ClusterProgram, slots: DeviceSlots): { unverified: readonly string[] } {
   const why = `${dir} was saved from another plan of ${m.model} (${m.devices} device${m.devices === 1 ? "" : "s"}; this plan has ${plan.cluster.devices})`;
   if (!m.params) throw new CheckpointError(`${why} and records no parameter shapes (written by an older fsm): it resumes into its own plan only`);
   const shapes = planParams(plan);
@@ -48,4 +49,5 @@ export function reshardCheckpoint(dir: string, m: Manifest, plan: Plan, program:
     if (current.length !== view.length) throw new CheckpointError(`${why}: its step counter has ${view.length} elements, this plan's ${current.length}`);
     slots.set(device, state.step, current instanceof Int32Array ? Int32Array.from(view) : Float32Array.from(view));
   });
+  return { unverified: pieces.unverified };
 }

@@ -1,8 +1,9 @@
 // The safetensors file format (github.com/huggingface/safetensors): an 8-byte little-endian header length N,
 // N bytes of JSON — {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {string: string}} —
-// then the tensors' bytes, back to back, offsets relative to the end of the header. Written atomically
-// (temporary file, fsync, rename) so an interrupted write never leaves a file that looks whole; read with
-// every offset, size and dtype checked.
+// then the tensors' bytes, back to back, offsets relative to the end of the header; fsm records every tensor's
+// checksum in the metadata (checksum.ts). Written atomically (temporary file, fsync, rename) so an interrupted
+// write never leaves a file that looks whole; read with every offset, size, dtype and checksum checked.
+import { checkChecksum, checksumMetadata, checksumOf, recordedChecksum } from "./checksum.js";
 import { closeSync, fstatSync, fsyncSync, openSync, readFileSync, readSync, renameSync, rmSync, writeSync } from "node:fs";
 
 export type SafeDType = "F32" | "I32" | "BF16" | "F16";
@@ -31,38 +32,50 @@ export interface SafeTensorInfo {
 }
 
 /** Writes `path` atomically from the tensors' types, asking `data(name)` for each one's bytes in order, so a
- *  writer holds one tensor at a time rather than the file. */
+ *  writer holds one tensor at a time rather than the file. Every tensor's checksum goes into the metadata
+ *  (checksum.ts): the header is written first with placeholders of the same width, then rewritten in place
+ *  once the data has streamed through, so the data is read once. */
 export function writeSafetensorsStreaming(path: string, tensors: readonly SafeTensorInfo[], data: (name: string) => NodeJS.TypedArray, metadata: Readonly<Record<string, string>> = {}): void {
-  const header: Record<string, unknown> = { __metadata__: metadata };
   const sizes = tensors.map((t) => t.shape.reduce((a, b) => a * b, 1) * SAFE_BYTES[t.dtype]);
-  let at = 0;
-  tensors.forEach((t, i) => {
-    header[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: [at, at + sizes[i]!] };
-    at += sizes[i]!;
-  });
-  let json = JSON.stringify(header);
-  json += " ".repeat((8 - (json.length % 8)) % 8); // the format pads the header to a multiple of 8
+  const crcs = new Map(tensors.map((t) => [t.name, 0]));
+  const render = (): Buffer => {
+    const header: Record<string, unknown> = { __metadata__: { ...metadata, ...checksumMetadata(crcs) } };
+    let at = 0;
+    tensors.forEach((t, i) => {
+      header[t.name] = { dtype: t.dtype, shape: t.shape, data_offsets: [at, at + sizes[i]!] };
+      at += sizes[i]!;
+    });
+    const json = JSON.stringify(header);
+    return Buffer.from(json + " ".repeat((8 - (Buffer.byteLength(json) % 8)) % 8)); // the format pads the header to a multiple of 8
+  };
+  const json = render();
   const head = Buffer.alloc(8);
-  head.writeBigUInt64LE(BigInt(Buffer.byteLength(json)));
+  head.writeBigUInt64LE(BigInt(json.length));
   const tmp = `${path}.tmp-${process.pid}`;
-  const fd = openSync(tmp, "w");
+  let fd: number | undefined;
   try {
+    fd = openSync(tmp, "w");
     writeSync(fd, head);
-    writeSync(fd, Buffer.from(json));
+    writeSync(fd, json);
     tensors.forEach((t, i) => {
       const bytes = data(t.name);
       if (bytes.byteLength !== sizes[i]) throw new Error(`internal: tensor ${t.name} has ${bytes.byteLength} bytes for shape [${t.shape}] ${t.dtype}`);
-      writeSync(fd, bytes);
+      crcs.set(t.name, checksumOf(bytes));
+      writeSync(fd!, bytes);
     });
+    const final = render();
+    if (final.length !== json.length) throw new Error(`internal: the header of ${path} changed length with its checksums`);
+    writeSync(fd, final, 0, final.length, 8);
     fsyncSync(fd);
-  } catch (e) {
-    // No half-written file is left behind (a failed read of a piece, a full disk).
     closeSync(fd);
+    fd = undefined;
+    renameSync(tmp, path);
+  } catch (e) {
+    // No half-written file is left behind (a failed read of a piece, a full disk, a directory in the way).
+    if (fd !== undefined) closeSync(fd);
     rmSync(tmp, { force: true });
     throw e;
   }
-  closeSync(fd);
-  renameSync(tmp, path);
 }
 
 export interface SafeHeaderEntry {
@@ -85,7 +98,9 @@ export function readSafetensorsHeader(path: string): { tensors: Record<string, S
     throw new SafetensorsError(`${path} is not a valid safetensors file: ${why}`);
   };
   try {
-    const size = fstatSync(fd).size;
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) fail(stat.isDirectory() ? "it is a directory" : "it is not a regular file");
+    const size = stat.size;
     const len = Buffer.alloc(8);
     if (readSync(fd, len, 0, 8, 0) !== 8) fail("shorter than its 8-byte header length");
     const n = Number(len.readBigUInt64LE(0));
@@ -117,5 +132,6 @@ export function readSafetensorsHeader(path: string): { tensors: Record<string, S
 export function readSafetensors(path: string): { tensors: Map<string, SafeTensor>; metadata: Record<string, string> } {
   const { tensors, metadata, dataStart } = readSafetensorsHeader(path);
   const body = readFileSync(path).subarray(dataStart);
+  for (const [name, t] of Object.entries(tensors)) checkChecksum(path, name, recordedChecksum(path, metadata, name), checksumOf(body.subarray(...t.data_offsets)));
   return { tensors: new Map(Object.entries(tensors).map(([name, t]) => [name, { dtype: t.dtype, shape: t.shape, data: body.subarray(...t.data_offsets) }])), metadata };
 }

@@ -182,7 +182,7 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
         }
         const m = restored.manifest;
         if (scaler && m.lossScaler) scaler.restore(m.lossScaler);
-        return { step: m.step, devices: m.devices, resharded: restored.resharded };
+        return { step: m.step, devices: m.devices, resharded: restored.resharded, unverified: restored.unverified };
       },
     },
     memoryBytes: bytes,

@@ -58,6 +58,8 @@ export interface Resumed {
   readonly step: number;
   readonly devices: number;
   readonly resharded: boolean;
+  /** Rank files read without checksums (an fsm before them wrote the checkpoint): worth a warning. */
+  readonly unverified: readonly string[];
 }
 
 export interface StepEngine {

@@ -1,6 +1,7 @@
 // `fsm run PLAN [--steps N] [--json]` and `fsm run FILE.fsm [--devices N] [--set ...]`: trains as planned and
 // reports each step. A .fsm file is compiled for the local CPU first (the one-command start).
 import { checkFile } from "../../check/check.js";
+import { unverifiedText } from "../../checkpoint/checksum.js";
 import { CompileError } from "../../compile/errors.js";
 import { compileModel } from "../../compile/compile.js";
 import { loadPlan } from "../../plan/load.js";
@@ -199,6 +200,7 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
             offset = r.step;
             const how = r.resharded ? `, resharded from a plan of ${r.devices} device${r.devices === 1 ? "" : "s"}` : "";
             if (!json) io.stdout(`resumed from ${resumeDir} after step ${r.step}${how}\n`);
+            if (r.unverified.length > 0) io.stderr(`${resumeDir}: warning: ${unverifiedText(r.unverified)}\n`);
           },
           onStep: (r: StepReport) => {
             elapsed += r.seconds;
