@@ -13,7 +13,7 @@ const NORM_BYTES = 4;
 
 /** Whether clipping needs a norm all-reduce: always across pipeline stages; within one stage only when the
  *  gradients are sharded (with none and oss every replica holds the whole reduced gradient). */
-export function needsNormAllReduce(s: ResolvedSettings): boolean {
+export function needsNormAllReduce(s: Pick<ResolvedSettings, "clipGradNorm" | "devices" | "stages" | "shard">): boolean {
   if (s.clipGradNorm === undefined || s.devices === 1) return false;
   return s.stages > 1 || s.shard === "sddp" || s.shard === "fsdp";
 }

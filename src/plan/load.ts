@@ -1,10 +1,19 @@
-// Reading a plan: parse, then validate every field and reference (validate.ts); any problem is a PlanError.
+// Reading a plan: parse, then prove it usable before any command touches it — every field typed and every
+// reference in range (validate.ts), the sections agreeing on placement (check-placement.ts), the graph's
+// shapes following from its ops (check-graph-shapes.ts), the programs obeying the schedule rules
+// (check-schedule.ts) and doing all their stages' work (check-completeness.ts), and last the content hash
+// (content-hash.ts), which catches an edit that keeps the plan consistent. Any problem is a PlanError.
 import { readFileSync } from "node:fs";
+import { checkCompleteness } from "./check-completeness.js";
+import { checkGraphShapes } from "./check-graph-shapes.js";
+import { checkPlacement } from "./check-placement.js";
+import { checkSchedule } from "./check-schedule.js";
+import { verifyHash } from "./content-hash.js";
 import { PlanError } from "./plan-error.js";
 import type { Plan } from "./plan.js";
 import { validatePlan } from "./validate.js";
 
-/** Parses and validates plan JSON text. */
+/** Parses and checks plan JSON text; returns the plan without its content hash. */
 export function parsePlan(text: string): Plan {
   let value: unknown;
   try {
@@ -12,7 +21,17 @@ export function parsePlan(text: string): Plan {
   } catch (e) {
     throw new PlanError("", `not valid JSON: ${(e as Error).message}`);
   }
-  return validatePlan(value);
+  const plan = validatePlan(value);
+  checkConsistency(plan);
+  return verifyHash(value as Readonly<Record<string, unknown>>, plan);
+}
+
+/** The checks beyond types, in the order that gives the most specific message first. */
+export function checkConsistency(plan: Plan): void {
+  checkPlacement(plan);
+  checkGraphShapes(plan);
+  checkSchedule(plan);
+  checkCompleteness(plan);
 }
 
 export function loadPlan(path: string): Plan {

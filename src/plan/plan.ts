@@ -16,7 +16,8 @@
 //   - `world` collectives span every device.
 
 export const PLAN_FORMAT = "fsm-plan";
-export const PLAN_VERSION = 1;
+/** 2: the file carries a content hash (content-hash.ts); version-1 files load without one. */
+export const PLAN_VERSION = 2;
 
 export const MESH_AXES = ["pipe", "data", "tensor"] as const;
 export const RANK_FORMULA = "rank = (pipe * data_size + data) * tensor_size + tensor";

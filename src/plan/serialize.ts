@@ -3,10 +3,12 @@
 // the old file intact). Every file fsm writes whole goes through writeAtomically.
 import { closeSync, fsyncSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import { withHash } from "./content-hash.js";
 import type { Plan } from "./plan.js";
 
+/** The plan file's text, sealed with its content hash (content-hash.ts). */
 export function planToJson(plan: Plan): string {
-  return JSON.stringify(plan) + "\n";
+  return JSON.stringify(withHash(plan)) + "\n";
 }
 
 /** Writes the plan to `path`; returns the bytes written. */

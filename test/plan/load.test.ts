@@ -35,7 +35,7 @@ describe("loading a plan", () => {
 
   const cases: [string, (p: Mutable) => void, string, RegExp][] = [
     ["wrong format", (p) => (p.format = "onnx"), "format", /not an fsm plan/],
-    ["a newer version", (p) => (p.version = 2), "version", /^plan version 2 is newer than this fsm \(1\); upgrade fsm$/],
+    ["a newer version", (p) => (p.version = 3), "version", /^plan version 3 is newer than this fsm \(2\); upgrade fsm$/],
     ["a missing field", (p) => delete p.settings.batch, "settings.batch", /missing/],
     ["an ill-typed field", (p) => (p.programs[1].actions[3].deps = "3"), "programs[1].actions[3].deps", /expected an array/],
     ["a dependency on no action", (p) => (p.programs[1].actions[3].deps = [99999]), "programs[1].actions[3].deps[0]", /out of range/],

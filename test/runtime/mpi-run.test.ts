@@ -10,6 +10,7 @@ import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { nativeBuildInfo } from "../../src/native/binding.js";
 import type { Plan } from "../../src/plan/plan.js";
+import { planToJson } from "../../src/plan/serialize.js";
 import { runPlan } from "../../src/runtime/run-loop.js";
 import { compileSample, type SampleName } from "../compile/helpers.js";
 
@@ -36,7 +37,7 @@ function mpirun(np: number, args: readonly string[], options: { tcp?: boolean; t
 function planFile(name: string, sample: SampleName, overrides: Record<string, string | number>): { path: string; plan: Plan } {
   const plan = compileSample(sample, "cpu", { "train.steps": 3, ...overrides }, 4).plan;
   const path = join(dir, `${name}.plan.json`);
-  writeFileSync(path, JSON.stringify(plan));
+  writeFileSync(path, planToJson(plan));
   return { path, plan };
 }
 

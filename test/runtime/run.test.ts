@@ -86,10 +86,10 @@ describe("fsm run", () => {
     expect(other.stderr).toContain("a trace is recorded by the native engine only");
   });
 
-  it("a kernel failing on a device stops the run with an error naming the device, the action and the kernel", async () => {
+  it("a plan whose embedding table lost rows is refused at load, naming the op, before any kernel runs", async () => {
+    // (A kernel failing on a device mid-run is test/runtime/failures.test.ts's --inject-fault kernel case.)
     const good = join(dir, "fault.json");
     expect((await run("compile", samplePath("gpt-tiny"), "--devices", "2", "-o", good)).code).toBe(0);
-    // A plan whose embedding table lost rows the data still indexes: the embedding kernel refuses.
     const plan = JSON.parse(readFileSync(good, "utf8")) as { graph: { params: { name: string; tensor: number }[]; tensors: { shape: string[] }[] } };
     const wte = plan.graph.params.find((p) => p.name === "wte.weight")!;
     plan.graph.tensors[wte.tensor]!.shape[0] = "8";
@@ -97,8 +97,7 @@ describe("fsm run", () => {
     writeFileSync(bad, JSON.stringify(plan));
     const r = await run("run", bad, "--steps", "2", "--engine", "native");
     expect(r.code).toBe(1);
-    // Both replicas fail; whichever does first is the error reported.
-    expect(r.stderr).toMatch(/step 1: device [01], action 0F0: kernel embedding failed: embedding index \d+ is out of range \[0, 8\)/);
+    expect(r.stderr).toMatch(/fault-bad\.json: error: invalid plan: graph\.ops\[0\]: op 0 \(embedding in wte\): parameter 'weight' should have shape \[64, 32\], got wte\.weight f32\[8, 32\]/);
   });
 
   it("says what it cannot run yet, and refuses bad arguments", async () => {
