@@ -1,10 +1,12 @@
 // Runs the model's forward code symbolically over the instance tree and records every op into the graph IR:
 // tensors get checked types through each op's shape rule, parameters are created on first use with their
 // hierarchical names, and each call of a top-level model member opens a new layer (a pipeline cut point).
-import { error, warning, type Diagnostic } from "../diagnostics/diagnostic.js";
+import { error, hasErrors, warning, type Diagnostic } from "../diagnostics/diagnostic.js";
 import type { Span } from "../diagnostics/span.js";
 import { SYMBOLIC_DIMS } from "../graph/dim.js";
-import { Graph, type TensorId } from "../graph/graph.js";
+import { batchLayoutProblem } from "../graph/batch-coupling.js";
+import { lossDependsOnParams } from "../graph/gradient-needed.js";
+import { Graph, type OpId, type TensorId } from "../graph/graph.js";
 import { isOpCheckError, type OpDef } from "../graph/op-def.js";
 import { getOp, languageOp, languageOps } from "../graph/registry.js";
 import { DTYPES, type Attrs, type DType, type TensorType } from "../graph/types.js";
@@ -30,6 +32,8 @@ export class GraphBuilder {
   private readonly used = new Set<string>();
   /** Where each layer's member was declared, for diagnostics about its annotations (stage pins). */
   readonly layerSpans = new Map<number, Span>();
+  /** The source call of each op, for checks on the finished graph (position tables, batch coupling). */
+  readonly opSpans = new Map<OpId, Span>();
   private readonly cx: EvalContext;
   /** The model's members that are elements of a repeat stack (parallel.layer_checkpoint = all checkpoints
    *  them), however the forward calls them: the stack at once, or element by element in a loop. */
@@ -78,12 +82,12 @@ export class GraphBuilder {
       }
       scope.define(input.name.name, { k: "tensor", t: this.graph.addInput(input.name.name, type), type });
     }
-    const errorsBefore = this.errorCount();
     this.atModelLevel = true;
     const result = this.exec(fwd.body, scope);
     this.atModelLevel = false;
-    // After an error, forward stopped early: "never called" would be noise.
-    if (this.errorCount() === errorsBefore) this.warnUnused(root);
+    // After any error (a bad input, a member that failed to elaborate, one in forward), values that depend on
+    // it propagate silently and the calls that take them are skipped: "never called" would be noise.
+    if (!hasErrors(this.diags)) this.warnUnused(root);
     if (!ok) return false;
     if (result === undefined) {
       this.diags.push(error("FSM407", "the model's forward must end with `return <loss>`", fwd.span));
@@ -97,11 +101,11 @@ export class GraphBuilder {
       return false;
     }
     this.graph.setLoss(result.value.t);
+    if (!lossDependsOnParams(this.graph, result.value.t)) {
+      this.diags.push(error("FSM410", "the loss depends on no parameter: there is nothing to train", result.span));
+      return false;
+    }
     return true;
-  }
-
-  private errorCount(): number {
-    return this.diags.filter((d) => d.severity === "error").length;
   }
 
   private inputType(input: ForwardDecl["inputs"][number]): TensorType | undefined {
@@ -126,7 +130,13 @@ export class GraphBuilder {
       }
       shape.push(dd);
     }
-    return { dtype: dtype as DType, shape };
+    const type = { dtype: dtype as DType, shape };
+    const bad = batchLayoutProblem(input.name.name, type);
+    if (bad) {
+      this.diags.push(error("FSM404", bad.message, t.dims[bad.dim]?.span ?? t.span));
+      return undefined;
+    }
+    return type;
   }
 
   /** Runs statements; returns the returned value (with its span) or undefined when no return was reached. */
@@ -309,6 +319,7 @@ export class GraphBuilder {
     }
     const layer = this.currentLayer();
     const [t] = this.graph.addOp({ op: def.name, attrs, inputs: [...args.map((a) => a.t), ...params], outputTypes: [out], scope, layer });
+    this.opSpans.set(this.graph.tensor(t!).producer!, span);
     return { k: "tensor", t: t!, type: out };
   }
 
@@ -330,6 +341,10 @@ export class GraphBuilder {
     else if (op === "/" && a.k === "tensor" && num(b)) {
       if (b.v === 0) {
         this.diags.push(error("FSM400", "division by zero", span));
+        return ERROR;
+      }
+      if (!Number.isFinite(1 / b.v)) {
+        this.diags.push(error("FSM400", `dividing by ${b.v} overflows to Infinity: a value must be a finite number`, span));
         return ERROR;
       }
       return this.addOp(scale, { factor: 1 / b.v }, [a], [], this.scopePath, span);

@@ -13,6 +13,9 @@ import { LazyScope, Scope, type Env } from "./env.js";
 import { loadProgram, nodeHost, type SourceHost } from "./load.js";
 import { applyOverrides, parseOverrides } from "./overrides.js";
 import { checkParallelFeasible } from "./parallel-feasibility.js";
+import { checkBatchSplit, type SampleMixing } from "./batch-split.js";
+import { checkPositionTables } from "./position-tables.js";
+import { batchCoupling } from "../graph/batch-coupling.js";
 import { checkParallel, checkTrain } from "./settings.js";
 import type { ParallelConfig, TrainConfig } from "./settings-types.js";
 import { SYMBOLIC_DIMS, symDim } from "../graph/dim.js";
@@ -29,6 +32,8 @@ export interface CheckedModel {
   /** Absent when the file has no train section (graph and cost still work; compiling needs it). */
   readonly train: TrainConfig | undefined;
   readonly parallel: ParallelConfig;
+  /** Set when the loss mixes the samples of its batch: compile refuses plans that split the batch. */
+  readonly sampleMixing?: SampleMixing;
 }
 
 export interface CheckResult {
@@ -75,14 +80,27 @@ export function checkFile(path: string, options: CheckOptions = {}): CheckResult
   const graph = builder.graph;
   const usesSeq = graph.inputs().some((t) => graph.tensor(t).type.shape.some((d) => (d.syms.S ?? 0) > 0));
   const train = trainSection ? checkTrain(diags, trainSection, globals, usesSeq) : undefined;
+  let sampleMixing: SampleMixing | undefined;
   if (built) {
     checkParallelFeasible(diags, parallel, parallelSection?.keyword.span ?? decls.model.name.span, graph.layers(), train?.config, (l) =>
       builder.layerSpans.get(l),
     );
     const problems = verifyGraph(graph);
     if (problems.length > 0) throw new Error(`internal: the graph built from ${path} fails verification:\n${problems.join("\n")}`);
+    if (train) {
+      // B at its largest (one device, one micro-batch): the bound every plan's micro-batch stays within.
+      checkPositionTables(diags, graph, builder.opSpans, { B: train.config.batch, ...(train.config.seq !== undefined && { S: train.config.seq }) });
+    }
+    const coupling = batchCoupling(graph);
+    const span = coupling && builder.opSpans.get(coupling.op);
+    if (coupling && span) {
+      sampleMixing = { why: coupling.why, span };
+      checkBatchSplit(diags, sampleMixing, parallel);
+    }
   }
-  return finish(built ? { name: decls.model.name.name, graph, train: train?.config, parallel: parallel.config } : undefined);
+  return finish(
+    built ? { name: decls.model.name.name, graph, train: train?.config, parallel: parallel.config, ...(sampleMixing && { sampleMixing }) } : undefined,
+  );
 }
 
 /** File-level constants (lazily, so order across files does not matter) over the symbolic dims B and S. */

@@ -151,7 +151,10 @@ function arith(cx: EvalContext, op: BinaryOp, a: Value, b: Value, span: Span): V
     const da = asDim(a);
     const db = asDim(b);
     if (!da || !db) return fail(`cannot apply '${op}' to ${describe(a)} and ${describe(b)}`);
-    if (op === "*") return fromDim(dimMul(da, db));
+    if (op === "*") {
+      const p = dimMul(da, db);
+      return Number.isSafeInteger(p.coef) ? fromDim(p) : fail(`${describe(a)} * ${describe(b)} has a factor beyond ${EXACT_LIMIT}`);
+    }
     if (op === "/") {
       const q = dimDiv(da, db);
       return q ? fromDim(q) : fail(`${describe(a)} is not divisible by ${describe(b)}`);
@@ -167,22 +170,31 @@ function arith(cx: EvalContext, op: BinaryOp, a: Value, b: Value, span: Span): V
   const bothInt = a.k === "int" && b.k === "int";
   const x = a.v;
   const y = b.v;
+  // A result must be the number the expression means: no Infinity from overflow, no rounded integers.
+  const exact = (k: "int" | "float", v: number): Value => {
+    if (!Number.isFinite(v)) return fail(`${x} ${op} ${y} overflows to ${v}: a value must be a finite number`);
+    if (k === "int" && !Number.isSafeInteger(v)) return fail(`${x} ${op} ${y} is beyond ${EXACT_LIMIT}, past which integers are not exact`);
+    return { k, v };
+  };
   switch (op) {
     case "+":
-      return { k: bothInt ? "int" : "float", v: x + y };
+      return exact(bothInt ? "int" : "float", x + y);
     case "-":
-      return { k: bothInt ? "int" : "float", v: x - y };
+      return exact(bothInt ? "int" : "float", x - y);
     case "*":
-      return { k: bothInt ? "int" : "float", v: x * y };
+      return exact(bothInt ? "int" : "float", x * y);
     case "/":
       if (y === 0) return fail("division by zero");
       // Exact integer division stays an int so `d / heads` can size a layer.
-      return bothInt && x % y === 0 ? { k: "int", v: x / y } : { k: "float", v: x / y };
+      return bothInt && x % y === 0 ? exact("int", x / y) : exact("float", x / y);
     case "%":
       if (y === 0) return fail("modulo by zero");
-      return { k: bothInt ? "int" : "float", v: ((x % y) + y) % y };
+      return exact(bothInt ? "int" : "float", ((x % y) + y) % y);
   }
 }
+
+/** Integers are exact up to 2^53 - 1; literals (src/parse/number-literal.ts) and arithmetic stay within it. */
+const EXACT_LIMIT = `2^53 - 1 = ${Number.MAX_SAFE_INTEGER}`;
 
 export function isParamRef(v: AttrValue | undefined): v is ParamRef {
   return typeof v === "object" && v !== null && "kind" in v && v.kind === "ParamRef";

@@ -13,6 +13,7 @@
 //  10 the Plan document (assemble.ts), checked by the plan loader's validation and, as a schedule, by the
 //     shared schedule validator (check-programs.ts) before it leaves
 import type { CheckedModel } from "../check/check.js";
+import { batchSplitRefusal } from "../check/batch-split.js";
 import type { Calibration } from "../cost/calibration.js";
 import { clusterFor, type Cluster } from "../cost/cluster.js";
 import type { Graph } from "../graph/graph.js";
@@ -76,6 +77,9 @@ export interface Compiled {
 
 export function compileModel(model: CheckedModel, options: CompileOptions): Compiled {
   const compiled = compilePlan(model, options);
+  // Which plan splits the batch is known only now (--devices, the search's choice of replicas and chunks).
+  const refusal = model.sampleMixing && batchSplitRefusal(model.sampleMixing, compiled.settings.dataParallel, compiled.settings.microBatches);
+  if (refusal) throw new CompileError(refusal);
   // What `fsm run` needs from the train section travels with the plan.
   const train = model.train!;
   const run = { steps: train.steps, seed: train.seed, ...(train.precision === "fp16" && { lossScale: train.lossScale }), data: train.data };

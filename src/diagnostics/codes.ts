@@ -41,6 +41,7 @@ export const DIAGNOSTIC_CODES = {
   FSM407: "missing return",
   FSM408: "invalid tied parameter",
   FSM409: "value out of range",
+  FSM410: "loss depends on no parameter",
   // Train and parallel settings (5xx)
   FSM500: "invalid setting value",
   FSM501: "balance does not match the layers",
@@ -48,6 +49,7 @@ export const DIAGNOSTIC_CODES = {
   FSM503: "inconsistent parallel settings",
   FSM504: "batch does not divide evenly",
   FSM505: "stage pin out of range",
+  FSM506: "op mixes the samples of a split batch",
   FSM510: "invalid --set override",
 } as const;
 

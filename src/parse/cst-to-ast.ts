@@ -3,6 +3,7 @@ import type { CstElement, CstNode, IToken } from "chevrotain";
 import { error, type Diagnostic } from "../diagnostics/diagnostic.js";
 import type { Span } from "../diagnostics/span.js";
 import type * as A from "./ast.js";
+import { literalValue } from "./number-literal.js";
 import { UnterminatedString, BadNumber, LineMap, decodeString, isRealToken, tokenEnd } from "./tokens.js";
 
 // Recovery can leave any child missing and can insert tokens with NaN offsets, so every accessor returns undefined
@@ -34,7 +35,7 @@ function token(node: CstNode | undefined, key: string, i = 0): IToken | undefine
 
 export interface BuildResult {
   readonly ast: A.FileAst;
-  /** FSM120 for number literals whose value is not finite (e.g. `1e999`). */
+  /** FSM120 for number literals that do not denote their number (`1e999`, `9007199254740993`). */
   readonly diagnostics: Diagnostic[];
 }
 
@@ -434,12 +435,12 @@ class Builder {
     // BadNumber tokens were already reported by the lexer pass.
     if (t.tokenType === BadNumber) return undefined;
     const text = t.image;
-    const value = Number(text.replace(/_/g, ""));
-    if (!Number.isFinite(value)) {
-      this.diagnostics.push(error("FSM120", `number literal '${text}' is out of range`, span));
+    const lit = literalValue(text);
+    if ("problem" in lit) {
+      this.diagnostics.push(error("FSM120", lit.problem, span));
       return undefined;
     }
-    return { kind: "Number", value, isInt: !/[.eE]/.test(text), text, span };
+    return { kind: "Number", value: lit.value, isInt: lit.isInt, text, span };
   }
 
   private stringLit(t: IToken | undefined): A.StringLit | undefined {

@@ -6,8 +6,9 @@ import { shapeEq } from "../graph/dim.js";
 import type { Graph, OpNode, Phase, TensorId } from "../graph/graph.js";
 import { inferOutputs } from "../graph/op-def.js";
 import { getOp, withDefaults } from "../graph/registry.js";
-import { isFloatDType, type Attrs } from "../graph/types.js";
+import type { Attrs } from "../graph/types.js";
 import { typeToString } from "../graph/types-format.js";
+import { gradientNeeded } from "../graph/gradient-needed.js";
 import { emitOptimizerStep } from "./optimizer-step.js";
 import type { Pass } from "./pass.js";
 
@@ -82,26 +83,6 @@ function deriveGradients(g: Graph): void {
     const t = grad.get(p.tensor);
     if (t !== undefined) g.setParamGrad(p.name, t);
   }
-}
-
-/** need[t] = 1 when t is a float tensor that depends on a parameter and the loss depends on t. */
-function gradientNeeded(g: Graph, ops: readonly OpNode[], loss: TensorId): Uint8Array {
-  const n = g.tensors().length;
-  const dependsOnParam = new Uint8Array(n);
-  for (const p of g.params()) if (isFloatDType(p.type.dtype)) dependsOnParam[p.tensor] = 1;
-  for (const o of ops) {
-    if (!o.inputs.some((t) => dependsOnParam[t])) continue;
-    for (const t of o.outputs) if (isFloatDType(g.tensor(t).type.dtype)) dependsOnParam[t] = 1;
-  }
-  const reachesLoss = new Uint8Array(n);
-  reachesLoss[loss] = 1;
-  for (let i = ops.length - 1; i >= 0; i--) {
-    const o = ops[i]!;
-    if (o.outputs.some((t) => reachesLoss[t])) for (const t of o.inputs) reachesLoss[t] = 1;
-  }
-  const need = new Uint8Array(n);
-  for (let t = 0; t < n; t++) need[t] = dependsOnParam[t]! & reachesLoss[t]!;
-  return need;
 }
 
 /**
