@@ -1,5 +1,6 @@
 // Reading a plan: parse, then validate every field and reference (validate.ts); any problem is a PlanError.
-import { readFileSync } from "node:fs";
+import { closeSync, readFileSync } from "node:fs";
+import { openRegularFile, PathError } from "../files/path-kind.js";
 import { PlanError } from "./plan-error.js";
 import type { Plan } from "./plan.js";
 import { validatePlan } from "./validate.js";
@@ -18,8 +19,15 @@ export function parsePlan(text: string): Plan {
 export function loadPlan(path: string): Plan {
   let text: string;
   try {
-    text = readFileSync(path, "utf8");
+    // Only a regular file: a FIFO given as the plan would block the read until someone wrote to it.
+    const fd = openRegularFile(path, "plan");
+    try {
+      text = readFileSync(fd, "utf8");
+    } finally {
+      closeSync(fd);
+    }
   } catch (e) {
+    if (e instanceof PathError) throw new PlanError("", `cannot read ${path}: ${e.reason}`);
     throw new PlanError("", `cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
   }
   return parsePlan(text);
