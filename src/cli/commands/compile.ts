@@ -15,7 +15,7 @@ import type { CliIO } from "../io.js";
 import { version } from "../main.js";
 import { reportDiagnostics } from "../report.js";
 import type { Command } from "./command.js";
-import { formatBytes, formatSeconds } from "../../format/units.js";
+import { formatBytes, formatSeconds, plural } from "../../format/units.js";
 
 export const compileCommand: Command = {
   name: "compile",
@@ -157,7 +157,7 @@ export function formatSummary(s: PlanSummary, written: { path: string; bytes: nu
     "",
     `predicted step ${formatSeconds(p.stepTimeSeconds)}, bubble ${pct(p.bubbleFraction)}, exposed communication ${formatSeconds(p.exposedCommSeconds)}`,
     `throughput ${tokens} tokens/s, MFU ${pct(p.mfu)}; peak memory per device ${formatBytes(Math.min(...p.peakMemoryBytes))} to ${formatBytes(Math.max(...p.peakMemoryBytes))}`,
-    `wrote ${written.path} (${formatBytes(written.bytes)}, ${s.programs} program${s.programs === 1 ? "" : "s"} shared by ${s.devices} devices)`,
+    `wrote ${written.path} (${formatBytes(written.bytes)}, ${s.programs} program${s.programs === 1 ? "" : "s"} shared by ${plural(s.devices, "device")})`,
     "",
   ].join("\n");
 }

@@ -17,7 +17,7 @@ import type { CliIO } from "../io.js";
 import { version } from "../main.js";
 import { reportDiagnostics } from "../report.js";
 import type { Command } from "./command.js";
-import { formatBytes, formatSeconds } from "../../format/units.js";
+import { formatBytes, formatSeconds, plural } from "../../format/units.js";
 
 const ENGINE_TEXT: Readonly<Record<Engine, string>> = {
   native: "native (each virtual device its own arena, a compute thread and a communication thread; C++ kernels, OpenBLAS when built with it; collectives through the in-process communicator)",
@@ -232,7 +232,7 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
       }
       if (json) io.stdout(JSON.stringify({ summary }) + "\n");
       else {
-        io.stdout(`done: ${summary.steps} steps in ${formatSeconds(summary.seconds)}, loss ${summary.firstLoss.toFixed(5)} → ${summary.finalLoss.toFixed(5)}${tracePath === undefined ? "" : `; trace in ${tracePath}`}\n`);
+        io.stdout(`done: ${plural(summary.steps, "step")} in ${formatSeconds(summary.seconds)}, loss ${summary.firstLoss.toFixed(5)} → ${summary.finalLoss.toFixed(5)}${tracePath === undefined ? "" : `; trace in ${tracePath}`}\n`);
         io.stdout(`step time: measured ${formatSeconds(summary.measuredStepSeconds)} (median), predicted ${formatSeconds(summary.predictedStepSeconds)}\n`);
         if (summary.peakMemoryBytes) {
           const most = Math.max(...summary.peakMemoryBytes);

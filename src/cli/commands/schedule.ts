@@ -4,6 +4,7 @@ import { integerFlag, parseArgs, UsageError } from "../args.js";
 import type { CliIO } from "../io.js";
 import { loadPlanOrReport } from "../load-plan.js";
 import type { Command } from "./command.js";
+import { plural } from "../../format/units.js";
 
 export const scheduleCommand: Command = {
   name: "schedule",
@@ -23,7 +24,7 @@ Data-parallel replicas of a pipeline stage share one program.
     const plan = loadPlanOrReport(file, io);
     if (!plan) return 1;
     if (rank !== undefined && rank >= plan.cluster.devices) {
-      throw new UsageError(`--rank ${rank} is outside the plan's ${plan.cluster.devices} devices (0..${plan.cluster.devices - 1})`);
+      throw new UsageError(`--rank ${rank} is outside the plan's ${plural(plan.cluster.devices, "device")} (0..${plan.cluster.devices - 1})`);
     }
     io.stdout(formatPlanPrograms(plan, rank));
     return 0;
