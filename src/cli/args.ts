@@ -55,3 +55,17 @@ export function parseArgs(argv: readonly string[], specs: readonly FlagSpec[]): 
 export function flag(args: ParsedArgs, name: string): string | undefined {
   return args.flags.get(name)?.[0];
 }
+
+/** A flag's whole-number value (undefined when the flag is absent). Refused with the flag named, as a usage
+ *  error: anything but plain decimal digits (`1.5`, `-1`, `1e3`), a value below `min`, and a value beyond
+ *  2^53 − 1, which a JavaScript number cannot hold exactly (`--steps 99999999999999999999` would be rounded). */
+export function integerFlag(args: ParsedArgs, name: string, min: 0 | 1 = 1, kind = min === 1 ? "a positive integer" : "a non-negative integer"): number | undefined {
+  const text = flag(args, name);
+  if (text === undefined) return undefined;
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || n < min || !Number.isSafeInteger(n)) {
+    const why = /^\d+$/.test(text) && !Number.isSafeInteger(n) ? ` of at most ${Number.MAX_SAFE_INTEGER}` : "";
+    throw new UsageError(`--${name} must be ${kind}${why}, got '${text}'`);
+  }
+  return n;
+}

@@ -15,6 +15,7 @@ import { runCommand } from "./commands/run.js";
 import { scheduleCommand } from "./commands/schedule.js";
 import { vizCommand } from "./commands/viz.js";
 import { consolidateCommand } from "./commands/consolidate.js";
+import { PathError } from "../files/path-kind.js";
 import type { CliIO } from "./io.js";
 
 const COMMANDS: readonly Command[] = [checkCommand, graphCommand, costCommand, compileCommand, explainCommand, scheduleCommand, runCommand, calibrateCommand, consolidateCommand, vizCommand];
@@ -75,6 +76,11 @@ export async function main(argv: readonly string[], io: CliIO): Promise<number> 
     if (e instanceof UsageError) {
       io.stderr(`fsm ${name}: ${e.message}\nusage: ${cmd.usage.split("\n")[0]}\n`);
       return 2;
+    }
+    // A path of the wrong kind (a directory for a file, a FIFO, /proc) is bad input, found before any work.
+    if (e instanceof PathError) {
+      io.stderr(`fsm ${name}: error: ${e.message}\n`);
+      return 1;
     }
     io.stderr(`fsm ${name}: internal error (a bug in fsm, please report it): ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
     return 70;

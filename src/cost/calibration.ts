@@ -15,7 +15,8 @@
 //     ]
 //   }
 // An op/shape pair appears at most once. Ops not listed keep their estimate.
-import { readFileSync } from "node:fs";
+import { closeSync, readFileSync } from "node:fs";
+import { openRegularFile, PathError } from "../files/path-kind.js";
 import { evalDim, shapeToString, dim, type Dim } from "../graph/dim.js";
 import type { DimBindings } from "../graph/op-cost.js";
 import type { Attrs, AttrValue, TensorType } from "../graph/types.js";
@@ -72,12 +73,23 @@ function attrText(v: AttrValue, b: DimBindings): string | undefined {
   return String(evalDim(v as Dim, b));
 }
 
+/** A calibration belongs to the profile it was measured on: refused for any other (before any work). */
+export function checkCalibrationProfile(cal: Calibration, profile: string): void {
+  if (cal.profile !== profile) throw new CalibrationError(`calibration ${cal.origin} was measured on '${cal.profile}', not '${profile}'`);
+}
+
 export function loadCalibration(path: string): Calibration {
   let text: string;
   try {
-    text = readFileSync(path, "utf8");
+    // Only a regular file: a FIFO would block the read, a directory fails it.
+    const fd = openRegularFile(path, "calibration file");
+    try {
+      text = readFileSync(fd, "utf8");
+    } finally {
+      closeSync(fd);
+    }
   } catch (e) {
-    throw new CalibrationError(`cannot read calibration file ${path}: ${(e as Error).message}`);
+    throw new CalibrationError(`cannot read calibration file ${path}: ${e instanceof PathError ? e.reason : (e as Error).message}`);
   }
   let json: unknown;
   try {
@@ -111,8 +123,11 @@ export function parseCalibration(json: unknown, origin: string): Calibration {
     if (typeof op !== "string" || op === "") fail(`${at}.op must be a non-empty string`);
     if (typeof shape !== "string") fail(`${at}.shape must be a string`);
     for (const [k, v] of [["forwardSeconds", forwardSeconds], ["backwardSeconds", backwardSeconds]] as const) {
-      if (typeof v !== "number" || !Number.isFinite(v) || v < 0) fail(`${at}.${k} must be a non-negative number`);
+      if (typeof v !== "number" || !Number.isFinite(v) || v < 0) fail(`${at}.${k} must be a non-negative number, got ${JSON.stringify(v) ?? String(v)}`);
     }
+    // A measured op takes time (the timer counts nanoseconds): a zero forward time is no measurement, and would
+    // price the op free (an MFU above 100%). A backward may be zero: an op with no gradient has none to time.
+    if (forwardSeconds === 0) fail(`${at}.forwardSeconds is 0: a measured op takes some time (is the file a measurement, from 'fsm calibrate'?)`);
     const entry: CalibrationEntry = { op: op as string, shape: shape as string, forwardSeconds: forwardSeconds as number, backwardSeconds: backwardSeconds as number };
     const key = `${entry.op}\0${entry.shape}`;
     if (byKey.has(key)) fail(`${at} repeats op '${entry.op}' with shape '${entry.shape}'`);

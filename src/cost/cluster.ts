@@ -1,6 +1,6 @@
 // The known device profiles and clusters built from them: a cluster is one profile × a total device count,
 // filled node by node (devicesPerNode per node, the last node possibly partial).
-import type { Calibration } from "./calibration.js";
+import { checkCalibrationProfile, type Calibration } from "./calibration.js";
 import type { DeviceProfile } from "./profile.js";
 import { a100_80g } from "./profiles/a100-80g.js";
 import { cpu } from "./profiles/cpu.js";
@@ -36,9 +36,7 @@ export function clusterFor(name: string, devices: number, calibration?: Calibrat
   if (!Number.isInteger(devices) || devices < 1) {
     throw new ClusterError(`the device count must be a positive integer, got ${devices}`);
   }
-  if (calibration && calibration.profile !== profile.name) {
-    throw new ClusterError(`calibration ${calibration.origin} was measured on '${calibration.profile}', not '${profile.name}'`);
-  }
+  if (calibration) checkCalibrationProfile(calibration, profile.name);
   const cluster = { profile, devices, nodes: Math.ceil(devices / profile.devicesPerNode) };
   return calibration ? { ...cluster, calibration } : cluster;
 }

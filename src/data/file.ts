@@ -2,16 +2,19 @@
 // says which file and why, positioned reads straight into typed arrays (the files are little-endian, read in
 // the host's order as the checkpoint loaders read safetensors), and opening a source only once its first
 // batch has been read, closing its files when anything fails.
-import { openSync, readSync } from "node:fs";
+import { readSync } from "node:fs";
+import { openRegularFile, PathError } from "../files/path-kind.js";
 import type { Batch } from "../interp/session.js";
 import { DataError } from "./data-error.js";
 
-/** `path` opened for reading; when it cannot be, a DataError `${what}: ${the system's reason}`. */
+/** `path` opened for reading, a regular file only (a FIFO would block, a directory fails its first read);
+ *  when it cannot be, a DataError `${what}: ${why}`. */
 export function openFile(path: string, what: string): number {
   try {
-    return openSync(path, "r");
+    return openRegularFile(path, what);
   } catch (e) {
-    throw new DataError(`${what}: ${(e as Error).message}`);
+    if (e instanceof PathError) throw new DataError(`${what}: ${e.reason}`);
+    throw e;
   }
 }
 

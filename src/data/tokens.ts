@@ -3,9 +3,10 @@
 // tokens = the first S, targets = the last S — taken from the file's non-overlapping windows in an order
 // shuffled by the seed, a fresh permutation every epoch. Windows are read from the file as needed (streamed,
 // never the whole file in memory). Everything that can be checked is checked when the loader opens: the file,
-// its size, that it holds at least one window, that the model is a token model, and that the first batch's
-// ids fit the model's vocabulary (a u32 file read as u16, or a file for another tokenizer, fails there).
-import { closeSync, fstatSync } from "node:fs";
+// its size, that it holds at least one window, that the model is a token model, and that every id in the file
+// fits the model's vocabulary (a u32 file read as u16, or a file for another tokenizer, fails there, before
+// the first step rather than when the bad id's batch comes; one streamed pass over the file).
+import { closeSync, fstatSync, readSync } from "node:fs";
 import type { Graph, TensorId } from "../graph/graph.js";
 import { isFloatDType } from "../graph/types.js";
 import type { Batch } from "../interp/session.js";
@@ -34,6 +35,22 @@ export interface TokenData {
 
 const ARRAY = { u16: Uint16Array, u32: Uint32Array } as const;
 
+/** Tokens read per chunk by the vocabulary scan: 1 Mi ids, a few MB, so any file is scanned in bounded memory. */
+const SCAN_CHUNK = 1 << 20;
+
+/** The first id in the file at or beyond `vocab`, with its index, streamed chunk by chunk; undefined when none.
+ *  A check, not training data: its reads are not counted in dataBytesRead (each process's own rows). */
+function firstOutOfVocab(fd: number, dtype: "u16" | "u32", total: number, vocab: number): { index: number; id: number } | undefined {
+  const chunk = new ARRAY[dtype](Math.min(SCAN_CHUNK, total));
+  const width = chunk.BYTES_PER_ELEMENT;
+  for (let start = 0; start < total; start += chunk.length) {
+    const n = Math.min(chunk.length, total - start);
+    if (readSync(fd, chunk, 0, n * width, start * width) !== n * width) return undefined; // shorter than its size: the batch reads report it
+    for (let k = 0; k < n; k++) if (chunk[k]! >= vocab) return { index: start + k, id: chunk[k]! };
+  }
+  return undefined;
+}
+
 /** The model's token and target inputs (two integer inputs [B, S]) and the vocabulary its embedding has. */
 function tokenInputs(g: Graph): { tokens: TensorId; targets: TensorId; vocab: number | undefined } {
   const inputs = g.inputs().map((t) => g.tensor(t));
@@ -59,6 +76,10 @@ export function tokenData(g: Graph, path: string, dtype: "u16" | "u32", options:
     const { batch: rows, seq } = options;
     const windows = Math.floor((total - 1) / seq);
     if (windows < 1) throw new DataError(`token file ${path} has ${total} tokens, fewer than one sequence of ${seq} + 1`);
+    if (vocab !== undefined) {
+      const bad = firstOutOfVocab(fd, dtype, total, vocab);
+      if (bad) throw new DataError(`token file ${path}: token ${bad.id} at index ${bad.index} is outside the model's vocabulary of ${vocab} (a u32 file read as u16, or a file made by another tokenizer?)`);
+    }
     const order = batchOrder(options.seed, windows, "tokens", rows);
     // One window's S + 1 ids, as the file has them, reused for every read.
     const window = new ARRAY[dtype](seq + 1);

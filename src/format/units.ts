@@ -28,12 +28,17 @@ export function formatBytes(n: number): string {
   return i === 0 ? `${n} B` : `${n.toFixed(n >= 100 ? 0 : n >= 10 ? 1 : 2)} ${units[i]}`;
 }
 
-/** A duration in the unit that keeps it short: `12.0 us`, `3.4 ms`, `1.25 s`, `2.0 min`, `1.5 h`. */
+/** A duration in the unit that keeps it short: `12.0 µs`, `3.4 ms`, `1.25 s`, `2.0 min`, `1.5 h`. */
 export function formatSeconds(s: number): string {
   if (s === 0) return "0";
-  if (s < 1e-3) return `${(s * 1e6).toFixed(1)} us`;
+  if (s < 1e-3) return `${(s * 1e6).toFixed(1)} µs`;
   if (s < 1) return `${(s * 1e3).toFixed(1)} ms`;
   if (s < 120) return `${s.toFixed(2)} s`;
   if (s < 7200) return `${(s / 60).toFixed(1)} min`;
   return `${(s / 3600).toFixed(1)} h`;
+}
+
+/** A count with its noun, singular for one: `1 step`, `3 steps`, `1 device`; `plural` for irregular nouns. */
+export function plural(n: number, noun: string, many = `${noun}s`): string {
+  return `${count(n)} ${n === 1 ? noun : many}`;
 }

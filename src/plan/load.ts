@@ -3,7 +3,8 @@
 // shapes following from its ops (check-graph-shapes.ts), the programs obeying the schedule rules
 // (check-schedule.ts) and doing all their stages' work (check-completeness.ts), and last the content hash
 // (content-hash.ts), which catches an edit that keeps the plan consistent. Any problem is a PlanError.
-import { readFileSync } from "node:fs";
+import { closeSync, readFileSync } from "node:fs";
+import { openRegularFile, PathError } from "../files/path-kind.js";
 import { checkCompleteness } from "./check-completeness.js";
 import { checkGraphShapes } from "./check-graph-shapes.js";
 import { checkPlacement } from "./check-placement.js";
@@ -37,8 +38,15 @@ export function checkConsistency(plan: Plan): void {
 export function loadPlan(path: string): Plan {
   let text: string;
   try {
-    text = readFileSync(path, "utf8");
+    // Only a regular file: a FIFO given as the plan would block the read until someone wrote to it.
+    const fd = openRegularFile(path, "plan");
+    try {
+      text = readFileSync(fd, "utf8");
+    } finally {
+      closeSync(fd);
+    }
   } catch (e) {
+    if (e instanceof PathError) throw new PlanError("", `cannot read ${path}: ${e.reason}`);
     throw new PlanError("", `cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
   }
   return parsePlan(text);

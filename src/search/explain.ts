@@ -6,7 +6,7 @@ import type { Plan, PlanSearch } from "../plan/plan.js";
 function seconds(s: number): string {
   if (s >= 1) return `${s.toFixed(3)} s`;
   if (s >= 1e-3) return `${(s * 1e3).toFixed(2)} ms`;
-  return `${(s * 1e6).toFixed(1)} us`;
+  return `${(s * 1e6).toFixed(1)} µs`;
 }
 
 function gib(bytes: number): string {

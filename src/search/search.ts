@@ -25,6 +25,7 @@ import { blockLink, layerSeconds, StageModel, type LayerSeconds } from "./stage-
 import { modelStateBytes, stateBytesPerParam } from "../cost/memory.js";
 import { bucketCapBytes } from "../shard/buckets.js";
 import { estimateStep, lowerBound } from "./step-model.js";
+import { plural } from "../format/units.js";
 
 export interface SearchInput {
   readonly training: Graph;
@@ -195,10 +196,13 @@ export function searchPlans(x: SearchInput): SearchResult {
   let infeasible = 0;
   let pruned = 0;
   let duplicates = 0;
+  // The kept estimate a pruned candidate's bound could not beat (the worst of the pool when pruning began).
+  let pruneThreshold: number | undefined;
   for (let n = 0; n < bounded.length; n++) {
     const { c, bound } = bounded[n]!;
     if (x.prune !== false && best.length >= pool && bound >= best[pool - 1]!.estimate) {
       pruned = bounded.length - n;
+      pruneThreshold = best[pool - 1]!.estimate;
       break;
     }
     evaluated++;
@@ -247,16 +251,16 @@ export function searchPlans(x: SearchInput): SearchResult {
     const family = `pp=${b.c.stages} dp=${b.c.dataParallel}`;
     familyBound.set(family, Math.min(familyBound.get(family) ?? Infinity, b.bound));
   }
-  const families = familyOutcomes(space.excluded, bounded.map((b) => b.c), familyBest, familyBound, familyMemory, capacity, x.cluster.profile);
+  const families = familyOutcomes(space.excluded, bounded.map((b) => b.c), familyBest, familyBound, familyMemory, capacity, x.cluster.profile, { pool, threshold: pruneThreshold });
   if (ranked.length === 0 && best.length > 0) {
     throw new SearchError(
-      `the ${best.length} candidates with the best estimates for ${devices} ${x.cluster.profile.name} devices fit by the stage model but not by the pipeline simulator's memory (e.g. ${candidateText(best[0]!.candidate)}); use more devices or a smaller batch`,
+      `the ${best.length} candidates with the best estimates for ${plural(devices, `${x.cluster.profile.name} device`)} fit by the stage model but not by the pipeline simulator's memory (e.g. ${candidateText(best[0]!.candidate)}); use more devices or a smaller batch`,
     );
   }
   if (ranked.length === 0) {
     const reasons = families.filter((f) => f.reason).map((f) => `${f.family}: ${f.reason}`);
     throw new SearchError(
-      `no plan for ${devices} ${x.cluster.profile.name} devices fits` + (reasons.length > 0 ? `: ${reasons.join("; ")}` : "") + "; use more devices or a smaller batch",
+      `no plan for ${plural(devices, `${x.cluster.profile.name} device`)} fits` + (reasons.length > 0 ? `: ${reasons.join("; ")}` : "") + "; use more devices or a smaller batch",
     );
   }
   const inSpace = new Set(space.candidates.map(candidateText));
@@ -386,6 +390,7 @@ function familyOutcomes(
   memory: ReadonlyMap<string, { needed: number; text: string }>,
   capacity: number,
   profile: DeviceProfile,
+  pruning: { readonly pool: number; readonly threshold: number | undefined },
 ): FamilyOutcome[] {
   // `capacity` is what the search plans for (derated after an overflow); messages name the device's memory.
   const derated = capacity < profile.memory.capacity ? ` (the search plans for ${gib(capacity)} of it after a memory plan overflowed)` : "";
@@ -397,7 +402,12 @@ function familyOutcomes(
     else if (memory.has(family) && memory.get(family)!.needed > capacity) {
       const m = memory.get(family)!;
       out.push({ family, reason: `needs ${gib(m.needed)} on its fullest device at best (${m.text}), each ${profile.name} device has ${gib(profile.memory.capacity)}${derated}` });
-    } else out.push({ family, reason: `pruned: its step time is at least ${bound.get(family)!.toPrecision(4)} s (bound), no better than the plans kept` });
+    } else {
+      // Both numbers are the search's own (a lower bound, and the step-model estimates it kept), not the
+      // pipeline simulator's times printed beside them: a kept plan may simulate slower than this bound.
+      const kept = pruning.threshold === undefined ? "" : `, and the search had already kept ${pruning.pool} plans estimated at ${pruning.threshold.toPrecision(4)} s or less`;
+      out.push({ family, reason: `pruned: a lower bound on its step time is ${bound.get(family)!.toPrecision(4)} s${kept} (search estimates, not simulated times)` });
+    }
   }
   const key = (f: string): number[] => f.match(/\d+/g)!.map(Number);
   return out.sort((a, b) => key(a.family)[0]! - key(b.family)[0]!);

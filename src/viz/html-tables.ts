@@ -79,8 +79,10 @@ export function alternativesHtml(vm: ViewModel): string {
   const families = a.families.map((f) => row([esc(f.family), f.bestStepSeconds !== undefined ? esc(formatSeconds(f.bestStepSeconds)) : "", esc(f.reason ?? "")]));
   return (
     `<p>chosen: <code>${esc(a.chosen)}</code></p>` +
-    `<h3>Candidates ranked by the pipeline simulator</h3><table>${head(["settings", "status", "step", "memory", "why rejected"])}${cands.join("")}</table>` +
-    `<h3>One setting changed</h3><table>${head(["setting", "step", "memory", "why not"])}${neighbors.join("")}</table>` +
-    `<h3>Pipeline depth × data parallel</h3><table>${head(["family", "best step", "why not"])}${families.join("")}</table>`
+    // Two kinds of step time: the finalists' are the pipeline simulator's, the others the search's estimates
+    // (its step model), which run lower; each table says which it shows, so they are not compared as one.
+    `<h3>Candidates ranked by the pipeline simulator</h3><table>${head(["settings", "status", "step (simulated)", "memory", "why rejected"])}${cands.join("")}</table>` +
+    `<h3>One setting changed (the search's estimates, not simulated)</h3><table>${head(["setting", "step (estimate)", "memory (estimate)", "why not"])}${neighbors.join("")}</table>` +
+    `<h3>Pipeline depth × data parallel (the search's estimates)</h3><table>${head(["family", "best step (estimate)", "why not"])}${families.join("")}</table>`
   );
 }

@@ -128,7 +128,7 @@ export interface TimelineRow {
 
 export interface Timeline {
   readonly kind: "predicted" | "measured";
-  /** `predicted step 756.2 us` or `measured step 2 of 2: 1.2 ms`. */
+  /** `predicted step 756.2 µs` or `measured step 2 of 2: 1.2 ms`. */
   readonly caption: string;
   readonly stepSeconds: number;
   readonly rows: readonly TimelineRow[];

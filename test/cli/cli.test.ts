@@ -58,6 +58,21 @@ describe("fsm check", () => {
   });
 });
 
+describe("fsm run FILE.fsm: --devices' default", () => {
+  // The default of 1 device yields to the file and to --set: only an explicit --devices can contradict them.
+  it("yields to --set parallel.devices and to stages given in the file", async () => {
+    const set = await run("run", sample("mlp.fsm"), "--set", "parallel.devices=2", "--steps", "1");
+    expect(set.code, set.stderr).toBe(0);
+    expect(set.stdout).toMatch(/^run mlp: 2 cpu virtual devices/);
+    const stages = await run("run", sample("mlp.fsm"), "--set", "parallel.stages=2", "--set", "parallel.data_parallel=1", "--steps", "1");
+    expect(stages.code, stages.stderr).toBe(0);
+    expect(stages.stdout).toMatch(/^run mlp: 2 cpu virtual devices = 2 stages/);
+    const explicit = await run("run", sample("mlp.fsm"), "--devices", "1", "--set", "parallel.devices=2", "--steps", "1");
+    expect(explicit.code).toBe(1);
+    expect(explicit.stderr).toContain("--devices 1 contradicts parallel.devices = 2");
+  }, 60_000);
+});
+
 describe("fsm graph", () => {
   it("prints JSON with model, exact parameter count, ops and layers", async () => {
     const r = await run("graph", sample("llama-7b.fsm"), "--json");

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { checkFile } from "../../src/check/check.js";
-import { CalibrationError, loadCalibration, parseCalibration, shapeKey } from "../../src/cost/calibration.js";
+import { CalibrationError, checkCalibrationProfile, loadCalibration, parseCalibration, shapeKey } from "../../src/cost/calibration.js";
 import { clusterFor } from "../../src/cost/cluster.js";
 import { estimateOp } from "../../src/cost/graph-cost.js";
 import { dim, symDim } from "../../src/graph/dim.js";
@@ -63,6 +63,11 @@ describe("calibration", () => {
     expect(parse({ ...header, version: 2, ops: [] })).toThrow(/'version' must be 1/);
     expect(parse({ ...header, date: "yesterday", ops: [] })).toThrow(/ISO 8601/);
     expect(parse({ ...header, ops: [{ op: "linear", shape: "", forwardSeconds: -1, backwardSeconds: 0 }] })).toThrow("ops[0].forwardSeconds must be a non-negative number");
+    // No measurement takes no time: a zero forward (an all-zero file priced every op free: MFU 219%).
+    expect(parse({ ...header, ops: [{ op: "linear", shape: "", forwardSeconds: 0, backwardSeconds: 0 }] })).toThrow("calibration c.json: ops[0].forwardSeconds is 0");
+    expect(parse({ ...header, ops: [{ op: "linear", shape: "", forwardSeconds: 1e-6, backwardSeconds: Infinity }] })).toThrow("ops[0].backwardSeconds must be a non-negative number");
+    // An op with no gradient has no backward to time: zero there is a measurement.
+    expect(parse({ ...header, ops: [{ op: "positions", shape: "", forwardSeconds: 1e-6, backwardSeconds: 0 }] })().entries).toHaveLength(1);
     const e = { op: "relu", shape: "f32[4]|", forwardSeconds: 1, backwardSeconds: 1 };
     expect(parse({ ...header, ops: [e, e] })).toThrow(/ops\[1\] repeats op 'relu'/);
   });
@@ -70,5 +75,7 @@ describe("calibration", () => {
   it("a calibration belongs to one profile", () => {
     const cal = parseCalibration({ ...header, ops: [] }, "c.json");
     expect(() => clusterFor("h100-sxm", 8, cal)).toThrow("calibration c.json was measured on 'cpu', not 'h100-sxm'");
+    expect(() => checkCalibrationProfile(cal, "h100-sxm")).toThrow(CalibrationError);
+    expect(() => checkCalibrationProfile(cal, "cpu")).not.toThrow();
   });
 });

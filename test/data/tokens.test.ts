@@ -19,13 +19,13 @@ const gptTiny = () => {
 };
 
 /** A learnable stream for a 64-token vocabulary: x_{i+1} = (5·x_i + 3) mod 64, restarted at random points. */
-function writeTokens(name: string, n: number, dtype: "u16" | "u32", transform = (x: number) => x): string {
+function writeTokens(name: string, n: number, dtype: "u16" | "u32", transform = (x: number, _i: number) => x): string {
   const path = join(dir, name);
   const ids = dtype === "u16" ? new Uint16Array(n) : new Uint32Array(n);
   let x = 7;
   for (let i = 0; i < n; i++) {
     x = i % 97 === 0 ? (i * 13) % 64 : (5 * x + 3) % 64;
-    ids[i] = transform(x);
+    ids[i] = transform(x, i);
   }
   writeFileSync(path, Buffer.from(ids.buffer));
   return path;
@@ -129,6 +129,10 @@ describe("token files", () => {
     expect(() => tokenData(g, writeTokens("short.bin", 16, "u16"), "u16", opts)).toThrow(/has 16 tokens, fewer than one sequence of 16 \+ 1/);
     // u32 ids read as u16: every other id is a high half (0 here), the rest fine — so use ids ≥ 64 instead.
     expect(() => tokenData(g, writeTokens("big.bin", 400, "u16", (x) => x + 64), "u16", opts)).toThrow(/outside the model's vocabulary of 64/);
+    // One bad id near the end, in a window the first batch does not read: found when the file opens, with its index.
+    expect(() => tokenData(g, writeTokens("late.bin", 4000, "u16", (x, i) => (i === 3990 ? 70 : x)), "u16", opts)).toThrow("token 70 at index 3990 is outside the model's vocabulary of 64");
+    // A directory or a FIFO is no token file (the FIFO would block the open).
+    expect(() => tokenData(g, dir, "u16", opts)).toThrow(/cannot open token file .*: is a directory, not a regular file/);
     // Ids at or past 2^31 in a u32 file are outside the vocabulary too (not wrapped to negative ids).
     const huge = join(dir, "huge.bin");
     writeFileSync(huge, Buffer.from(Uint32Array.from({ length: 400 }, (_, i) => (i === 5 ? 2 ** 31 : i % 64)).buffer));

@@ -2,7 +2,8 @@
 // the native kernels and writes them as a calibration file for `fsm compile --calibration FILE`.
 import { writeAtomically } from "../../plan/serialize.js";
 import { CalibrateError, calibratePlan } from "../../runtime/calibrate.js";
-import { flag, parseArgs, UsageError } from "../args.js";
+import { checkWritableFile } from "../../files/path-kind.js";
+import { flag, integerFlag, parseArgs } from "../args.js";
 import type { CliIO } from "../io.js";
 import { loadPlanOrReport } from "../load-plan.js";
 import type { Command } from "./command.js";
@@ -25,14 +26,15 @@ the cpu profile's estimates. The plan must be compiled for --cluster cpu in fp32
       { name: "repeats", value: true },
     ]);
     if (args.positionals.length !== 1) return -1;
-    const repeatsText = flag(args, "repeats");
-    if (repeatsText !== undefined && !/^[1-9]\d*$/.test(repeatsText)) throw new UsageError(`--repeats must be a positive integer, got '${repeatsText}'`);
+    const repeats = integerFlag(args, "repeats") ?? 5;
     const file = args.positionals[0]!;
     const out = flag(args, "output") ?? "calibration.json";
+    // Before the measuring, which takes a while: where the file goes must be a file we can write.
+    checkWritableFile(out, "-o");
     const plan = loadPlanOrReport(file, io);
     if (!plan) return 1;
     try {
-      const cal = calibratePlan(plan, repeatsText === undefined ? 5 : Number(repeatsText));
+      const cal = calibratePlan(plan, repeats);
       const bytes = writeAtomically(out, JSON.stringify(cal, null, 1) + "\n");
       io.stdout(`calibrated ${cal.ops.length} op shapes on ${cal.machine}; wrote ${out} (${bytes} bytes)\n`);
       return 0;

@@ -3,18 +3,19 @@
 import { checkFile } from "../../check/check.js";
 import { CompileError } from "../../compile/errors.js";
 import { compileModel } from "../../compile/compile.js";
-import { CalibrationError, loadCalibration, type Calibration } from "../../cost/calibration.js";
+import { CalibrationError, checkCalibrationProfile, loadCalibration, type Calibration } from "../../cost/calibration.js";
 import { ClusterError, getProfile } from "../../cost/cluster.js";
 import { writePlan } from "../../plan/serialize.js";
 import type { Plan } from "../../plan/plan.js";
 import { explainPlan, searchBlock } from "../../search/explain.js";
 import { summarizePlan, type PlanSummary } from "../../plan/summary.js";
-import { flag, parseArgs, UsageError } from "../args.js";
+import { checkWritableFile } from "../../files/path-kind.js";
+import { flag, integerFlag, parseArgs, UsageError } from "../args.js";
 import type { CliIO } from "../io.js";
 import { version } from "../main.js";
 import { reportDiagnostics } from "../report.js";
 import type { Command } from "./command.js";
-import { formatBytes, formatSeconds } from "../../format/units.js";
+import { formatBytes, formatSeconds, plural } from "../../format/units.js";
 
 export const compileCommand: Command = {
   name: "compile",
@@ -53,15 +54,14 @@ devices = stages × data_parallel (any one from the other two); the search needs
     if (args.positionals.length !== 1) return -1;
     // Argument mistakes are usage errors (exit 2), found before the model is checked.
     const cluster = flag(args, "cluster") ?? "cpu";
-    const devicesText = flag(args, "devices");
-    if (devicesText !== undefined && (!/^\d+$/.test(devicesText) || Number(devicesText) < 1)) {
-      throw new UsageError(`--devices must be a positive integer, got '${devicesText}'`);
-    }
+    const devices = integerFlag(args, "devices");
     let calibration: Calibration | undefined;
     try {
-      getProfile(cluster);
+      const profile = getProfile(cluster);
       const path = flag(args, "calibration");
       calibration = path === undefined ? undefined : loadCalibration(path);
+      // Checked with the other arguments, not found inside the plan search.
+      if (calibration) checkCalibrationProfile(calibration, profile.name);
     } catch (e) {
       if (e instanceof ClusterError || e instanceof CalibrationError) throw new UsageError(e.message);
       throw e;
@@ -74,6 +74,9 @@ devices = stages × data_parallel (any one from the other two); the search needs
       if (result.diagnostics.every((d) => d.severity !== "error")) io.stderr(`${file}: no model to compile (a library of blocks)\n`);
       return 1;
     }
+    const out = flag(args, "output") ?? `${model.name}.plan.json`;
+    // Before the search, which can take a while: the plan must have somewhere to go.
+    checkWritableFile(out, "-o");
     let summary: PlanSummary;
     let written: { path: string; bytes: number };
     let plan: Plan;
@@ -82,10 +85,9 @@ devices = stages × data_parallel (any one from the other two); the search needs
         cluster,
         source: file,
         fsmVersion: version(),
-        ...(devicesText !== undefined && { devices: Number(devicesText) }),
+        ...(devices !== undefined && { devices }),
         ...(calibration && { calibration }),
       });
-      const out = flag(args, "output") ?? `${model.name}.plan.json`;
       written = { path: out, bytes: writePlan(out, compiled.plan) };
       summary = summarizePlan(compiled.plan);
       plan = compiled.plan;
@@ -155,7 +157,7 @@ export function formatSummary(s: PlanSummary, written: { path: string; bytes: nu
     "",
     `predicted step ${formatSeconds(p.stepTimeSeconds)}, bubble ${pct(p.bubbleFraction)}, exposed communication ${formatSeconds(p.exposedCommSeconds)}`,
     `throughput ${tokens} tokens/s, MFU ${pct(p.mfu)}; peak memory per device ${formatBytes(Math.min(...p.peakMemoryBytes))} to ${formatBytes(Math.max(...p.peakMemoryBytes))}`,
-    `wrote ${written.path} (${formatBytes(written.bytes)}, ${s.programs} program${s.programs === 1 ? "" : "s"} shared by ${s.devices} devices)`,
+    `wrote ${written.path} (${formatBytes(written.bytes)}, ${s.programs} program${s.programs === 1 ? "" : "s"} shared by ${plural(s.devices, "device")})`,
     "",
   ].join("\n");
 }

@@ -7,7 +7,7 @@ import { EstimateError, estimateModel, type ModelEstimate } from "../../cost/est
 import { SHARD_STRATEGIES } from "../../check/settings-types.js";
 import { tableLines } from "../../format/table.js";
 import { count, formatBytes, formatFlops, formatSeconds } from "../../format/units.js";
-import { flag, parseArgs, UsageError } from "../args.js";
+import { flag, integerFlag, parseArgs, UsageError } from "../args.js";
 import type { CliIO } from "../io.js";
 import { reportDiagnostics } from "../report.js";
 import type { Command } from "./command.js";
@@ -37,7 +37,7 @@ per device under each shard strategy (none, oss, sddp, fsdp).
     ]);
     if (args.positionals.length !== 1) return -1;
     // Argument mistakes are found before the (possibly slow) model check, and are usage errors (exit 2).
-    const cluster = clusterFromArgs(flag(args, "cluster") ?? "cpu", flag(args, "devices") ?? "1", flag(args, "calibration"));
+    const cluster = clusterFromArgs(flag(args, "cluster") ?? "cpu", integerFlag(args, "devices") ?? 1, flag(args, "calibration"));
     const file = args.positionals[0]!;
     const result = checkFile(file, { overrides: args.flags.get("set") ?? [] });
     reportDiagnostics(io, result.diagnostics, result.sources);
@@ -59,13 +59,10 @@ per device under each shard strategy (none, oss, sddp, fsdp).
   },
 };
 
-function clusterFromArgs(name: string, devicesText: string, calibrationPath: string | undefined): Cluster {
-  if (!/^\d+$/.test(devicesText) || Number(devicesText) < 1) {
-    throw new UsageError(`--devices must be a positive integer, got '${devicesText}'`);
-  }
+function clusterFromArgs(name: string, devices: number, calibrationPath: string | undefined): Cluster {
   try {
     const calibration: Calibration | undefined = calibrationPath === undefined ? undefined : loadCalibration(calibrationPath);
-    return clusterFor(name, Number(devicesText), calibration);
+    return clusterFor(name, devices, calibration);
   } catch (e) {
     if (e instanceof ClusterError || e instanceof CalibrationError) throw new UsageError(e.message);
     throw e;

@@ -11,12 +11,14 @@ import { writeAtomically } from "../../plan/serialize.js";
 import { ENGINES, FAULT_KINDS, type InjectedFault } from "../../runtime/engines.js";
 import { checkProcessCount, RunError, runPlan, type Engine, type StepReport } from "../../runtime/run-loop.js";
 import { launchedProcesses, processWorld, WorldError, type ProcessWorld } from "../../runtime/world.js";
-import { flag, parseArgs, UsageError } from "../args.js";
+import { checkReadableDir, checkReadableFile, checkWritableDir, checkWritableFile } from "../../files/path-kind.js";
+import { resolveMesh } from "../../compile/resolve.js";
+import { flag, integerFlag, parseArgs, UsageError } from "../args.js";
 import type { CliIO } from "../io.js";
 import { version } from "../main.js";
 import { reportDiagnostics } from "../report.js";
 import type { Command } from "./command.js";
-import { formatBytes, formatSeconds } from "../../format/units.js";
+import { formatBytes, formatSeconds, plural } from "../../format/units.js";
 
 const ENGINE_TEXT: Readonly<Record<Engine, string>> = {
   native: "native (each virtual device its own arena, a compute thread and a communication thread; C++ kernels, OpenBLAS when built with it; collectives through the in-process communicator)",
@@ -33,10 +35,12 @@ function bar(fraction: number, width = 24): string {
 function parseFault(text: string): InjectedFault {
   const m = /^([a-z]+)@(0|[1-9]\d*)(?::([1-9]\d*))?$/.exec(text);
   if (!m) throw new UsageError(`--inject-fault must be KIND@DEVICE[:STEP] with KIND one of ${FAULT_KINDS.join(", ")} (e.g. kernel@1:3), got '${text}'`);
+  const [device, step] = [Number(m[2]), Number(m[3] ?? 1)];
+  if (!Number.isSafeInteger(device) || !Number.isSafeInteger(step)) throw new UsageError(`--inject-fault: the device and step must be integers of at most ${Number.MAX_SAFE_INTEGER}, got '${text}'`);
   const kind = m[1] as InjectedFault["kind"];
   if (!FAULT_KINDS.includes(kind)) throw new UsageError(`--inject-fault: unknown fault kind '${m[1]}' in '${text}' (expected ${FAULT_KINDS.join(", ")})`);
   if (kind === "oom" && m[3] !== undefined) throw new UsageError(`--inject-fault: oom strikes when the devices' arenas are allocated, before any step; give no step ('oom@${m[2]}')`);
-  return { kind, device: Number(m[2]), step: Number(m[3] ?? 1) };
+  return { kind, device, step };
 }
 
 export const runCommand: Command = {
@@ -107,12 +111,9 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
       { name: "timeout", value: true },
     ]);
     if (args.positionals.length !== 1) return -1;
-    const stepsText = flag(args, "steps");
-    if (stepsText !== undefined && !/^[1-9]\d*$/.test(stepsText)) throw new UsageError(`--steps must be a positive integer, got '${stepsText}'`);
-    const devicesText = flag(args, "devices");
-    if (devicesText !== undefined && !/^[1-9]\d*$/.test(devicesText)) throw new UsageError(`--devices must be a positive integer, got '${devicesText}'`);
-    const saveEvery = flag(args, "save-every");
-    if (saveEvery !== undefined && !/^[1-9]\d*$/.test(saveEvery)) throw new UsageError(`--save-every must be a positive integer, got '${saveEvery}'`);
+    const steps = integerFlag(args, "steps");
+    const devices = integerFlag(args, "devices");
+    const saveEvery = integerFlag(args, "save-every");
     const saveDir = flag(args, "save");
     if (saveEvery !== undefined && saveDir === undefined) throw new UsageError("--save-every needs --save DIR");
     const resumeDir = flag(args, "resume");
@@ -130,6 +131,13 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
     const file = args.positionals[0]!;
     const json = args.flags.has("json");
     const tracePath = flag(args, "trace");
+    const initPath = flag(args, "init");
+    // Every path the run reads or writes, checked for its kind before any compiling or training: a trace or
+    // checkpoint that cannot be written is found now, not after the last step (and /proc is never mkdir'd).
+    if (tracePath !== undefined) checkWritableFile(tracePath, "--trace");
+    if (saveDir !== undefined) checkWritableDir(saveDir, "--save");
+    if (resumeDir !== undefined) checkReadableDir(resumeDir, "--resume");
+    if (initPath !== undefined) checkReadableFile(initPath, "--init");
     // Under mpirun every process runs this command: process 0 alone speaks, except about a failure of its own.
     const launched = launchedProcesses();
     const lead = (launched?.rank ?? 0) === 0;
@@ -148,12 +156,14 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
         const result = checkFile(file, { overrides: args.flags.get("set") ?? [] });
         reportDiagnostics(io, result.diagnostics, result.sources);
         if (!result.model) return 1;
-        plan = compileModel(result.model, { cluster: "cpu", devices: Number(devicesText ?? 1), source: file, fsmVersion: version() }).plan;
+        // --devices defaults to 1 only where the file (with --set) leaves the device count open.
+        const fileDevices = resolveMesh(result.model.parallel, undefined).devices;
+        plan = compileModel(result.model, { cluster: "cpu", devices: devices ?? fileDevices ?? 1, source: file, fsmVersion: version() }).plan;
       } else {
-        if (args.flags.has("set") || devicesText !== undefined) throw new UsageError("--set and --devices apply to a .fsm file; a plan is run as compiled");
+        if (args.flags.has("set") || devices !== undefined) throw new UsageError("--set and --devices apply to a .fsm file; a plan is run as compiled");
         plan = loadPlan(file);
       }
-      const total = stepsText === undefined ? plan.run?.steps ?? 1 : Number(stepsText);
+      const total = steps ?? plan.run?.steps ?? 1;
       if (fault && fault.device >= plan.cluster.devices) {
         throw new UsageError(`--inject-fault ${faultText}: the plan has no device ${fault.device} (it has devices 0..${plan.cluster.devices - 1})`);
       }
@@ -182,9 +192,9 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
         summary = await runPlan(plan, {
           stopRequested: () => stop ?? false,
           world,
-          ...(saveDir !== undefined && { save: { dir: saveDir, ...(saveEvery !== undefined && { every: Number(saveEvery) }) } }),
+          ...(saveDir !== undefined && { save: { dir: saveDir, ...(saveEvery !== undefined && { every: saveEvery }) } }),
           ...(resumeDir !== undefined && { resume: resumeDir }),
-          ...(flag(args, "init") !== undefined && { init: flag(args, "init")! }),
+          ...(initPath !== undefined && { init: initPath }),
           ...(fault && { injectFault: fault }),
           ...(timeoutText !== undefined && { timeoutSeconds: Number(timeoutText) }),
           steps: total,
@@ -224,7 +234,7 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
       }
       if (json) io.stdout(JSON.stringify({ summary }) + "\n");
       else {
-        io.stdout(`done: ${summary.steps} steps in ${formatSeconds(summary.seconds)}, loss ${summary.firstLoss.toFixed(5)} → ${summary.finalLoss.toFixed(5)}${tracePath === undefined ? "" : `; trace in ${tracePath}`}\n`);
+        io.stdout(`done: ${plural(summary.steps, "step")} in ${formatSeconds(summary.seconds)}, loss ${summary.firstLoss.toFixed(5)} → ${summary.finalLoss.toFixed(5)}${tracePath === undefined ? "" : `; trace in ${tracePath}`}\n`);
         io.stdout(`step time: measured ${formatSeconds(summary.measuredStepSeconds)} (median), predicted ${formatSeconds(summary.predictedStepSeconds)}\n`);
         if (summary.peakMemoryBytes) {
           const most = Math.max(...summary.peakMemoryBytes);

@@ -1,9 +1,10 @@
 // `fsm schedule PLAN [--rank R]`: a plan's per-device action lists as text, read through the validating loader.
 import { formatPlanPrograms } from "../../plan/listing.js";
-import { flag, parseArgs, UsageError } from "../args.js";
+import { integerFlag, parseArgs, UsageError } from "../args.js";
 import type { CliIO } from "../io.js";
 import { loadPlanOrReport } from "../load-plan.js";
 import type { Command } from "./command.js";
+import { plural } from "../../format/units.js";
 
 export const scheduleCommand: Command = {
   name: "schedule",
@@ -18,14 +19,12 @@ Data-parallel replicas of a pipeline stage share one program.
   run(argv: readonly string[], io: CliIO): number {
     const args = parseArgs(argv, [{ name: "rank", value: true }]);
     if (args.positionals.length !== 1) return -1;
-    const rankText = flag(args, "rank");
-    if (rankText !== undefined && !/^\d+$/.test(rankText)) throw new UsageError(`--rank must be a non-negative integer, got '${rankText}'`);
+    const rank = integerFlag(args, "rank", 0);
     const file = args.positionals[0]!;
     const plan = loadPlanOrReport(file, io);
     if (!plan) return 1;
-    const rank = rankText === undefined ? undefined : Number(rankText);
     if (rank !== undefined && rank >= plan.cluster.devices) {
-      throw new UsageError(`--rank ${rank} is outside the plan's ${plan.cluster.devices} devices (0..${plan.cluster.devices - 1})`);
+      throw new UsageError(`--rank ${rank} is outside the plan's ${plural(plan.cluster.devices, "device")} (0..${plan.cluster.devices - 1})`);
     }
     io.stdout(formatPlanPrograms(plan, rank));
     return 0;

@@ -1,6 +1,6 @@
 // `fsm viz PLAN [-o FILE] [--format html|svg|dot|text] [--trace TRACE [--step N]]`: draws a plan (read through
 // the validating loader) and, with a trace from `fsm run --trace`, its measured step beside the predicted one.
-import { readFileSync } from "node:fs";
+import { closeSync, readFileSync } from "node:fs";
 import { extname } from "node:path";
 import { writeAtomically } from "../../plan/serialize.js";
 import type { Plan } from "../../plan/plan.js";
@@ -11,7 +11,8 @@ import { renderText } from "../../viz/text.js";
 import { measuredStep, parseTrace, TraceError, type MeasuredStep } from "../../viz/trace.js";
 import { buildViewModel } from "../../viz/view-model.js";
 import type { ViewModel } from "../../viz/view-types.js";
-import { flag, parseArgs, UsageError } from "../args.js";
+import { checkWritableFile, openRegularFile, PathError } from "../../files/path-kind.js";
+import { flag, integerFlag, parseArgs, UsageError } from "../args.js";
 import type { CliIO } from "../io.js";
 import { loadPlanOrReport } from "../load-plan.js";
 import type { Command } from "./command.js";
@@ -51,19 +52,19 @@ terminal: redirect it, give -o FILE.html, or use --format text.`,
     const out = flag(args, "output");
     const format = formatOf(flag(args, "format"), out);
     const tracePath = flag(args, "trace");
-    const stepText = flag(args, "step");
-    if (stepText !== undefined && !/^\d+$/.test(stepText)) throw new UsageError(`--step must be a step number, got '${stepText}'`);
-    if (stepText !== undefined && tracePath === undefined) throw new UsageError("--step picks a step of a trace: give --trace TRACE too");
+    const step = integerFlag(args, "step", 0, "a step number");
+    if (step !== undefined && tracePath === undefined) throw new UsageError("--step picks a step of a trace: give --trace TRACE too");
     if (tracePath !== undefined && format === "dot") throw new UsageError("--trace draws a measured timeline, which the DOT graph has no place for: use html, svg or text");
     if (out === undefined && format === "html" && io.isTTY === true) {
       throw new UsageError("the HTML page is not written to a terminal: give -o FILE.html, redirect stdout, or use --format text");
     }
+    if (out !== undefined) checkWritableFile(out, "-o");
     const file = args.positionals[0]!;
     const plan = loadPlanOrReport(file, io);
     if (!plan) return 1;
     let measured: MeasuredStep | undefined;
     if (tracePath !== undefined) {
-      measured = readTrace(tracePath, plan, stepText === undefined ? undefined : Number(stepText), io);
+      measured = readTrace(tracePath, plan, step, io);
       if (!measured) return 1;
     }
     const text = RENDERERS[format](buildViewModel(plan, measured ? { measured } : {}));
@@ -96,9 +97,16 @@ function formatOf(given: string | undefined, out: string | undefined): Format {
 function readTrace(path: string, plan: Plan, step: number | undefined, io: CliIO): MeasuredStep | undefined {
   let text: string;
   try {
-    text = readFileSync(path, "utf8");
+    // Only a regular file: a FIFO would block the read.
+    const fd = openRegularFile(path, "--trace");
+    try {
+      text = readFileSync(fd, "utf8");
+    } finally {
+      closeSync(fd);
+    }
   } catch (e) {
-    io.stderr(`${path}: error: cannot read the trace: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}\n`);
+    const why = e instanceof PathError ? e.reason : ((e as NodeJS.ErrnoException).code ?? (e as Error).message);
+    io.stderr(`${path}: error: cannot read the trace: ${why}\n`);
     return undefined;
   }
   try {
