@@ -1,6 +1,6 @@
 // Loading a plan for a command: the validating loader, with an invalid plan reported the one way every
 // command reports it (`FILE: error: invalid plan: PATH: reason`, exit 1).
-import { loadPlan } from "../plan/load.js";
+import { loadPlan } from "../verify/load.js";
 import { PlanError } from "../plan/plan-error.js";
 import type { Plan } from "../plan/plan.js";
 import type { CliIO } from "./io.js";

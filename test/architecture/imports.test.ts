@@ -15,6 +15,9 @@ const RULES: readonly LayerRule[] = [
   { from: "checkpoint", mustNotImport: ["runtime"] },
   // The plan document is what compile writes and everything later reads: below all of them.
   { from: "plan", mustNotImport: ["runtime", "checkpoint", "viz", "cli", "search", "compile"] },
+  // verify proves a plan file against what compile would have written (its collectives, its schedule rules),
+  // so it sits above compile; only the commands that read plans use it.
+  { from: "verify", mustNotImport: ["runtime", "checkpoint", "viz", "cli", "search"] },
   // The CLI is the top: nothing else may import it.
   { from: "*", mustNotImport: ["cli"] },
 ];

@@ -166,7 +166,7 @@ describe("checkpoints", () => {
     writeFileSync(join(root, "a-file"), "");
     const d = await run("run", samplePath("gpt-tiny"), "--steps", "2", "--save", join(root, "a-file"));
     expect(d.code).toBe(1);
-    expect(d.stderr).toContain(`--save ${join(root, "a-file")}: not a directory`);
+    expect(d.stderr).toContain(`--save ${join(root, "a-file")}: is a regular file, not a directory`);
     expect(d.stdout).not.toContain("step 1/2");
   }, 60_000);
 });

@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { loadPlan } from "../../src/plan/load.js";
+import { loadPlan } from "../../src/verify/load.js";
 import { runCli as run } from "../support/cli.js";
 import { samplePath } from "./helpers.js";
 
@@ -22,7 +22,7 @@ describe("fsm compile", () => {
     expect(r.stdout).toContain("shard fsdp (reshard after forward: true): each stage over its 2 replicas");
     expect(r.stdout).toMatch(/0\s+wte \.\. \S+ \(0-\d\)\s+ranks 0-1/);
     expect(r.stdout).toMatch(/1\s+\S+ \.\. lm_head \(\d-5\)\s+ranks 2-3/);
-    expect(r.stdout).toMatch(/predicted step [\d.]+ (us|ms), bubble [\d.]+%, exposed communication/);
+    expect(r.stdout).toMatch(/predicted step [\d.]+ (µs|ms), bubble [\d.]+%, exposed communication/);
     expect(r.stdout).toMatch(/throughput [\d,]+ tokens\/s, MFU [\d.]+%/);
     expect(r.stdout).toContain(`wrote ${out}`);
     expect(loadPlan(out).settings.stages).toBe(2);

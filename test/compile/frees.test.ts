@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import type { Compiled } from "../../src/compile/compile.js";
 import { runPrograms } from "../../src/compile/engine.js";
 import type { Program } from "../../src/compile/program.js";
-import { parsePlan } from "../../src/plan/load.js";
+import { parsePlan } from "../../src/verify/load.js";
 import { planToJson } from "../../src/plan/serialize.js";
 import { formatAction } from "../../src/schedule/action.js";
 import { compileSample } from "./helpers.js";

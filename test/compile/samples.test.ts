@@ -3,7 +3,7 @@
 import { describe, expect, it } from "vitest";
 import type { Compiled } from "../../src/compile/compile.js";
 import { runPrograms } from "../../src/compile/engine.js";
-import { parsePlan } from "../../src/plan/load.js";
+import { parsePlan } from "../../src/verify/load.js";
 import { planToJson } from "../../src/plan/serialize.js";
 import { compileSample, type SampleName } from "./helpers.js";
 

@@ -3,7 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { loadPlan, parsePlan } from "../../src/plan/load.js";
+import { loadPlan, parsePlan } from "../../src/verify/load.js";
 import { planToJson, writePlan } from "../../src/plan/serialize.js";
 import { formatAction, parseAction } from "../../src/schedule/action.js";
 import { compileSample } from "../compile/helpers.js";

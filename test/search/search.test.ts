@@ -97,7 +97,7 @@ describe("known answers", () => {
       if (!(e instanceof CompileError)) throw e;
       message = e.message;
     }
-    expect(message).toMatch(/no plan for 1 h100-sxm devices fits: pp=1 dp=1: needs [\d.]+ GiB on its fullest device at best/);
+    expect(message).toMatch(/no plan for 1 h100-sxm device fits: pp=1 dp=1: needs [\d.]+ GiB on its fullest device at best/);
   });
 });
 

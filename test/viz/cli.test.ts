@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../src/cli/main.js";
-import { loadPlan } from "../../src/plan/load.js";
+import { loadPlan } from "../../src/verify/load.js";
 import { renderText } from "../../src/viz/text.js";
 import { buildViewModel } from "../../src/viz/view-model.js";
 import { samplePath } from "../compile/helpers.js";
@@ -92,7 +92,7 @@ describe("fsm viz", () => {
   it("a file that cannot be written is an error with exit 1", async () => {
     const r = await run("viz", plan, "-o", join(dir, "no-such-dir", "p.html"));
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/p\.html: error: cannot write: ENOENT/);
+    expect(r.stderr).toMatch(/p\.html: its directory \S+no-such-dir does not exist/);
     expect(existsSync(join(dir, "no-such-dir"))).toBe(false);
   });
 });

@@ -5,7 +5,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { loadPlan } from "../../src/plan/load.js";
+import { loadPlan } from "../../src/verify/load.js";
 import { measuredStep, parseTrace } from "../../src/viz/trace.js";
 import { buildViewModel } from "../../src/viz/view-model.js";
 import { samplePath } from "../compile/helpers.js";
@@ -88,7 +88,7 @@ describe("viz --trace", () => {
     const trace = write("hand.json", { traceEvents: handMade() });
     const text = await run("viz", plan, "--trace", trace, "--format", "text");
     expect(text.code, text.stderr).toBe(0);
-    expect(text.stdout).toMatch(/predicted step [^\n]*\n(.*\n){4}measured step 2 \(of 1-2\): 310\.0 us; one column = /);
+    expect(text.stdout).toMatch(/predicted step [^\n]*\n(.*\n){4}measured step 2 \(of 1-2\): 310\.0 µs; one column = /);
     expect(text.stdout).toContain("  rank 3  compute |");
     const html = await run("viz", plan, "--trace", trace, "--step", "1");
     expect(html.code, html.stderr).toBe(0);

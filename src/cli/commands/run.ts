@@ -4,7 +4,7 @@ import { checkFile } from "../../check/check.js";
 import { unverifiedText } from "../../checkpoint/checksum.js";
 import { CompileError } from "../../compile/errors.js";
 import { compileModel } from "../../compile/compile.js";
-import { loadPlan } from "../../plan/load.js";
+import { loadPlan } from "../../verify/load.js";
 import { PlanError } from "../../plan/plan-error.js";
 import type { Plan } from "../../plan/plan.js";
 import { writeAtomically } from "../../plan/serialize.js";

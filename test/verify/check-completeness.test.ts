@@ -1,10 +1,10 @@
 // The completeness check: every program does exactly the collectives and optimizer steps its stages' shard
 // plans call for, on plans of every sharding strategy, schedule and clipping setting.
 import { describe, expect, it } from "vitest";
-import { checkCompleteness } from "../../src/plan/check-completeness.js";
+import { checkCompleteness } from "../../src/verify/check-completeness.js";
 import type { Plan } from "../../src/plan/plan.js";
 import { compileSample } from "../compile/helpers.js";
-import { edited, fsdpPlan, refusal, textIndex, type Mutable } from "./plan-edits.js";
+import { edited, fsdpPlan, refusal, textIndex, type Mutable } from "../plan/plan-edits.js";
 
 /** Removes an action from its program's streams and list, renumbering nothing (the check reads texts). */
 function drop(p: Mutable, program: number, text: string): void {

@@ -9,10 +9,10 @@ import { checkCompleteness } from "./check-completeness.js";
 import { checkGraphShapes } from "./check-graph-shapes.js";
 import { checkPlacement } from "./check-placement.js";
 import { checkSchedule } from "./check-schedule.js";
-import { verifyHash } from "./content-hash.js";
-import { PlanError } from "./plan-error.js";
-import type { Plan } from "./plan.js";
-import { validatePlan } from "./validate.js";
+import { verifyHash } from "../plan/content-hash.js";
+import { PlanError } from "../plan/plan-error.js";
+import type { Plan } from "../plan/plan.js";
+import { validatePlan } from "../plan/validate.js";
 
 /** Parses and checks plan JSON text; returns the plan without its content hash. */
 export function parsePlan(text: string): Plan {

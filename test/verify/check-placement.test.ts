@@ -1,7 +1,7 @@
 // The placement check: stages, shard groups and programs agree with the mesh on ranks, stages and layers.
 import { describe, expect, it } from "vitest";
-import { checkPlacement } from "../../src/plan/check-placement.js";
-import { edited, fsdpPlan, refusal, type Mutable } from "./plan-edits.js";
+import { checkPlacement } from "../../src/verify/check-placement.js";
+import { edited, fsdpPlan, refusal, type Mutable } from "../plan/plan-edits.js";
 
 describe("checkPlacement", () => {
   it("accepts a compiled plan", () => expect(() => checkPlacement(fsdpPlan)).not.toThrow());

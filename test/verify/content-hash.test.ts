@@ -2,9 +2,9 @@
 // refused as an edit after compile, the search report and key-preserving re-serialization are not edits.
 import { describe, expect, it } from "vitest";
 import { HASHED_SINCE_VERSION, planHash } from "../../src/plan/content-hash.js";
-import { parsePlan } from "../../src/plan/load.js";
+import { parsePlan } from "../../src/verify/load.js";
 import { planToJson } from "../../src/plan/serialize.js";
-import { fsdpPlan, refusal, type Mutable } from "./plan-edits.js";
+import { fsdpPlan, refusal, type Mutable } from "../plan/plan-edits.js";
 
 const written = (): Mutable => JSON.parse(planToJson(fsdpPlan)) as Mutable;
 

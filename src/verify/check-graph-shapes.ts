@@ -3,10 +3,10 @@
 // shape, dtype or operand shows up as the op whose recorded output no longer follows from its inputs, rather
 // than as a kernel fed a buffer of the wrong size.
 import { verifyGraph } from "../graph/verify.js";
-import { graphFromJson } from "./graph-from-json.js";
-import { fail } from "./json-check.js";
-import { PlanError } from "./plan-error.js";
-import type { Plan } from "./plan.js";
+import { graphFromJson } from "../plan/graph-from-json.js";
+import { fail } from "../plan/json-check.js";
+import { PlanError } from "../plan/plan-error.js";
+import type { Plan } from "../plan/plan.js";
 
 /** Throws PlanError at the first broken invariant; the plan has passed validatePlan (ids are in range). */
 export function checkGraphShapes(plan: Plan): void {

@@ -10,8 +10,8 @@
 import { programsSchedule } from "../compile/check-programs.js";
 import { actionFromText, isP2PKind } from "../schedule/action.js";
 import { validate, type Problem } from "../schedule/validate.js";
-import { fail } from "./json-check.js";
-import type { Plan } from "./plan.js";
+import { fail } from "../plan/json-check.js";
+import type { Plan } from "../plan/plan.js";
 
 /** Throws PlanError at the first problem; the plan has passed validatePlan and checkPlacement. */
 export function checkSchedule(plan: Plan): void {

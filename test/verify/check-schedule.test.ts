@@ -1,7 +1,7 @@
 // The schedule check: the programs obey the schedule rules, refused at the offending action, in the plan's ranks.
 import { describe, expect, it } from "vitest";
-import { checkSchedule, inPlanRanks } from "../../src/plan/check-schedule.js";
-import { edited, fsdpPlan, refusal, textIndex, type Mutable } from "./plan-edits.js";
+import { checkSchedule, inPlanRanks } from "../../src/verify/check-schedule.js";
+import { edited, fsdpPlan, refusal, textIndex, type Mutable } from "../plan/plan-edits.js";
 
 describe("checkSchedule", () => {
   it("accepts a compiled plan", () => expect(() => checkSchedule(fsdpPlan)).not.toThrow());

@@ -1,7 +1,7 @@
 // The graph check: the training graph rebuilt from JSON keeps the compiler's invariants, shapes first.
 import { describe, expect, it } from "vitest";
-import { checkGraphShapes, graphPath } from "../../src/plan/check-graph-shapes.js";
-import { edited, fsdpPlan, refusal } from "./plan-edits.js";
+import { checkGraphShapes, graphPath } from "../../src/verify/check-graph-shapes.js";
+import { edited, fsdpPlan, refusal } from "../plan/plan-edits.js";
 
 describe("checkGraphShapes", () => {
   it("accepts a compiled plan", () => expect(() => checkGraphShapes(fsdpPlan)).not.toThrow());

@@ -10,8 +10,8 @@ import type { StageOccurrences } from "../compile/placer.js";
 import type { ShardStrategy } from "../check/settings-types.js";
 import type { StepPoint } from "../shard/types.js";
 import { actionFromText, formatAction, isCollectiveKind, shardAction, type ShardKind } from "../schedule/action.js";
-import { fail } from "./json-check.js";
-import type { Plan, PlanProgram, PlanStepPoint } from "./plan.js";
+import { fail } from "../plan/json-check.js";
+import type { Plan, PlanProgram, PlanStepPoint } from "../plan/plan.js";
 
 /** A collective the shard plans call for, and the plan element that calls for it (for the message). */
 interface Expected {

@@ -3,8 +3,8 @@
 // its pipeline rank (plan.ts: rank = pipe · dataParallel + data), and each program running exactly the stages
 // of its pipeline rank. A program whose ranks or stages disagree would run on devices that hold other
 // weights or talk to peers that never answer.
-import { fail } from "./json-check.js";
-import { meshRank, type Plan } from "./plan.js";
+import { fail } from "../plan/json-check.js";
+import { meshRank, type Plan } from "../plan/plan.js";
 
 const list = (xs: readonly number[]): string => `[${xs.join(", ")}]`;
 const same = (a: readonly number[], b: readonly number[]): boolean => a.length === b.length && a.every((x, i) => x === b[i]);

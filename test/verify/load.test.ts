@@ -1,6 +1,6 @@
 // The loader rejects every kind of broken plan with a PlanError naming the JSON path, and never crashes.
 import { describe, expect, it } from "vitest";
-import { loadPlan, parsePlan } from "../../src/plan/load.js";
+import { loadPlan, parsePlan } from "../../src/verify/load.js";
 import { PlanError } from "../../src/plan/plan-error.js";
 import type { Plan } from "../../src/plan/plan.js";
 import { planToJson } from "../../src/plan/serialize.js";
