@@ -13,3 +13,10 @@ export function reportDiagnostics(io: CliIO, diags: readonly Diagnostic[], sourc
   if (warnings > 0) parts.push(`${warnings} warning${warnings === 1 ? "" : "s"}`);
   io.stderr(`${parts.join(", ")}\n`);
 }
+
+/** The error for a file that checks but defines no model (only blocks, for other files to import): located
+ *  at the file's start, since there is no line to point at. */
+export function reportNoModel(io: CliIO, file: string, verb: string, diags: readonly Diagnostic[]): void {
+  if (diags.some((d) => d.severity === "error")) return;
+  io.stderr(`${file}:1:1: error: no model to ${verb}: the file defines only blocks (a library for other files to import); add a 'model NAME { ... }'\n`);
+}

@@ -26,7 +26,10 @@ export function withHash(plan: Plan): Readonly<Record<string, unknown>> {
 /** Checks the hash of a parsed plan (after every other check) and returns the plan without it. */
 export function verifyHash(parsed: Readonly<Record<string, unknown>>, plan: Plan): Plan {
   const { hash, ...rest } = parsed;
-  if (plan.version < HASHED_SINCE_VERSION) return rest as unknown as Plan;
+  // A file that carries a hash is held to it whatever its version says, so that lowering the version of an
+  // edited plan does not skip the seal; only a version-1 file without one (written before hashes) loads
+  // unsealed, and the consistency checks before this one still prove it complete.
+  if (hash === undefined && plan.version < HASHED_SINCE_VERSION) return rest as unknown as Plan;
   if (hash === undefined) fail("hash", `missing: every version-${plan.version} plan carries the content hash fsm compile wrote; compile the plan again (fsm compile ${plan.model.source} ... -o FILE)`);
   if (typeof hash !== "string" || !/^sha256:[0-9a-f]{64}$/.test(hash)) fail("hash", `expected "sha256:" and 64 hex digits, got ${JSON.stringify(hash)?.slice(0, 80)}`);
   if (hash !== planHash(parsed)) {

@@ -211,6 +211,13 @@ const cases: HostileCase[] = [
     argv: ["check", "m.fsm"],
     message: atMost(800, /m\.fsm:4:50\d\d: error\[FSM300\]: unknown name 'nope'/),
   },
+  // ---- a file with no model (found by the fuzzer: the message had neither a location nor "error")
+  ...["compile", "cost", "graph"].map((cmd): HostileCase => ({
+    name: `a file of blocks only, no model: fsm ${cmd}`,
+    setup: write("blocks.fsm", "block B(d: int) {\n  fc = linear(d, d)\n  forward(x) {\n    return fc(x)\n  }\n}\n"),
+    argv: [cmd, "blocks.fsm"],
+    message: /blocks\.fsm:1:1: error: no model to (compile|cost|print): the file defines only blocks/,
+  })),
 ];
 
 describe("bad .fsm sources and numbers", () => hostileCases(cases));

@@ -50,4 +50,10 @@ describe("the plan's content hash", () => {
     expect(refusal(() => parsePlan(JSON.stringify({ ...file, hash: "md5:00" }))).message).toMatch(/^hash: expected "sha256:"/);
     expect(parsePlan(JSON.stringify({ ...file, version: 1 }))).toEqual({ ...fsdpPlan, version: 1 });
   });
+
+  it("checks a hash whatever the version says: marking an edited plan version 1 does not skip the seal", () => {
+    const file = written();
+    file.version = 1;
+    expect(refusal(() => parsePlan(JSON.stringify(file))).message).toMatch(/^hash: the plan was edited after compile/);
+  });
 });

@@ -13,7 +13,7 @@ import { checkWritableFile } from "../../files/path-kind.js";
 import { flag, integerFlag, parseArgs, UsageError } from "../args.js";
 import type { CliIO } from "../io.js";
 import { version } from "../main.js";
-import { reportDiagnostics } from "../report.js";
+import { reportDiagnostics, reportNoModel } from "../report.js";
 import type { Command } from "./command.js";
 import { formatBytes, formatSeconds, plural } from "../../format/units.js";
 
@@ -71,7 +71,7 @@ devices = stages × data_parallel (any one from the other two); the search needs
     reportDiagnostics(io, result.diagnostics, result.sources);
     const model = result.model;
     if (!model) {
-      if (result.diagnostics.every((d) => d.severity !== "error")) io.stderr(`${file}: no model to compile (a library of blocks)\n`);
+      reportNoModel(io, file, "compile", result.diagnostics);
       return 1;
     }
     const out = flag(args, "output") ?? `${model.name}.plan.json`;

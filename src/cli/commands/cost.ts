@@ -9,7 +9,7 @@ import { tableLines } from "../../format/table.js";
 import { count, formatBytes, formatFlops, formatSeconds } from "../../format/units.js";
 import { flag, integerFlag, parseArgs, UsageError } from "../args.js";
 import type { CliIO } from "../io.js";
-import { reportDiagnostics } from "../report.js";
+import { reportDiagnostics, reportNoModel } from "../report.js";
 import type { Command } from "./command.js";
 
 
@@ -43,7 +43,7 @@ per device under each shard strategy (none, oss, sddp, fsdp).
     reportDiagnostics(io, result.diagnostics, result.sources);
     const model = result.model;
     if (!model) {
-      if (result.diagnostics.every((d) => d.severity !== "error")) io.stderr(`${file}: no model to cost (a library of blocks)\n`);
+      reportNoModel(io, file, "cost", result.diagnostics);
       return 1;
     }
     let estimate: ModelEstimate;

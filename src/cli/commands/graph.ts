@@ -5,7 +5,7 @@ import { printGraph } from "../../graph/print.js";
 import { graphSummary } from "../../graph/summary.js";
 import { flag, parseArgs, UsageError } from "../args.js";
 import type { CliIO } from "../io.js";
-import { reportDiagnostics } from "../report.js";
+import { reportDiagnostics, reportNoModel } from "../report.js";
 import type { Command } from "./command.js";
 
 const FORMATS = ["text", "dot", "json"] as const;
@@ -28,7 +28,7 @@ Checks FILE and prints its forward graph: layers, ops with types, parameters.
     reportDiagnostics(io, result.diagnostics, result.sources);
     const m = result.model;
     if (!m) {
-      if (result.diagnostics.every((d) => d.severity !== "error")) io.stderr(`${args.positionals[0]}: no model to print (a library of blocks)\n`);
+      reportNoModel(io, args.positionals[0]!, "print", result.diagnostics);
       return 1;
     }
     if (format === "json") io.stdout(JSON.stringify(graphSummary(m.graph), null, 2) + "\n");
