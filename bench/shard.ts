@@ -30,7 +30,7 @@ const MICRO_BATCHES = 8;
 
 const runs = [8, 64].flatMap((dp) =>
   SHARD_STRATEGIES.map((strategy) => {
-    const spec = { graph: training, strategy, precision: train.precision, optimizer: train.optimizer, ranks: groupRanks(dp) };
+    const spec = { graph: training, strategy, precision: train.precision, reduceDtype: train.reduceDtype, optimizer: train.optimizer, ranks: groupRanks(dp) };
     let plan: ShardPlan | undefined;
     const buildMs = medianMs(() => (plan = buildShardPlan(spec)), 5);
     const p = plan!;
@@ -95,6 +95,7 @@ const pipelined = SHARD_STRATEGIES.map((strategy) => {
         graph: training,
         strategy,
         precision: train.precision,
+        reduceDtype: train.reduceDtype,
         optimizer: train.optimizer,
         ranks: groupRanks(PIPELINE_DP, stage * PIPELINE_DP),
         stage,

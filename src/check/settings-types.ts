@@ -29,6 +29,9 @@ export interface TrainConfig {
   readonly optimizer: Optimizer;
   readonly clipGradNorm?: number;
   readonly precision: Precision;
+  /** What gradients are accumulated and reduced in (FSDP2's `reduce_dtype`): fp32 (the default, as Megatron-LM
+   *  does for bf16), or the 16-bit compute type itself, halving gradient memory and traffic. */
+  readonly reduceDtype: Precision;
   /** fp16 only: dynamic loss scaling or a fixed scale. */
   readonly lossScale: "dynamic" | number;
   readonly data: DataSource;

@@ -40,6 +40,7 @@ const TRAIN_KEYS = {
   optimizer,
   clip_grad_norm: positiveNumber,
   precision: word(PRECISIONS),
+  reduce_dtype: word(PRECISIONS),
   loss_scale: lossScale,
   data: dataSource,
 } satisfies Record<string, Reader<unknown>>;
@@ -130,6 +131,10 @@ export function checkTrain(diags: Diagnostic[], section: SettingsSection, env: E
   if (spans.has("loss_scale") && precision !== "fp16") {
     diags.push(error("FSM503", `loss_scale only applies to precision = fp16 (precision is ${precision})`, spans.get("loss_scale")!));
   }
+  const reduceDtype = (values.get("reduce_dtype") as TrainConfig["reduceDtype"] | undefined) ?? "fp32";
+  if (reduceDtype !== "fp32" && reduceDtype !== precision) {
+    diags.push(error("FSM503", `reduce_dtype = ${reduceDtype} needs precision = ${reduceDtype} (precision is ${precision}): gradients are reduced in fp32 or in the compute precision`, spans.get("reduce_dtype")!));
+  }
   if (diags.length > before && diags.slice(before).some((d) => d.severity === "error")) return undefined;
   const seq = values.get("seq") as number | undefined;
   const clip = values.get("clip_grad_norm") as number | undefined;
@@ -141,6 +146,7 @@ export function checkTrain(diags: Diagnostic[], section: SettingsSection, env: E
     optimizer: values.get("optimizer") as Optimizer,
     ...(clip !== undefined ? { clipGradNorm: clip } : {}),
     precision,
+    reduceDtype,
     lossScale: (values.get("loss_scale") as TrainConfig["lossScale"] | undefined) ?? "dynamic",
     data: (values.get("data") as DataSource | undefined) ?? { kind: "synthetic" },
   };

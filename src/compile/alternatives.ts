@@ -1,5 +1,5 @@
 // What would fit when a plan does not: each change a user can make without more devices — checkpointing,
-// a stronger shard strategy, smaller micro-batches, twice the pipeline stages — planned for real, then all of
+// a stronger shard strategy, 2–16× smaller micro-batches, twice the pipeline stages — planned for real, then all of
 // them together.
 import { SHARD_STRATEGIES } from "../check/settings-types.js";
 import type { Graph } from "../graph/graph.js";
@@ -20,7 +20,7 @@ export function alternatives(s: ResolvedSettings, layerCount: number): { singles
   for (const strategy of SHARD_STRATEGIES.slice(SHARD_STRATEGIES.indexOf(s.shard) + 1)) {
     out.push({ change: `shard = ${strategy}`, set: [`parallel.shard=${strategy}`], settings: { ...s, shard: strategy } });
   }
-  for (const factor of [2, 4]) {
+  for (const factor of [2, 4, 8, 16]) {
     const microBatches = s.microBatches * factor;
     if (s.batch % (s.dataParallel * microBatches) !== 0) break;
     out.push({

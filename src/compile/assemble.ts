@@ -115,6 +115,7 @@ export function assemblePlan(x: AssembleInput): Plan {
       bucketMB: s.bucketMB,
       fsdpPrefetch: s.fsdpPrefetch,
       precision: s.precision,
+      ...(s.reduceDtype !== "fp32" && { reduceDtype: s.reduceDtype }),
       optimizer: s.optimizer.kind,
       clipGradNorm: s.clipGradNorm ?? null,
     },

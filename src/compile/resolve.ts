@@ -28,6 +28,8 @@ export interface ResolvedSettings {
   /** FSDP: units gathered ahead of the one computing (1: the next one, FairScale's and FSDP's default). */
   readonly fsdpPrefetch: number;
   readonly precision: Precision;
+  /** What gradients are held and reduced in (train.reduce_dtype). */
+  readonly reduceDtype: Precision;
   readonly optimizer: Optimizer;
   readonly clipGradNorm: number | undefined;
 }
@@ -95,7 +97,7 @@ export function autoSettings(parallel: ParallelConfig, mesh: MeshSizes): string[
 }
 
 /** The settings that come from the train section alone, whatever the parallel choices. */
-export function trainSettings(train: TrainConfig, parallel: ParallelConfig): Pick<ResolvedSettings, "batch" | "seq" | "bucketMB" | "fsdpMinParams" | "fsdpPrefetch" | "precision" | "optimizer" | "clipGradNorm"> {
+export function trainSettings(train: TrainConfig, parallel: ParallelConfig): Pick<ResolvedSettings, "batch" | "seq" | "bucketMB" | "fsdpMinParams" | "fsdpPrefetch" | "precision" | "reduceDtype" | "optimizer" | "clipGradNorm"> {
   return {
     batch: train.batch,
     seq: train.seq,
@@ -103,6 +105,7 @@ export function trainSettings(train: TrainConfig, parallel: ParallelConfig): Pic
     fsdpMinParams: parallel.fsdpMinParams,
     fsdpPrefetch: parallel.fsdpPrefetch,
     precision: train.precision,
+    reduceDtype: train.reduceDtype,
     optimizer: train.optimizer,
     clipGradNorm: train.clipGradNorm,
   };

@@ -4,7 +4,7 @@
 import type { Cluster } from "../cost/cluster.js";
 import { collectiveTime, groupLink } from "../cost/collectives.js";
 import { costGraph } from "../cost/graph-cost.js";
-import { onDevice } from "../cost/precision.js";
+import { onDevice, widenedScratchBytes } from "../cost/precision.js";
 import type { Graph, TensorId } from "../graph/graph.js";
 import type { DimBindings } from "../graph/op-cost.js";
 import { bytesOf } from "../graph/ops/cost-rules.js";
@@ -93,7 +93,9 @@ export class StageCostModel implements ScheduleCosts {
       return n;
     };
     this.sendBytes = boundaries.sends.map(total);
-    this.activations = stageActivations(training, stages, boundaries, annotated, bytes, total);
+    // The CPU kernels compute in f32: a 16-bit operand or result has an f32 twin while its op runs.
+    const scratch = cluster.profile.kind === "cpu" ? (op: number, dying: (t: TensorId) => boolean): number => widenedScratchBytes(training, op, settings.precision, bindings, dying) : undefined;
+    this.activations = stageActivations(training, stages, boundaries, annotated, bytes, total, scratch);
   }
 
   forward(stage: number): number {
@@ -176,6 +178,7 @@ function stageActivations(
   annotated: readonly boolean[],
   bytes: (t: TensorId) => number,
   total: (ts: Iterable<TensorId>) => number,
+  scratch?: (op: number, dying: (t: TensorId) => boolean) => number,
 ): StageActivations[] {
   const saved = savedByLayer(training);
   // Tensors the weight-gradient ops read (besides model state): what a split backward's W still needs.
@@ -212,7 +215,7 @@ function stageActivations(
       } else released.set(l, added);
       for (const t of wReads[l]!) w.add(t);
     }
-    const gradients = backwardGradientPeaks(training, s.start, s.end, bytes, (l) => released.get(l) ?? []);
+    const gradients = backwardGradientPeaks(training, s.start, s.end, bytes, (l) => released.get(l) ?? [], scratch);
     return { kept: total(kept), input: total(input), weightGrad: total(w), byLayer, rebuilt, gradients };
   });
 }

@@ -66,7 +66,7 @@ export function estimateModel(model: CheckedModel, cluster: Cluster): ModelEstim
   const flops = costGraph(model.graph, { cluster, precision: train.precision, bindings: perStep });
   const activations = activationMemory(buildTrainingGraph(model.graph, train), perMicroBatch, train.precision);
   const params = model.graph.parameterCount();
-  const split = stateBytesPerParam(train.precision, train.optimizer);
+  const split = stateBytesPerParam(train.precision, train.optimizer, train.reduceDtype);
 
   const layers = flops.layers.map((l): LayerEstimate => {
     const a = activations.layers[l.index]!;
@@ -85,7 +85,7 @@ export function estimateModel(model: CheckedModel, cluster: Cluster): ModelEstim
   const forward = sum((l) => l.forwardFlops);
   const backward = { input: sum((l) => l.backwardFlops.input), weight: sum((l) => l.backwardFlops.weight) };
   const perDevice = Object.fromEntries(
-    SHARD_STRATEGIES.map((s) => [s, modelStateBytes(params, cluster.devices, s, train.precision, train.optimizer)]),
+    SHARD_STRATEGIES.map((s) => [s, modelStateBytes(params, cluster.devices, s, train.precision, train.optimizer, train.reduceDtype)]),
   ) as Record<ShardStrategy, number>;
   return {
     model: model.name,

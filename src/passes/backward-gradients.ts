@@ -14,6 +14,9 @@ import type { Graph, TensorId } from "../graph/graph.js";
  * a tensor read by no gradient op of the stage after it is made does not count. `released(l)` names the
  * tensors layer l's stash holds until the layer's backward ends (what the caller charges to the layer): the
  * ones whose last read is already past count against the peak, since a runtime has reused their bytes.
+ * `scratch(op, dying)` is what an op adds while it runs to what is counted live (a runtime whose kernels
+ * compute in f32 widens 16-bit operands into temporaries first); `dying(t)` says whether operand t, counted
+ * live here, is read for the last time by this op.
  */
 export function backwardGradientPeaks(
   g: Graph,
@@ -21,6 +24,7 @@ export function backwardGradientPeaks(
   end: number,
   bytes: (t: TensorId) => number,
   released: (layer: number) => Iterable<TensorId> = () => [],
+  scratch: (op: number, dying: (t: TensorId) => boolean) => number = () => 0,
 ): { layer: number; bytes: number }[] {
   const layers = g.layers();
   // The gradient ops in run order, and where each layer's begin in that order.
@@ -57,7 +61,8 @@ export function backwardGradientPeaks(
     // What this layer's stash (the caller prices it as held to the layer's end) has already given back by
     // each of its ops: a tensor after its last read. Subtracted, so stash + peak is what is live at most.
     const done: [number, number][] = [];
-    for (const t of released(l)) {
+    const stash = new Set(released(l));
+    for (const t of stash) {
       const last = lastRead.get(t);
       if (last !== undefined) done.push([last, bytes(t)]);
     }
@@ -68,7 +73,8 @@ export function backwardGradientPeaks(
     for (let at = begins[k]!; at < begins[k + 1]!; at++) {
       live += delta[at]!;
       while (d < done.length && done[d]![0] < at) freed += done[d++]![1];
-      peak = Math.max(peak, live - freed);
+      const dying = (t: TensorId): boolean => lastRead.get(t) === at && (made.has(t) || stash.has(t));
+      peak = Math.max(peak, live - freed + scratch(order[at]!, dying));
     }
     peaks.push({ layer: l, bytes: peak });
   }

@@ -141,6 +141,9 @@ export interface PlanSettings {
   /** FSDP: units all-gathered ahead of the one computing. Absent in plans written before it existed: 1. */
   readonly fsdpPrefetch?: number;
   readonly precision: string;
+  /** What gradients are held and reduced in (train.reduce_dtype), when not fp32. Absent: fp32 (what every
+   *  plan before it ran, though those priced 16-bit gradients). */
+  readonly reduceDtype?: string;
   readonly optimizer: string;
   readonly clipGradNorm: number | null;
 }

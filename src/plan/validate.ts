@@ -116,6 +116,7 @@ function checkSettings(v: Json): { pipe: number; data: number; virtual: number }
   nonNegative(field(o, "bucketMB", p), key(p, "bucketMB"));
   if (o.fsdpPrefetch !== undefined) integer(o.fsdpPrefetch, key(p, "fsdpPrefetch"), 1, 64, "a prefetch depth");
   oneOf(field(o, "precision", p), key(p, "precision"), PRECISIONS);
+  if (o.reduceDtype !== undefined) oneOf(o.reduceDtype, key(p, "reduceDtype"), PRECISIONS);
   string(field(o, "optimizer", p), key(p, "optimizer"));
   if (field(o, "clipGradNorm", p) !== null) nonNegative(o.clipGradNorm, key(p, "clipGradNorm"));
   return { pipe, data, virtual };

@@ -64,6 +64,10 @@ export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: num
   if (engine !== "native" && plan.settings.precision !== "fp32") {
     throw new EngineError(`engine ${engine} runs fp32 only; precision ${plan.settings.precision} (16-bit storage, fp32 compute${plan.settings.precision === "fp16" ? ", loss scaling" : ""}) runs on the native engine`);
   }
+  // Every engine accumulates and reduces gradients in fp32 (the communicators sum f32 only).
+  if (plan.settings.reduceDtype !== undefined && plan.settings.reduceDtype !== "fp32") {
+    throw new EngineError(`not implemented: gradients reduced in ${plan.settings.reduceDtype} (train.reduce_dtype); the runtime holds and reduces gradients in fp32: compile with reduce_dtype = fp32 (the default) to run this model`);
+  }
   const params = initParams(graph, seed, "f32");
   if (init !== undefined) {
     try {

@@ -121,7 +121,7 @@ export function searchPlans(x: SearchInput): SearchResult {
   const bandwidth = x.cluster.profile.memory.bandwidth * x.cluster.profile.achievable.memory;
   const totalParams = x.training.parameterCount();
 
-  const word = stateBytesPerParam(x.train.precision, x.train.optimizer).param;
+  const word = stateBytesPerParam(x.train.precision, x.train.optimizer, x.train.reduceDtype).param;
   const bucketBytes = bucketCapBytes(x.parallel.bucketMB);
   const microBatch = (c: Candidate): number => x.train.batch / (c.dataParallel * c.microBatches);
   // Layer seconds depend on the micro-batch size, the data-parallel degree and the sharding only: shared.
@@ -136,7 +136,7 @@ export function searchPlans(x: SearchInput): SearchResult {
     return s;
   };
   const modelOf = (c: Candidate): StageModel =>
-    new StageModel({ table, profile: table.at(microBatch(c)), cluster: x.cluster, candidate: c, precision: x.train.precision, optimizer: x.train.optimizer, capacity, bucketBytes, prefetch: x.parallel.fsdpPrefetch }, secondsOf(c));
+    new StageModel({ table, profile: table.at(microBatch(c)), cluster: x.cluster, candidate: c, precision: x.train.precision, optimizer: x.train.optimizer, reduceDtype: x.train.reduceDtype, capacity, bucketBytes, prefetch: x.parallel.fsdpPrefetch }, secondsOf(c));
   const bounded = space.candidates.map((c) => {
     const profile = table.at(microBatch(c));
     let weightSeconds = 0;
@@ -154,6 +154,7 @@ export function searchPlans(x: SearchInput): SearchResult {
       memoryBandwidth: bandwidth,
       precision: x.train.precision,
       optimizer: x.train.optimizer,
+      reduceDtype: x.train.reduceDtype,
     });
     return { c, bound };
   });
@@ -166,7 +167,7 @@ export function searchPlans(x: SearchInput): SearchResult {
     // Some stage holds at least an even share of the parameters, so at least that share's model state: when
     // that alone exceeds a stage's memory, no split fits and the partitioner need not look.
     const stageCount = c.stages * c.virtualStages;
-    if (modelStateBytes(Math.floor(totalParams / stageCount), c.dataParallel, c.shard, x.train.precision, x.train.optimizer) > capacity / c.virtualStages) return "infeasible";
+    if (modelStateBytes(Math.floor(totalParams / stageCount), c.dataParallel, c.shard, x.train.precision, x.train.optimizer, x.train.reduceDtype) > capacity / c.virtualStages) return "infeasible";
     const model = modelOf(c);
     const split = optimalPartition({
       layers: table.count,

@@ -21,7 +21,7 @@ export interface SplitSettings extends Omit<Candidate, "checkpoint"> {
 }
 
 /** Layers per (virtual) stage; a SearchError when no split honours the layers' stage pins. */
-export function optimalSplit(training: Graph, s: SplitSettings, cluster: Cluster, train: Pick<TrainConfig, "precision" | "seq" | "optimizer">): number[] {
+export function optimalSplit(training: Graph, s: SplitSettings, cluster: Cluster, train: Pick<TrainConfig, "precision" | "seq" | "optimizer" | "reduceDtype">): number[] {
   const table = new LayerTable(training, cluster, train.precision, train.seq);
   const candidate: Candidate = {
     stages: s.stages,
@@ -33,7 +33,7 @@ export function optimalSplit(training: Graph, s: SplitSettings, cluster: Cluster
     reshardAfterForward: s.reshardAfterForward,
     checkpoint: s.checkpoint,
   };
-  const model = new StageModel({ table, profile: table.at(s.microBatchSize), cluster, candidate, precision: train.precision, optimizer: train.optimizer, bucketBytes: bucketCapBytes(s.bucketMB), prefetch: s.fsdpPrefetch });
+  const model = new StageModel({ table, profile: table.at(s.microBatchSize), cluster, candidate, precision: train.precision, optimizer: train.optimizer, reduceDtype: train.reduceDtype, bucketBytes: bucketCapBytes(s.bucketMB), prefetch: s.fsdpPrefetch });
   const problem = { layers: table.count, stages: model.stageCount, stageTime: (k: number, i: number, j: number) => model.stageTime(k, i, j) };
   const split = optimalPartition({ ...problem, fits: (k, i, j) => model.fits(k, i, j) }) ?? optimalPartition({ ...problem, fits: (k, i, j) => table.pinsAllow(k, i, j) });
   if (!split) {

@@ -38,6 +38,7 @@ export interface StageModelInput {
   readonly candidate: Candidate;
   readonly precision: Precision;
   readonly optimizer: Optimizer;
+  readonly reduceDtype: Precision;
   /** Bytes a device may use (default: the profile's memory; less when compile derates it, see compile.ts). */
   readonly capacity?: number;
   /** Gradient bucket size (parallel.bucket_mb). */
@@ -152,14 +153,14 @@ export class StageModel {
 
   constructor(
     private readonly x: StageModelInput,
-    seconds: LayerSeconds = layerSeconds(x.table, x.profile, x.cluster, x.candidate, stateBytesPerParam(x.precision, x.optimizer).param, x.bucketBytes),
+    seconds: LayerSeconds = layerSeconds(x.table, x.profile, x.cluster, x.candidate, stateBytesPerParam(x.precision, x.optimizer, x.reduceDtype).param, x.bucketBytes),
   ) {
     const { table, profile: pr, cluster, candidate: c } = x;
     const L = table.count;
     this.layers = L;
     this.stageCount = c.stages * c.virtualStages;
     this.capacity = x.capacity ?? cluster.profile.memory.capacity;
-    this.perParam = stateBytesPerParam(x.precision, x.optimizer);
+    this.perParam = stateBytesPerParam(x.precision, x.optimizer, x.reduceDtype);
     this.word = this.perParam.param;
     this.maxLayerParams = Math.max(...table.params);
     const d = c.dataParallel;

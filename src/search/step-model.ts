@@ -115,6 +115,7 @@ export interface BoundInput {
   readonly memoryBandwidth: number;
   readonly precision: Precision;
   readonly optimizer: Optimizer;
+  readonly reduceDtype: Precision;
 }
 
 export function lowerBound(c: Candidate, x: BoundInput): number {
@@ -138,7 +139,7 @@ export function lowerBound(c: Candidate, x: BoundInput): number {
   }
   pipeline = Math.max(pipeline, m * T);
   const share = Math.floor(x.totalParams / p);
-  const state = modelStateBytes(share, c.dataParallel, c.shard, x.precision, x.optimizer);
+  const state = modelStateBytes(share, c.dataParallel, c.shard, x.precision, x.optimizer, x.reduceDtype);
   const broadcast = c.shard === "oss" || c.shard === "sddp" ? collectiveTime("all_gather", share * x.word, c.dataParallel, x.dpLink) : 0;
   return pipeline + optimizerSeconds(state, x.memoryBandwidth) + broadcast;
 }

@@ -28,6 +28,7 @@ export function shardMemory(
   b: StateBytesPerParam,
   precision: Precision,
   optimizer: OptimizerSpec | Optimizer,
+  reduceDtype: Precision,
   psi: number,
   shardedElements: readonly number[],
 ): ShardMemory {
@@ -43,7 +44,7 @@ export function shardMemory(
   return {
     perRank,
     maxTotal: Math.max(...perRank.map((x) => x.total)),
-    zeroFormula: modelStateBytes(psi, n, strategy, precision, optimizer),
+    zeroFormula: modelStateBytes(psi, n, strategy, precision, optimizer, reduceDtype),
     excessElements: largest - Math.ceil(psi / n),
     shardedBytesPerElement: shardedBytesPerElement(strategy, b),
   };

@@ -23,6 +23,8 @@ export interface ShardSpec {
   readonly strategy: ShardStrategy;
   readonly precision: Precision;
   readonly optimizer: OptimizerSpec | Optimizer;
+  /** What gradients are held and reduced in (train.reduce_dtype). */
+  readonly reduceDtype: Precision;
   /** Global ranks of the stage's data-parallel group, by group rank; the group size is its length. */
   readonly ranks: readonly number[];
   /** The stage's layers (default: pipeline.stages[stage], else every layer, a single-stage plan). */
@@ -79,7 +81,7 @@ export function buildShardPlan(spec: ShardSpec): ShardPlan {
   const uses = spec.uses ?? paramUses(spec.graph);
   const params = stageParams(spec.graph, layers, uses);
   const shared = sharedParams(uses, params, layers, stage, stageOf);
-  const bytes = stateBytesPerParam(spec.precision, spec.optimizer);
+  const bytes = stateBytesPerParam(spec.precision, spec.optimizer, spec.reduceDtype);
   const ctx: PlanContext = {
     layers: spec.graph.layers().slice(layers.start, layers.end),
     params,
@@ -108,7 +110,7 @@ export function buildShardPlan(spec: ShardSpec): ShardPlan {
     units: parts.units,
     collectives: parts.collectives,
     frees: parts.frees,
-    memory: shardMemory(spec.strategy, bytes, spec.precision, spec.optimizer, psi, parts.shardedElements),
+    memory: shardMemory(spec.strategy, bytes, spec.precision, spec.optimizer, spec.reduceDtype, psi, parts.shardedElements),
     tied: tied.tied,
     tiedCollectives: tied.collectives,
     crossStageParams: tied.tied.filter((t) => t.stages.length > 1).map((t) => t.name).sort(),

@@ -25,6 +25,7 @@ export function shardSpecFromSettings(training: Graph, train: TrainConfig, paral
     graph: training,
     strategy,
     precision: train.precision,
+    reduceDtype: train.reduceDtype,
     optimizer: train.optimizer,
     ranks: at.ranks,
     ...(at.layers && { layers: at.layers }),

@@ -114,6 +114,7 @@ describe("settings", () => {
       seed: 0,
       optimizer: { kind: "adamw", lr: 3e-4, betas: [0.9, 0.95], eps: 1e-8, weightDecay: 0.01 },
       precision: "fp16",
+      reduceDtype: "fp32",
       lossScale: 1024,
       data: { kind: "tokens", path: "t.bin", dtype: "u32" },
     });
@@ -136,6 +137,16 @@ describe("settings", () => {
   it("rejects stage pins that go backwards", () => {
     const r = checkSources({ "m.fsm": SCALED + model("  @stage(1)\n  a = Scaled(4)\n  @stage(0)\n  b = Scaled(4)", "    return mse_loss(b(a(x)), y)") });
     expect(r.diagnostics.map((d) => `${d.code} ${d.span.line}:${d.span.column}`)).toEqual(["FSM505 8:3"]);
+  });
+
+  it("reads reduce_dtype: fp32 or the compute precision, anything else an error at the setting", () => {
+    const train = (p: string, r: string) => `train {\n  batch = 8, seq = 4, optimizer = sgd(lr: 0.1)\n  precision = ${p}, reduce_dtype = ${r}\n}\n`;
+    expect(checkSources({ "m.fsm": body + train("bf16", "bf16") }).model!.train!.reduceDtype).toBe("bf16");
+    expect(checkSources({ "m.fsm": body + train("bf16", "fp32") }).model!.train!.reduceDtype).toBe("fp32");
+    const bad = checkSources({ "m.fsm": body + train("fp32", "bf16") });
+    expect(bad.diagnostics.map((d) => `${d.severity} ${d.code} ${d.span.line}:${d.span.column}`)).toEqual([`error FSM503 ${body.split("\n").length + 2}:21`]);
+    expect(bad.diagnostics[0]!.message).toBe("reduce_dtype = bf16 needs precision = bf16 (precision is fp32): gradients are reduced in fp32 or in the compute precision");
+    expect(codes(checkSources({ "m.fsm": body + train("bf16", "fp8") }))[0]).toMatch(/^FSM/);
   });
 
   it("rejects loss_scale without fp16; warns that reshard_after_forward is ignored without fsdp", () => {

@@ -59,7 +59,7 @@ describe("fsm compile", () => {
     const big = await run("compile", samplePath("gpt2-124m"), "--devices", "4", "-o", join(dir, "y.json"), "--set", "parallel.stages=2", "--set", "parallel.chunks=2", "--set", "parallel.checkpoint=never");
     expect(big.code).toBe(1);
     expect(big.stderr).toMatch(/needs [\d.]+ GiB \(\d+ bytes\) but each cpu device has 12\.00 GiB/);
-    expect(big.stderr).toContain("--set parallel.chunks=8");
+    expect(big.stderr).toContain("--set parallel.chunks=16");
     const bad = await run("compile", samplePath("mlp"), "--set", "parallel.shard=fsdpp");
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain("error[FSM500]");

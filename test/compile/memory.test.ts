@@ -13,10 +13,10 @@ describe("model state per device", () => {
     it(`${shard}: every device holds the ZeRO formula's bytes, up to padding and partition imbalance`, () => {
       for (const [stages, dp] of [[1, 4], [2, 2]] as const) {
         const c = compileSample("mlp", "cpu", { stages, data_parallel: dp, chunks: 2, shard });
-        const { precision, optimizer } = c.settings;
+        const { precision, optimizer, reduceDtype } = c.settings;
         for (const plan of c.shards) {
           const psi = plan.params.reduce((n, p) => n + p.numel, 0);
-          const formula = modelStateBytes(psi, dp, shard, precision, optimizer);
+          const formula = modelStateBytes(psi, dp, shard, precision, optimizer, reduceDtype);
           const held = plan.ranks.map((r) => c.plan.predicted.modelStateBytes[r]!);
           const bpe = plan.memory.shardedBytesPerElement;
           // The fullest rank pays exactly the formula plus the elements its shard holds beyond ⌈Ψ/N⌉.

@@ -22,7 +22,7 @@ describe("fsm cost", () => {
     expect(r.stdout).toMatch(/^layers\.0 +7,087,872 /m);
     expect(r.stdout).toMatch(/^lm_head +0 /m);
     expect(r.stdout).toMatch(/^total +124,439,808 /m);
-    expect(r.stdout).toContain("model state: 16 bytes/parameter (2 weights + 2 gradients + 12 optimizer)");
+    expect(r.stdout).toContain("model state: 18 bytes/parameter (2 weights + 4 gradients + 12 optimizer)");
     expect(r.stdout).toMatch(/^FLOPs per step: 450 TFLOP \(forward 150 TFLOP, backward /m);
   });
 
@@ -31,7 +31,7 @@ describe("fsm cost", () => {
     expect(r.code).toBe(0);
     const e = JSON.parse(r.stdout) as ModelEstimate;
     expect(e.parameters).toBe(124_439_808);
-    expect(e.modelStateBytesPerParam).toBe(16);
+    expect(e.modelStateBytesPerParam).toBe(18);
     expect(e.cluster).toMatchObject({ name: "h100-sxm", devices: 16, nodes: 2, devicesPerNode: 8 });
     expect(e.layers).toHaveLength(16);
     expect(e.layers.reduce((n, l) => n + l.parameters, 0)).toBe(124_439_808);
@@ -40,8 +40,8 @@ describe("fsm cost", () => {
     // 6·N·tokens + attention, N = 12·L·d² + V·d: within 1% (the flops tests pin this per model).
     const n = 12 * 12 * 768 ** 2 + 50257 * 768;
     expect(e.flopsPerStep / (512 * 1024 * (6 * n + 12 * 12 * 768 * 1024))).toBeCloseTo(1, 1);
-    expect(e.modelStateBytesPerDevice.fsdp).toBe(16 * Math.ceil(124_439_808 / 16));
-    expect(e.modelStateBytesPerDevice.none).toBe(16 * 124_439_808);
+    expect(e.modelStateBytesPerDevice.fsdp).toBe(18 * Math.ceil(124_439_808 / 16));
+    expect(e.modelStateBytesPerDevice.none).toBe(18 * 124_439_808);
     expect(e.activationBytesPerMicroBatch.checkpointed).toBeLessThan(e.activationBytesPerMicroBatch.full);
     expect(e.microBatch).toBe(512);
   });

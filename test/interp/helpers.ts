@@ -21,6 +21,7 @@ export const PLAIN_SGD: TrainConfig = {
   seed: 1,
   optimizer: { kind: "sgd", lr: 0.1, momentum: 0, weightDecay: 0, nesterov: false },
   precision: "fp32",
+  reduceDtype: "fp32",
   lossScale: "dynamic",
   data: { kind: "synthetic" },
 };

@@ -42,3 +42,15 @@ describe("backwardGradientPeaks", () => {
     expect(less).toBeGreaterThanOrEqual(0);
   });
 });
+
+describe("backwardGradientPeaks with per-op scratch", () => {
+  const { training } = trainSample("mlp");
+  const bytes = (t: number): number => bytesOf(training.tensor(t).type, { B: 32 });
+  const layers = training.layers().length;
+
+  it("a scratch every op holds while it runs raises each layer's peak by exactly that much", () => {
+    const plain = backwardGradientPeaks(training, 0, layers, bytes);
+    const more = backwardGradientPeaks(training, 0, layers, bytes, () => [], () => 1000);
+    expect(more.map((p) => p.bytes - 1000)).toEqual(plain.map((p) => p.bytes));
+  });
+});

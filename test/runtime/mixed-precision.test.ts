@@ -158,3 +158,15 @@ describe("fp16 loss scaling on the cluster", () => {
     expect(Array.from(readParam(cluster, program, "wte.weight"))).not.toEqual(Array.from(before));
   });
 });
+
+describe("16-bit gradient reduction", () => {
+  it("is planned (half the gradient bytes) but not run: the runtime says so instead of reducing in fp32", async () => {
+    const fp32 = planFor({ "train.precision": "bf16", stages: 1, data_parallel: 2, chunks: 1, shard: "fsdp" }, 2);
+    const bf16 = planFor({ "train.precision": "bf16", "train.reduce_dtype": "bf16", stages: 1, data_parallel: 2, chunks: 1, shard: "fsdp" }, 2);
+    expect(bf16.settings.reduceDtype).toBe("bf16");
+    expect(fp32.settings.reduceDtype).toBeUndefined();
+    // The sharded gradient: 2 bytes per element instead of 4.
+    expect(bf16.shard[0]!.stateBytes[0]!.grad * 2).toBe(fp32.shard[0]!.stateBytes[0]!.grad);
+    await expect(runPlan(bf16, { steps: 1, engine: "native" })).rejects.toThrow(/not implemented: gradients reduced in bf16 \(train\.reduce_dtype\)/);
+  });
+});

@@ -120,7 +120,7 @@ describe("the plan search's choices", () => {
   });
 
   it("a model too large for one device is split: llama-7b on h100-sxm × 8 does not keep whole replicas unsharded", () => {
-    // Adam in bf16 keeps 16 bytes per parameter: 108 GB for 7B, more than one 80 GB device. The sample fixes
+    // Mixed Adam with fp32 gradients keeps 18 bytes per parameter: 121 GB for 7B, more than one 80 GB device. The sample fixes
     // shard = fsdp; left to the search, unsharded whole replicas must still lose.
     const r = checkFile(samplePath("llama-7b"), { overrides: ["parallel.shard=auto"] });
     const s = compileModel(r.model!, { cluster: "h100-sxm", devices: 8, source: "llama-7b", fsmVersion: "test" }).plan.settings;

@@ -105,6 +105,7 @@ describe("actions and groups", () => {
       graph: training,
       strategy: "sddp",
       precision: train.precision,
+      reduceDtype: train.reduceDtype,
       optimizer: train.optimizer,
       ranks: groupRanks(2, 5, 3),
       stage: 1,
@@ -124,7 +125,7 @@ describe("actions and groups", () => {
 
   it("stage plans split the parameters; a weight tied across the boundary is held by both and reported", () => {
     const { training, train, model } = sample("gpt-tiny");
-    const base = { graph: training, strategy: "fsdp" as const, precision: train.precision, optimizer: train.optimizer, ranks: groupRanks(2) };
+    const base = { graph: training, strategy: "fsdp" as const, precision: train.precision, reduceDtype: train.reduceDtype, optimizer: train.optimizer, ranks: groupRanks(2) };
     const pipeline = { stages: [{ start: 0, end: 3 }, { start: 3, end: 6 }] };
     const spec = (start: number, end: number, stage: number) =>
       buildShardPlan({ ...base, layers: { start, end }, stage, pipeline, fsdpMinParams: 3000 });
@@ -156,7 +157,7 @@ describe("actions and groups", () => {
 
   it("rejects bad groups, ranges and forward graphs", () => {
     const { training, train, model } = sample("mlp");
-    const base = { graph: training, strategy: "none" as const, precision: train.precision, optimizer: train.optimizer };
+    const base = { graph: training, strategy: "none" as const, precision: train.precision, reduceDtype: train.reduceDtype, optimizer: train.optimizer };
     expect(() => buildShardPlan({ ...base, ranks: [] })).toThrow(/at least one rank/);
     expect(() => buildShardPlan({ ...base, ranks: [1, 1] })).toThrow(/repeat/);
     expect(() => buildShardPlan({ ...base, ranks: [0], layers: { start: 2, end: 2 } })).toThrow(/non-empty range/);

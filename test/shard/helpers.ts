@@ -28,7 +28,7 @@ export function sample(name: SampleName): { model: CheckedModel; train: TrainCon
 /** A single-stage plan of a sample over group ranks 0..n−1, with the sample's precision and optimizer. */
 export function samplePlan(name: SampleName, strategy: ShardStrategy, n: number, extra: Partial<ShardSpec> = {}): ShardPlan {
   const s = sample(name);
-  return buildShardPlan({ graph: s.training, strategy, precision: s.train.precision, optimizer: s.train.optimizer, ranks: groupRanks(n), ...extra });
+  return buildShardPlan({ graph: s.training, strategy, precision: s.train.precision, reduceDtype: s.train.reduceDtype, optimizer: s.train.optimizer, ranks: groupRanks(n), ...extra });
 }
 
 export const sum = (xs: readonly number[]): number => xs.reduce((a, b) => a + b, 0);
@@ -59,6 +59,7 @@ export function pipelinePlans(
       graph: training,
       strategy,
       precision: train.precision,
+      reduceDtype: train.reduceDtype,
       optimizer: train.optimizer,
       ranks: groupRanks(n, k * n),
       stage: k,

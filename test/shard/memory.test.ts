@@ -18,7 +18,7 @@ describe("model-state memory vs the ZeRO formulas", () => {
           const { param: p, grad: g, optimizer: k } = plan.bytesPerParam;
           const m = plan.memory;
           const ceil = Math.ceil(psi / n);
-          expect(m.zeroFormula).toBe(modelStateBytes(psi, n, strategy, train.precision, train.optimizer));
+          expect(m.zeroFormula).toBe(modelStateBytes(psi, n, strategy, train.precision, train.optimizer, train.reduceDtype));
           expect(m.perRank).toHaveLength(n);
           for (const r of m.perRank) expect(r.total).toBe(r.param + r.grad + r.optimizer);
           expect(m.maxTotal).toBe(Math.max(...m.perRank.map((r) => r.total)));

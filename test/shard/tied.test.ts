@@ -40,7 +40,7 @@ describe("GPT's tied embedding over pipeline stages", () => {
           // Every parameter is held once, the embedding twice; each holder's memory counts its replica.
           expect(sum(plans.map(psi))).toBe(model.graph.parameterCount() + numel);
           for (const plan of plans) {
-            expect(plan.memory.zeroFormula).toBe(modelStateBytes(psi(plan), N, strategy, train.precision, train.optimizer));
+            expect(plan.memory.zeroFormula).toBe(modelStateBytes(psi(plan), N, strategy, train.precision, train.optimizer, train.reduceDtype));
             expect(plan.memory.maxTotal).toBe(plan.memory.zeroFormula + plan.memory.shardedBytesPerElement * plan.memory.excessElements);
             const holder = plan.stage === 0 || plan.stage === last;
             expect(plan.crossStageParams).toEqual(holder ? [WTE] : []);
@@ -148,7 +148,7 @@ describe("GPT's tied embedding over pipeline stages", () => {
 
   it("rejects a pipeline that does not cut the layers in order, or that gives the stage other layers", () => {
     const { training, train } = sample("gpt-tiny");
-    const base = { graph: training, strategy: "none" as const, precision: train.precision, optimizer: train.optimizer, ranks: [0] };
+    const base = { graph: training, strategy: "none" as const, precision: train.precision, reduceDtype: train.reduceDtype, optimizer: train.optimizer, ranks: [0] };
     const cut = (stages: { start: number; end: number }[], extra = {}) => () => buildShardPlan({ ...base, pipeline: { stages }, ...extra });
     expect(cut([{ start: 0, end: 3 }, { start: 4, end: 6 }])).toThrow(/stage 1 has layers \[4, 6\); stages must cut/);
     expect(cut([{ start: 0, end: 3 }])).toThrow(/end at layer 3, but 'gpt_tiny' has 6 layers/);
