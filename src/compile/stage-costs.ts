@@ -4,7 +4,7 @@
 import type { Cluster } from "../cost/cluster.js";
 import { collectiveTime, groupLink } from "../cost/collectives.js";
 import { costGraph } from "../cost/graph-cost.js";
-import { onDevice, widenedScratchBytes } from "../cost/precision.js";
+import { onDevice, widenedScratch } from "../cost/precision.js";
 import type { Graph, TensorId } from "../graph/graph.js";
 import type { DimBindings } from "../graph/op-cost.js";
 import { bytesOf } from "../graph/ops/cost-rules.js";
@@ -93,8 +93,8 @@ export class StageCostModel implements ScheduleCosts {
       return n;
     };
     this.sendBytes = boundaries.sends.map(total);
-    // The CPU kernels compute in f32: a 16-bit operand or result has an f32 twin while its op runs.
-    const scratch = cluster.profile.kind === "cpu" ? (op: number, dying: (t: TensorId) => boolean): number => widenedScratchBytes(training, op, settings.precision, bindings, dying) : undefined;
+    // Kernels that compute in f32 give each 16-bit operand or result an f32 twin while its op runs.
+    const scratch = cluster.profile.widens16BitOperands ? widenedScratch(training, settings.precision, bindings) : undefined;
     this.activations = stageActivations(training, stages, boundaries, annotated, bytes, total, scratch);
   }
 

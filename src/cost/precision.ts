@@ -26,10 +26,12 @@ export function onDevice(t: TensorType, precision: Precision): TensorType {
  * narrowing (f32 and 16-bit results). What is stored in 16 bits under mixed precision: float activations,
  * activation gradients and the weights' compute copies; model inputs, parameter gradients (the weight_grad
  * phase: accumulated and reduced in f32) and the loss stay f32.
+ *
+ * Returns the pricer for one graph, precision and binding: each op's widened operands and results are
+ * found once and kept, since a backward's peak walk asks for every op at each of its positions.
  */
-export function widenedScratchBytes(g: Graph, op: OpId, precision: Precision, bindings: DimBindings, dying: (t: TensorId) => boolean = () => false): number {
-  if (precision === "fp32") return 0;
-  const o = g.op(op);
+export function widenedScratch(g: Graph, precision: Precision, bindings: DimBindings): (op: OpId, dying?: (t: TensorId) => boolean) => number {
+  if (precision === "fp32") return () => 0;
   const stored16 = (t: TensorId): boolean => {
     const info = g.tensor(t);
     if (!isFloatDType(info.type.dtype) || info.kind === "input" || info.kind === "state" || t === g.loss) return false;
@@ -37,17 +39,26 @@ export function widenedScratchBytes(g: Graph, op: OpId, precision: Precision, bi
     return producer?.phase !== "weight_grad";
   };
   const wide = (t: TensorId): number => bytesOf({ ...g.tensor(t).type, dtype: "f32" }, bindings);
-  let widened = 0;
-  let freed = 0;
-  for (const t of new Set(o.inputs)) {
-    if (!stored16(t)) continue;
-    widened += wide(t);
-    if (dying(t)) freed += wide(t) / 2;
-  }
-  let results = 0;
-  for (const t of o.outputs) if (stored16(t)) results += wide(t);
-  // Against the caller's count, which holds the 16-bit results (h = results / 2) and the dying operands:
-  // widening W − h, kernel W + F − h − freed, narrowing F − freed.
-  const h = results / 2;
-  return Math.max(widened - h, widened + h - freed, results - freed);
+  const perOp = new Map<OpId, { operands: [TensorId, number][]; widened: number; results: number }>();
+  const shape = (op: OpId): { operands: [TensorId, number][]; widened: number; results: number } => {
+    let known = perOp.get(op);
+    if (known) return known;
+    const o = g.op(op);
+    const operands: [TensorId, number][] = [];
+    for (const t of new Set(o.inputs)) if (stored16(t)) operands.push([t, wide(t)]);
+    let results = 0;
+    for (const t of o.outputs) if (stored16(t)) results += wide(t);
+    known = { operands, widened: operands.reduce((n, [, b]) => n + b, 0), results };
+    perOp.set(op, known);
+    return known;
+  };
+  return (op, dying = () => false) => {
+    const { operands, widened, results } = shape(op);
+    let freed = 0;
+    for (const [t, b] of operands) if (dying(t)) freed += b / 2;
+    // Against the caller's count, which holds the 16-bit results (h = results / 2) and the dying operands:
+    // widening W − h, kernel W + F − h − freed, narrowing F − freed.
+    const h = results / 2;
+    return Math.max(widened - h, widened + h - freed, results - freed);
+  };
 }

@@ -20,6 +20,10 @@ export interface DeviceProfile {
   readonly name: string;
   readonly description: string;
   readonly kind: "cpu" | "cuda";
+  /** Whether the device's kernels compute 16-bit operands in f32 on widened copies (fsm's CPU kernels do;
+   *  tensor-core kernels read bf16/fp16 directly): such a device holds an f32 twin of each 16-bit operand
+   *  and result while an op runs, which the memory model prices. */
+  readonly widens16BitOperands: boolean;
   /** Dense peak FLOP/s per format (no structured sparsity). `fp32` is also the rate of the vector units that
    *  run elementwise ops. */
   readonly peakFlops: Readonly<Record<PeakFormat, number>>;

@@ -57,11 +57,15 @@ export function backwardGradientPeaks(
   }
   const peaks: { layer: number; bytes: number }[] = [];
   let live = 0;
+  // One predicate for every op: it reads the walk's position and the current layer's stash.
+  let at = 0;
+  let stash = new Set<TensorId>();
+  const dying = (t: TensorId): boolean => lastRead.get(t) === at && (made.has(t) || stash.has(t));
   for (let k = 0, l = end - 1; l >= start; k++, l--) {
     // What this layer's stash (the caller prices it as held to the layer's end) has already given back by
     // each of its ops: a tensor after its last read. Subtracted, so stash + peak is what is live at most.
     const done: [number, number][] = [];
-    const stash = new Set(released(l));
+    stash = new Set(released(l));
     for (const t of stash) {
       const last = lastRead.get(t);
       if (last !== undefined) done.push([last, bytes(t)]);
@@ -70,10 +74,9 @@ export function backwardGradientPeaks(
     let peak = 0;
     let freed = 0;
     let d = 0;
-    for (let at = begins[k]!; at < begins[k + 1]!; at++) {
+    for (at = begins[k]!; at < begins[k + 1]!; at++) {
       live += delta[at]!;
       while (d < done.length && done[d]![0] < at) freed += done[d++]![1];
-      const dying = (t: TensorId): boolean => lastRead.get(t) === at && (made.has(t) || stash.has(t));
       peak = Math.max(peak, live - freed + scratch(order[at]!, dying));
     }
     peaks.push({ layer: l, bytes: peak });

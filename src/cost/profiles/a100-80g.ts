@@ -11,6 +11,7 @@ export const a100_80g: DeviceProfile = {
   name: "a100-80g",
   description: "NVIDIA A100 80GB SXM4, 8 per node (DGX A100)",
   kind: "cuda",
+  widens16BitOperands: false,
   peakFlops: { fp32: 19.5e12, tf32: 156e12, bf16: 312e12, fp16: 312e12 },
   memory: { capacity: 80 * 2 ** 30, bandwidth: 2039e9 },
   achievable: GPU_ACHIEVABLE,

@@ -13,6 +13,7 @@ export const cpu: DeviceProfile = {
   name: "cpu",
   description: "CPU virtual devices on this machine, one core each, 2 per node (estimates, not measured)",
   kind: "cpu",
+  widens16BitOperands: true,
   peakFlops: { fp32: 67.2e9, tf32: 67.2e9, bf16: 67.2e9, fp16: 67.2e9 },
   memory: { capacity: 12 * 2 ** 30, bandwidth: 20e9 },
   achievable: { matmul: 0.7, vector: 0.5, memory: 0.8, link: 0.8 },

@@ -11,6 +11,7 @@ export const h100_sxm: DeviceProfile = {
   name: "h100-sxm",
   description: "NVIDIA H100 80GB SXM5, 8 per node (DGX H100)",
   kind: "cuda",
+  widens16BitOperands: false,
   peakFlops: { fp32: 67e12, tf32: 494.5e12, bf16: 989.5e12, fp16: 989.5e12 },
   memory: { capacity: 80 * 2 ** 30, bandwidth: 3.35e12 },
   achievable: GPU_ACHIEVABLE,
