@@ -21,18 +21,31 @@ function stateOf(plan: ShardPlan): { param: number; grad: number; optimizer: num
 }
 
 /**
- * Where a stage's persistent gradients begin: its first backward. Before it, and after the optimizer reads
- * them, no step holds gradients (`zero_grad(set_to_none=True)`), so a pipeline's forwards do not pay for
- * them. Sharded (ZeRO-2/3) they are created by the first reduce-scatter, as FSDP allocates `param.grad`
- * there, but that collective may run as soon as the first unit's gradients exist, before the predicted run
- * starts it, so the runtime (whose layout holds for any timing) holds them from the backward on: so does
- * the plan, which must not promise less than runs.
+ * Where a stage's persistent gradients begin. Replicated (and OSS) stages make them in their first backward:
+ * before it, and after the optimizer reads them, no step holds gradients (`zero_grad(set_to_none=True)`), so
+ * a pipeline's forwards do not pay for them. Sharded (ZeRO-2/3) they are created by the stage's first
+ * gradient collective, as FSDP allocates `param.grad` at its first reduce-scatter. That collective starts
+ * once its dependency point is met (the runtime waits for it, no earlier), so the gradients begin there:
+ * at the start of the layer segment it waits for, which is never after the runtime makes them.
  */
-function firstBackward(program: Program, stage: number): number | undefined {
-  return program.compute.find((id) => {
+function gradientsFrom(program: Program, stage: number, sharded: boolean): { from: number; fromLayer?: number } | undefined {
+  if (sharded) {
+    const first = program.comm.find((id) => {
+      const { kind, stage: s } = program.actions[id]!.action;
+      return s === stage && (kind === "REDUCE_SCATTER" || kind === "REDUCE");
+    });
+    if (first !== undefined) {
+      const a = program.actions[first]!;
+      const point = a.partial[0];
+      if (point) return { from: point[0], fromLayer: point[1] };
+      return { from: a.deps.length > 0 ? Math.min(...a.deps) : first };
+    }
+  }
+  const id = program.compute.find((id) => {
     const { kind, stage: s } = program.actions[id]!.action;
     return s === stage && (kind === "B" || kind === "I" || kind === "W");
   });
+  return id === undefined ? undefined : { from: id };
 }
 
 export function programLifetimes(program: Program, p: number, shards: readonly ShardPlan[], costs: StageCostModel, extra: readonly Lifetime[]): Lifetime[] {
@@ -41,9 +54,10 @@ export function programLifetimes(program: Program, p: number, shards: readonly S
   const lastId = program.compute[program.compute.length - 1]!;
   for (const stage of program.stages) {
     const st = stateOf(shards[stage]!);
+    const strategy = shards[stage]!.strategy;
     for (const [kind, bytes] of [["param", st.param], ["grad", st.grad], ["optimizer", st.optimizer]] as const) {
-      const from = kind === "grad" ? firstBackward(program, stage) ?? first : first;
-      if (bytes > 0) out.push({ program: p, name: `s${stage} ${kind === "param" ? "weights" : kind === "grad" ? "gradients" : "optimizer state"}`, kind, bytes, from, to: lastId, stage });
+      const from = kind === "grad" ? gradientsFrom(program, stage, strategy === "fsdp" || strategy === "sddp") ?? { from: first } : { from: first };
+      if (bytes > 0) out.push({ program: p, name: `s${stage} ${kind === "param" ? "weights" : kind === "grad" ? "gradients" : "optimizer state"}`, kind, bytes, ...from, to: lastId, stage });
     }
   }
   // Actions by (kind, stage, mb) to pair forwards with their backwards and transfers.
@@ -75,16 +89,26 @@ export function programLifetimes(program: Program, p: number, shards: readonly S
     for (const { layer, bytes } of act.gradients) {
       if (bytes > 0) out.push({ program: p, name: `s${stage} mb ${mb} layer ${layer} activation gradients`, kind: "workspace", bytes, from: backward, fromLayer: layer, to: backward, toLayer: layer, ...tag });
     }
+    // The forward's own working set, layer by layer: what it holds beyond the stash while a layer runs (with
+    // the stage recomputed later, its first forward keeps nothing and holds each layer's internals in turn).
+    const working = (at: number, of: readonly { layer: number; bytes: number }[], what: string): void => {
+      for (const { layer, bytes } of of) {
+        if (bytes > 0) out.push({ program: p, name: `s${stage} mb ${mb} layer ${layer} ${what}`, kind: "workspace", bytes, from: at, fromLayer: layer, to: at, toLayer: layer, ...tag });
+      }
+    };
+    working(id, recompute === undefined ? act.forward : act.forwardAlone, "forward working set");
+    if (recompute !== undefined) working(recompute, act.forward, "recompute working set");
     // A @checkpoint layer's forward is rebuilt at the start of its backward and read by it alone.
     for (const { layer, bytes } of act.rebuilt) {
       if (bytes > 0) out.push({ program: p, name: `s${stage} mb ${mb} layer ${layer} recomputed`, kind: "workspace", bytes, from: backward, fromLayer: layer, to: backward, toLayer: layer, ...tag });
     }
+    // Sent values exist from the layer that makes them, not from the start of their action.
     const sendF = get("SEND_F", stage, mb);
-    if (sendF !== undefined) out.push({ program: p, name: `s${stage} mb ${mb} output`, kind: "comm", bytes: costs.boundaryBytes(stage, mb, "forward"), from: id, to: sendF, ...tag });
+    if (sendF !== undefined) out.push({ program: p, name: `s${stage} mb ${mb} output`, kind: "comm", bytes: costs.boundaryBytes(stage, mb, "forward"), from: id, fromLayer: costs.sendLayer(stage, "forward"), to: sendF, ...tag });
     const recvB = get("RECV_B", stage, mb);
     if (recvB !== undefined) out.push({ program: p, name: `s${stage} mb ${mb} output gradient`, kind: "comm", bytes: costs.boundaryBytes(stage, mb, "forward"), from: recvB, to: backward, ...tag });
     const sendB = get("SEND_B", stage, mb);
-    if (sendB !== undefined) out.push({ program: p, name: `s${stage} mb ${mb} input gradient`, kind: "comm", bytes: costs.boundaryBytes(stage, mb, "backward"), from: backward, to: sendB, ...tag });
+    if (sendB !== undefined) out.push({ program: p, name: `s${stage} mb ${mb} input gradient`, kind: "comm", bytes: costs.boundaryBytes(stage, mb, "backward"), from: backward, fromLayer: costs.sendLayer(stage, "backward"), to: sendB, ...tag });
   }
   out.push(...extra.filter((l) => l.program === p));
   return out;

@@ -139,6 +139,13 @@ export function placeShardCollectives(placer: Placer, shards: readonly ShardPlan
           if (previous !== undefined && fromLayer !== undefined) reuse.push({ program: p, action: x, layer: fromLayer, after: previous });
           lastReduceScatter.set(ci, id);
           lifetimes.push({ program: p, name: `s${plan.stage} unit ${c.unit} gradient mb ${mb}`, kind: "grad", bytes: c.bytes, from: x, ...(fromLayer !== undefined && { fromLayer }), to: id, stage: plan.stage, ...(mb !== undefined && { mb }) });
+          // Every micro-batch after the first reduces into a fresh shard that is then added to the step's
+          // sharded gradient (FSDP2's reduce-scatter output, accumulated after): live while the collective runs.
+          const unit = plan.units.find((u) => u.index === c.unit);
+          if (previous !== undefined && unit) {
+            const bytes = Math.ceil((c.bytes * unit.shardNumel) / unit.paddedNumel);
+            lifetimes.push({ program: p, name: `s${plan.stage} unit ${c.unit} reduce-scatter output mb ${mb}`, kind: "comm", bytes, from: id, to: id, stage: plan.stage, ...(mb !== undefined && { mb }) });
+          }
         } else if (c.kind === "REDUCE") {
           const list = staged.get(x) ?? [];
           list.push(id);

@@ -33,6 +33,7 @@ import { checkPrograms } from "./check-programs.js";
 import { CompileError } from "./errors.js";
 import { MemoryError, shortfall } from "./fit.js";
 import { addReuseDependencies, layoutMemory, type ProgramMemory } from "./memory.js";
+import { addReleaseDependencies } from "./release-dependencies.js";
 import type { Program, Rendezvous } from "./program.js";
 import { buildPrograms } from "./programs.js";
 import { autoSettings, resolveMesh, resolveSettings, trainSettings, type ResolvedSettings } from "./resolve.js";
@@ -218,6 +219,7 @@ export function compileResolved(name: string, training: Graph, settings: Resolve
   const memory = programs.map((prog, p) => {
     const m = layoutMemory(prog, p, programLifetimes(prog, p, shards, costs, built.lifetimes), prediction.run);
     addReuseDependencies(prog, m);
+    addReleaseDependencies(prog, m, prediction.run.programs[p]!);
     return m;
   });
   const short = shortfall(programs, memory, cluster);

@@ -10,6 +10,7 @@ import type { DimBindings } from "../graph/op-cost.js";
 import { bytesOf } from "../graph/ops/cost-rules.js";
 import { savedByLayer } from "../passes/autodiff.js";
 import { backwardGradientPeaks } from "../passes/backward-gradients.js";
+import { forwardWorkingPeaks } from "../passes/forward-working-set.js";
 import { meshRank } from "../plan/plan.js";
 import type { ScheduleCosts } from "../schedule/costs.js";
 import type { ShardPlan } from "../shard/types.js";
@@ -42,6 +43,11 @@ export interface StageActivations {
   /** Per layer (in backward order): the activation gradients its backward holds at once, on top of the
    *  stash (src/passes/backward-gradients.ts). */
   readonly gradients: readonly { readonly layer: number; readonly bytes: number }[];
+  /** Per layer (in forward order): the forward values a forward (or recompute) that keeps the stash holds at
+   *  once beyond it and the sends (src/passes/forward-working-set.ts). */
+  readonly forward: readonly { readonly layer: number; readonly bytes: number }[];
+  /** The same for a forward that keeps nothing but its input (a micro-batch recomputed later, R). */
+  readonly forwardAlone: readonly { readonly layer: number; readonly bytes: number }[];
 }
 
 export class StageCostModel implements ScheduleCosts {
@@ -50,6 +56,7 @@ export class StageCostModel implements ScheduleCosts {
   /** Forward + backward FLOPs of one micro-batch through the whole model (no recompute). */
   readonly flopsPerMicroBatch: number;
   private readonly sendBytes: readonly number[];
+  private readonly sendLayers: readonly { readonly forward: number; readonly backward: number }[];
   private readonly sums: readonly { f: number; i: number; w: number }[];
 
   constructor(
@@ -93,9 +100,28 @@ export class StageCostModel implements ScheduleCosts {
       return n;
     };
     this.sendBytes = boundaries.sends.map(total);
+    // Where in its compute action each stage's sent value is first made: the forward's sends in the first
+    // layer producing one of them; the backward's (the gradient of the stage's inputs) in the first layer, in
+    // backward order, that reads an input.
+    const layerOf = (op: number): number => training.op(op).layer;
+    this.sendLayers = stages.map((st, k) => {
+      const made = boundaries.sends[k]!.map((t) => training.tensor(t).producer).filter((o): o is number => o !== undefined).map(layerOf);
+      const reads = boundaries.inputs[k]!.flatMap((t) => training.consumers(t)).map(layerOf).filter((l) => l >= st.start && l < st.end);
+      return { forward: made.length > 0 ? Math.max(st.start, Math.min(...made)) : st.end - 1, backward: reads.length > 0 ? Math.max(...reads) : st.start };
+    });
     // Kernels that compute in f32 give each 16-bit operand or result an f32 twin while its op runs.
     const scratch = cluster.profile.widens16BitOperands ? widenedScratch(training, settings.precision, bindings) : undefined;
-    this.activations = stageActivations(training, stages, boundaries, annotated, bytes, total, scratch);
+    // Replicated or optimizer-sharded stages add each micro-batch's parameter gradient to the step's
+    // accumulator, so it is made in a buffer of its own first (fsdp and sddp write straight into the
+    // micro-batch's flat buffer, priced by the collective placement).
+    const staged = shards.map((sh) => sh.strategy === "none" || sh.strategy === "oss");
+    // Parameter gradients are f32 whatever the precision (train.reduce_dtype's default).
+    const partial = (op: number): number => {
+      const o = training.op(op);
+      if (o.phase !== "weight_grad") return 0;
+      return o.outputs.reduce((n, t) => n + bytesOf({ ...training.tensor(t).type, dtype: "f32" }, bindings), 0);
+    };
+    this.activations = stageActivations(training, stages, boundaries, annotated, bytes, total, staged, partial, scratch, settings.schedule === "zero_bubble" ? [] : unitGradientsAppear(training, stages, shards));
   }
 
   forward(stage: number): number {
@@ -113,6 +139,11 @@ export class StageCostModel implements ScheduleCosts {
   recompute(stage: number): number {
     return this.sums[stage]!.f;
   }
+  /** The layer of a stage's forward (or backward) action from which the value it sends exists. */
+  sendLayer(stage: number, direction: "forward" | "backward"): number {
+    return this.sendLayers[stage]![direction];
+  }
+
   boundaryBytes(stage: number, _mb: number, direction: "forward" | "backward"): number {
     // Backward out of stage s: the gradients of what stage s − 1 sent forward, same sizes.
     return direction === "forward" ? this.sendBytes[stage]! : stage > 0 ? this.sendBytes[stage - 1]! : 0;
@@ -178,7 +209,10 @@ function stageActivations(
   annotated: readonly boolean[],
   bytes: (t: TensorId) => number,
   total: (ts: Iterable<TensorId>) => number,
-  scratch?: (op: number, dying: (t: TensorId) => boolean) => number,
+  staged: readonly boolean[],
+  partial: (op: number) => number,
+  scratch: (op: number, dying: (t: TensorId) => boolean) => number = () => 0,
+  appears: readonly ((op: number) => number)[] = [],
 ): StageActivations[] {
   const saved = savedByLayer(training);
   // Tensors the weight-gradient ops read (besides model state): what a split backward's W still needs.
@@ -215,7 +249,38 @@ function stageActivations(
       } else released.set(l, added);
       for (const t of wReads[l]!) w.add(t);
     }
-    const gradients = backwardGradientPeaks(training, s.start, s.end, bytes, (l) => released.get(l) ?? [], scratch);
-    return { kept: total(kept), input: total(input), weightGrad: total(w), byLayer, rebuilt, gradients };
+    const backScratch = staged[k] ? (op: number, dying: (t: TensorId) => boolean): number => scratch(op, dying) + partial(op) : scratch;
+    const gradients = backwardGradientPeaks(training, s.start, s.end, bytes, (l) => released.get(l) ?? [], backScratch, appears[k]);
+    const sends = new Set(boundaries.sends[k]!);
+    const forward = forwardWorkingPeaks(training, s.start, s.end, bytes, new Set([...kept, ...sends]), scratch);
+    const forwardAlone = forwardWorkingPeaks(training, s.start, s.end, bytes, sends, scratch);
+    return { kept: total(kept), input: total(input), weightGrad: total(w), byLayer, rebuilt, gradients, forward, forwardAlone };
+  });
+}
+
+/**
+ * Per stage, FSDP's unsharded unit gradients as the backward makes them: the memory plan holds a unit's
+ * gradient from the first layer (in backward order) that reads the unit, but its bytes are first written by
+ * that layer's first weight-gradient op, after the layer's input gradients (an output layer's logits
+ * gradient is made and freed before its weight gradient exists). Other strategies: none. Not for split
+ * backwards (zero_bubble), whose unit gradients begin in W, after the input-gradient working set is gone.
+ */
+function unitGradientsAppear(training: Graph, stages: readonly StageAssignment[], shards: readonly ShardPlan[]): ((op: number) => number)[] {
+  const layers = training.layers();
+  return stages.map((s, k) => {
+    const sh = shards[k]!;
+    if (sh.strategy !== "fsdp") return () => 0;
+    const at = new Map<number, number>();
+    for (const c of sh.collectives) {
+      if (c.kind !== "REDUCE_SCATTER" || c.of !== "unit") continue;
+      const u = sh.units.find((x) => x.index === c.unit);
+      if (!u) continue;
+      // The unit's first layer in backward order (layers descending), as its gradient lifetime begins.
+      const first = Math.min(u.span.last, s.end - 1);
+      if (first < u.span.first || first < s.start) continue;
+      const op = layers[first]!.ops.find((id) => training.op(id).phase === "weight_grad");
+      if (op !== undefined) at.set(op, (at.get(op) ?? 0) + c.bytes);
+    }
+    return (op: number): number => at.get(op) ?? 0;
   });
 }

@@ -280,26 +280,59 @@ class DeviceLowering {
 
   /** Per plan action, and per (action, layer) of a compute action: its last compute instruction so far. */
   private readonly lastCompute = new Map<string, number>();
+  /** Per plan action: its last communication instruction so far. */
+  private readonly lastComm = new Map<number, number>();
+  /** Plan actions (and action:layer runs) whose first instruction has been emitted. */
+  private readonly begun = new Set<number | string>();
 
   /** Lowers one piece of the program: a layer's run of a compute action, or a whole other action. */
   piece(piece: ActionPiece): void {
     const from = this.b.length;
     this.lower(piece);
-    for (let i = this.b.length - 1; i >= from; i--) {
-      if (this.b.streamOf(i) !== COMPUTE) continue;
-      this.lastCompute.set(`${piece.action.id}`, i);
-      if (piece.layer !== undefined) this.lastCompute.set(`${piece.action.id}:${piece.layer}`, i);
-      break;
+    const id = piece.action.id;
+    let compute = false;
+    let comm = false;
+    for (let i = this.b.length - 1; i >= from && !(compute && comm); i--) {
+      if (this.b.streamOf(i) === COMPUTE && !compute) {
+        compute = true;
+        this.lastCompute.set(`${id}`, i);
+        if (piece.layer !== undefined) this.lastCompute.set(`${id}:${piece.layer}`, i);
+      } else if (this.b.streamOf(i) === COMM && !comm) {
+        comm = true;
+        this.lastComm.set(id, i);
+      }
+    }
+    if (from < this.b.length && !this.begun.has(id)) {
+      this.begun.add(id);
+      this.afterDeps(piece.action, from);
+    }
+    if (piece.layer !== undefined && from < this.b.length && !this.begun.has(`${id}:${piece.layer}`)) {
+      this.begun.add(`${id}:${piece.layer}`);
+      this.afterGates(piece.action, piece.layer, from);
     }
   }
 
-  /** An all-gather starts no earlier than the plan issues it (deps and partial points on compute): the
-   *  prefetch depth the plan priced, so its buffer's lifetime — and the arena — are what the plan says,
-   *  rather than a gather running as early as its data allows and holding its unit from the step's start. */
-  private issueAt(a: PlanAction, first: number): void {
-    const on = [...a.deps.map((d) => this.lastCompute.get(`${d}`)), ...(a.partial ?? []).map(([x, layer]) => this.lastCompute.get(`${x}:${layer}`) ?? this.lastCompute.get(`${x}`))];
+  /** A layer's first instruction waits for the collectives the plan gates that layer on: a unit's gather
+   *  (which its data also says) or a collective whose freed bytes the plan lets the layer reuse. */
+  private afterGates(a: PlanAction, layer: number, from: number): void {
+    const on = (a.gates ?? []).filter(([l]) => l === layer).map(([, x]) => this.lastComm.get(x));
     const latest = Math.max(-1, ...on.filter((i): i is number => i !== undefined));
-    if (latest >= 0 && first < this.b.length && this.b.streamOf(first) === COMM) this.b.waitAlso(first, latest);
+    let first = from;
+    while (first < this.b.length && this.b.streamOf(first) !== COMPUTE) first++;
+    if (latest >= 0 && latest < first && first < this.b.length) this.b.waitAlso(first, latest);
+  }
+
+  /** An action's first instruction waits for what the plan makes it wait for on the other stream: a
+   *  compute action for the sends and collectives it depends on (the plan reuses their bytes from then), a
+   *  transfer or collective for the compute it depends on (an all-gather also for its partial points: the
+   *  prefetch depth the plan priced). So every buffer lives the window the plan's memory plan gives it,
+   *  rather than a receive posted at the step's start or a sent value kept until the stream next syncs. */
+  private afterDeps(a: PlanAction, first: number): void {
+    const onCompute = this.b.streamOf(first) === COMM;
+    const on = a.deps.map((d) => (onCompute ? this.lastCompute.get(`${d}`) : this.lastComm.get(d)));
+    if (onCompute) on.push(...(a.partial ?? []).map(([x, layer]) => this.lastCompute.get(`${x}:${layer}`) ?? this.lastCompute.get(`${x}`)));
+    const latest = Math.max(-1, ...on.filter((i): i is number => i !== undefined));
+    if (latest >= 0) this.b.waitAlso(first, latest);
   }
 
   private lower(piece: ActionPiece): void {
@@ -317,11 +350,8 @@ class DeviceLowering {
       case "RECV_F":
       case "RECV_B":
         return this.p2p(act, a.text);
-      case "ALL_GATHER": {
-        const first = this.b.length;
-        this.allGather(act, a);
-        return this.issueAt(a, first);
-      }
+      case "ALL_GATHER":
+        return this.allGather(act, a);
       case "FREE":
         return this.free(act, a);
       case "REDUCE_SCATTER":

@@ -16,7 +16,10 @@ import type { Graph, TensorId } from "../graph/graph.js";
  * ones whose last read is already past count against the peak, since a runtime has reused their bytes.
  * `scratch(op, dying)` is what an op adds while it runs to what is counted live (a runtime whose kernels
  * compute in f32 widens 16-bit operands into temporaries first); `dying(t)` says whether operand t, counted
- * live here, is read for the last time by this op.
+ * live here, is read for the last time by this op. `appears(op)` is a buffer the caller prices from the
+ * start of the op's layer, that really begins at that op (an FSDP unit's unsharded gradient, made by its
+ * first weight-gradient op): the peak returned is then what the layer adds on top of it, so the two together
+ * are the layer's most at once — a logits gradient freed before the unit gradient exists is not summed with it.
  */
 export function backwardGradientPeaks(
   g: Graph,
@@ -25,6 +28,7 @@ export function backwardGradientPeaks(
   bytes: (t: TensorId) => number,
   released: (layer: number) => Iterable<TensorId> = () => [],
   scratch: (op: number, dying: (t: TensorId) => boolean) => number = () => 0,
+  appears: (op: number) => number = () => 0,
 ): { layer: number; bytes: number }[] {
   const layers = g.layers();
   // The gradient ops in run order, and where each layer's begin in that order.
@@ -74,12 +78,14 @@ export function backwardGradientPeaks(
     let peak = 0;
     let freed = 0;
     let d = 0;
+    let appeared = 0;
     for (at = begins[k]!; at < begins[k + 1]!; at++) {
       live += delta[at]!;
+      appeared += appears(order[at]!);
       while (d < done.length && done[d]![0] < at) freed += done[d++]![1];
-      peak = Math.max(peak, live - freed + scratch(order[at]!, dying));
+      peak = Math.max(peak, live - freed + appeared + scratch(order[at]!, dying));
     }
-    peaks.push({ layer: l, bytes: peak });
+    peaks.push({ layer: l, bytes: Math.max(0, peak - appeared) });
   }
   return peaks;
 }

@@ -1,9 +1,11 @@
 // Each device's arena (what the native engine allocates and touches once) against the plan's predicted peak
 // for that device: the runtime must stay close to the memory plan the compiler priced (bench:cluster
-// reports every device; here the fullest device of each plan, checkpointing off — recompute plans keep
-// transient forward values the plan does not price yet). Then FSDP with per-layer checkpointing: the most
-// bytes the runtime's layout holds at once against the plan's predicted peak, within 5% (a unit's gradient
-// buffer reused micro-batch to micro-batch and each all-gather issued where the plan issues it, in both).
+// reports every device). First the fullest device of data-parallel and sharded plans; then pipelines, where
+// each stage's forward working set, the values a recompute rebuilds, and the sends and reduce-scatters that
+// free bytes (which the runtime is told of by the plan's release dependencies) are priced as the runtime
+// holds them. Then FSDP with per-layer checkpointing: the most bytes the runtime's layout holds at once
+// against the plan's predicted peak, within 5% (a unit's gradient buffer reused micro-batch to micro-batch and
+// each all-gather issued where the plan issues it, in both).
 import { describe, expect, it } from "vitest";
 import { checkFile, type CheckResult } from "../../src/check/check.js";
 import { compileModel } from "../../src/compile/compile.js";
@@ -37,6 +39,44 @@ describe("the native arenas follow the plan's memory prediction", () => {
       expect(arenas[fullest]! / predicted, `device ${fullest}: ${arenas[fullest]} B vs ${predicted} B predicted`).toBeLessThanOrEqual(1.1);
       // Live bytes never exceed the arena (the layout's own consistency).
       for (const d of program.devices) expect(d.liveBytes).toBeLessThanOrEqual(d.arenaBytes);
+    });
+  }
+});
+
+// Pipelines, by device: the live bytes of the runtime's layout against its program's planned peak. Stages of
+// some 100 KiB or more are within 5%; gpt-tiny's embedding-only first stage (some 40 KiB, compute far shorter
+// than its transfers) is checked only never to exceed the plan by more than 12%: the runtime's timing-free
+// windows hold a transfer's bytes from the compute it follows to the compute that waits for it, where the
+// plan's predicted run overlaps them with less. Before: 1.86× (4 stages, 1F1B), 1.28× (the same with
+// checkpoint always), 1.12× (2 stages × FSDP × 4 micro-batches). The plan may promise up to 10% more than
+// the runtime holds: a one-layer last stage (gpt-tiny's head on 4 stages, 0.92×) has its sent input gradient
+// priced from the start of that layer's backward, where the runtime makes it at the layer's last op.
+describe("pipelines: each device's live peak is what the plan predicts", () => {
+  const cases: ["mlp" | "gpt-tiny", Record<string, string | number>, number][] = [
+    ["gpt-tiny", { stages: 4, data_parallel: 1, chunks: 4, shard: "none", schedule: "1f1b", "train.batch": 16, checkpoint: "never" }, 4],
+    ["gpt-tiny", { stages: 4, data_parallel: 1, chunks: 4, shard: "none", schedule: "1f1b", "train.batch": 16, checkpoint: "always" }, 4],
+    ["gpt-tiny", { stages: 2, data_parallel: 1, chunks: 4, shard: "none", schedule: "1f1b", checkpoint: "always" }, 2],
+    ["gpt-tiny", { stages: 2, data_parallel: 2, chunks: 4, shard: "oss", schedule: "gpipe", checkpoint: "except_last" }, 4],
+    ["gpt-tiny", { stages: 2, data_parallel: 2, chunks: 4, shard: "fsdp", schedule: "1f1b", checkpoint: "never" }, 4],
+    ["gpt-tiny", { stages: 2, data_parallel: 2, chunks: 4, shard: "fsdp", schedule: "1f1b", checkpoint: "always" }, 4],
+    ["mlp", { stages: 2, data_parallel: 1, chunks: 4, shard: "none", schedule: "1f1b", checkpoint: "always" }, 2],
+    ["mlp", { stages: 2, data_parallel: 1, chunks: 4, shard: "none", schedule: "1f1b", checkpoint: "never" }, 2],
+  ];
+  for (const [name, o, devices] of cases) {
+    it(`${name} ${JSON.stringify(o)}: every device within 5% of its plan (a small first stage: at most 12% above)`, () => {
+      const model = checkFile(samplePath(name), { overrides: sets(o) }).model!;
+      const plan = compileModel(model, { cluster: "cpu", devices, source: name, fsmVersion: "test" }).plan;
+      const program = lower(plan, graphFromJson(plan.model.name, plan.graph));
+      for (const [i, d] of program.devices.entries()) {
+        const planned = plan.memory.find((m) => plan.programs[m.program]!.ranks.includes(program.ranks[i]!))!.peakBytes;
+        const ratio = d.liveBytes / planned;
+        const why = `device ${i}: runtime ${d.liveBytes} B, plan ${planned} B`;
+        if (planned < 64 * 1024) expect(ratio, why).toBeLessThanOrEqual(1.12);
+        else {
+          expect(ratio, why).toBeLessThanOrEqual(1.05);
+          expect(ratio, why).toBeGreaterThanOrEqual(0.9);
+        }
+      }
     });
   }
 });
@@ -116,17 +156,18 @@ describe("FSDP with per-layer checkpointing: the runtime holds what the plan say
   // Two pipeline stages × 2 replicas: a backward's first unit is gathered when the backward can begin (not
   // held through the wait for the next stage's gradient), in the plan and the runtime alike. Pipelines'
   // collectives have wide windows in the runtime's timing-free layout and narrow ones in the plan's
-  // predicted run, so the plan may promise up to 8% more than the runtime lays out; never 5% less.
+  // predicted run, so the plan may promise up to 10% more than the runtime lays out (gpt-tiny with
+  // @checkpoint: 0.91×, since the runtime waits for each freeing collective); never 5% less.
   for (const [name, path] of [["gpt-tiny", samplePath("gpt-tiny")], ["the tiny Llama", LLAMA]] as const) {
     for (const ann of ["@checkpoint @fsdp_unit", "@checkpoint", ""]) {
-      it(`${name} (${ann || "no annotation"}), 2 stages × 2 replicas: every device's live peak within [-8%, +5%] of its plan's`, () => {
+      it(`${name} (${ann || "no annotation"}), 2 stages × 2 replicas: every device's live peak within [-10%, +5%] of its plan's`, () => {
         const peaks = devicePeaks(annotated(path, ann)({ stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp" }));
         for (const [d, { runtime, plan }] of peaks.entries()) {
           // gpt-tiny's embedding-only first stage: its backward reads no weight, so the runtime drops the
           // gathered table early (8 KiB of 44); the plan keeps a unit until its backward ends.
           if (plan < 64 * 1024) continue;
           expect(runtime / plan, `device ${d}: runtime ${runtime} B, plan ${plan} B`).toBeLessThanOrEqual(1.05);
-          expect(runtime / plan, `device ${d}: runtime ${runtime} B, plan ${plan} B`).toBeGreaterThanOrEqual(0.92);
+          expect(runtime / plan, `device ${d}: runtime ${runtime} B, plan ${plan} B`).toBeGreaterThanOrEqual(0.9);
         }
       });
     }

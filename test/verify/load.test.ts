@@ -56,6 +56,8 @@ describe("loading a plan", () => {
     ["a shard group rank out of range", (p) => (p.shard[0].ranks[1] = 9), "shard[0].ranks[1]", /rank/],
     ["a stage count that disagrees with the settings", (p) => p.stages.pop(), "stages", /expected 2 stages/],
     ["an unknown schedule", (p) => (p.settings.schedule = "pipedream"), "settings.schedule", /one of gpipe, 1f1b/],
+    ["an op attribute removed", (p) => delete p.graph.ops.find((o: Mutable) => o.op === "sgd_update" || o.op === "adam_update" || o.op === "adamw_update").attrs.lr, "", /attribute 'lr' is missing/],
+    ["an op attribute of the wrong type", (p) => (p.graph.ops.find((o: Mutable) => o.op === "layer_norm").attrs.eps = "small"), "", /attribute 'eps' must be a float, got "small"/],
     ["a non-dimension shape", (p) => (p.graph.tensors[0].shape[0] = "B*B"), "graph.tensors[0].shape[0]", /not a dimension/],
   ];
   for (const [what, edit, path, message] of cases) {

@@ -1,0 +1,59 @@
+// What a stage's forward holds while it runs beyond what it keeps: each forward value lives from the op that
+// makes it to the last forward op of the stage that reads it, and a runtime that frees a value after its
+// last read holds at once only the values still to be read (the residual stream between two layers, a
+// layer's inputs while its output is made). The stash is priced as such (kept for the backward), and so are
+// the values the stage sends on (pipeline send buffers): what is left is the forward's working set, which
+// with checkpointing — nothing kept but the stage input — is a whole layer's internals.
+import type { Graph, TensorId } from "../graph/graph.js";
+
+/**
+ * Per layer of [start, end), in forward order: the most bytes of forward values live at once while that
+ * layer's forward ops run, not counting the tensors in `held` (priced elsewhere: the stash, the sends). An
+ * op's outputs count while it runs even when nothing reads them later. `scratch(op, dying)` is what an op
+ * adds while it runs (f32 twins of 16-bit operands on a device whose kernels compute in f32); `dying(t)`
+ * says whether operand t, counted here, is read for the last time by this op.
+ */
+export function forwardWorkingPeaks(
+  g: Graph,
+  start: number,
+  end: number,
+  bytes: (t: TensorId) => number,
+  held: ReadonlySet<TensorId>,
+  scratch: (op: number, dying: (t: TensorId) => boolean) => number = () => 0,
+): { layer: number; bytes: number }[] {
+  const layers = g.layers();
+  const order: number[] = [];
+  const begins: number[] = [];
+  for (let l = start; l < end; l++) {
+    begins.push(order.length);
+    for (const id of layers[l]!.ops) if (g.op(id).phase === "forward") order.push(id);
+  }
+  begins.push(order.length);
+  const made = new Map<TensorId, number>();
+  const lastRead = new Map<TensorId, number>();
+  order.forEach((id, at) => {
+    const o = g.op(id);
+    for (const t of o.inputs) lastRead.set(t, at);
+    for (const t of o.outputs) if (!held.has(t)) made.set(t, at);
+  });
+  const delta = new Float64Array(order.length + 1);
+  for (const [t, from] of made) {
+    const to = Math.max(from, lastRead.get(t) ?? from);
+    const b = bytes(t);
+    delta[from]! += b;
+    delta[to + 1]! -= b;
+  }
+  let at = 0;
+  const dying = (t: TensorId): boolean => lastRead.get(t) === at && made.has(t);
+  const peaks: { layer: number; bytes: number }[] = [];
+  let live = 0;
+  for (let k = 0, l = start; l < end; k++, l++) {
+    let peak = 0;
+    for (at = begins[k]!; at < begins[k + 1]!; at++) {
+      live += delta[at]!;
+      peak = Math.max(peak, live + scratch(order[at]!, dying));
+    }
+    peaks.push({ layer: l, bytes: peak });
+  }
+  return peaks;
+}
