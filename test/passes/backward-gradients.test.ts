@@ -54,3 +54,29 @@ describe("backwardGradientPeaks with per-op scratch", () => {
     expect(more.map((p) => p.bytes - 1000)).toEqual(plain.map((p) => p.bytes));
   });
 });
+
+describe("backwardGradientPeaks with a buffer that appears part-way through a layer", () => {
+  const { training } = trainSample("mlp");
+  const B = 32;
+  const bytes = (t: number): number => bytesOf(training.tensor(t).type, { B });
+  const l = training.layers().findIndex((x) => x.name === "hidden_layers.1");
+  const ops = training.layers()[l]!.ops.filter((id) => ["backward", "weight_grad"].includes(training.op(id).phase));
+  const first = ops[0]!;
+  const wgrad = ops.find((id) => training.op(id).phase === "weight_grad")!;
+  // A large scratch held by the layer's first gradient op only: the layer's peak is there.
+  const S = 1_000_000;
+  const scratch = (op: number): number => (op === first ? S : 0);
+
+  it("an FSDP unit gradient made by the weight-gradient op does not add to a peak that came before it", () => {
+    // The caller holds U = S bytes from the layer's start; the walk returns what the layer adds to them.
+    // Alone the layer holds relu's [B, 64] gradient throughout (hand count above), so:
+    //   U at the weight-gradient op: max(relu + S at the first op, relu + S at wgrad) − S = relu;
+    //   U at the first op (as if it existed all along): max(relu + 2S, relu + S) − S = relu + S.
+    const relu = B * 64 * 4;
+    const late = backwardGradientPeaks(training, l, l + 1, bytes, () => [], scratch, (op) => (op === wgrad ? S : 0));
+    const early = backwardGradientPeaks(training, l, l + 1, bytes, () => [], scratch, (op) => (op === first ? S : 0));
+    expect(first).not.toBe(wgrad);
+    expect(late).toEqual([{ layer: l, bytes: relu }]);
+    expect(early).toEqual([{ layer: l, bytes: relu + S }]);
+  });
+});
