@@ -5,6 +5,7 @@
 // read holds at once, layer by layer, in the order a stage's backward runs (layers descending, each
 // layer's gradient ops in graph order).
 import type { Graph, TensorId } from "../graph/graph.js";
+import { walkOps } from "./op-walk.js";
 
 /**
  * Per layer of [start, end): the most activation-gradient tensors live at once while that layer's gradient
@@ -30,25 +31,14 @@ export function backwardGradientPeaks(
   scratch: (op: number, dying: (t: TensorId) => boolean) => number = () => 0,
   appears: (op: number) => number = () => 0,
 ): { layer: number; bytes: number }[] {
-  const layers = g.layers();
-  // The gradient ops in run order, and where each layer's begin in that order.
-  const order: number[] = [];
-  const begins: number[] = [];
-  for (let l = end - 1; l >= start; l--) {
-    begins.push(order.length);
-    for (const id of layers[l]!.ops) {
-      const ph = g.op(id).phase;
-      if (ph === "backward" || ph === "weight_grad") order.push(id);
-    }
-  }
-  begins.push(order.length);
-  const made = new Map<TensorId, number>();
-  const lastRead = new Map<TensorId, number>();
-  order.forEach((id, at) => {
-    const o = g.op(id);
-    for (const t of o.inputs) lastRead.set(t, at);
-    if (o.phase === "backward") for (const t of o.outputs) if (g.tensor(t).kind === "grad") made.set(t, at);
-  });
+  // The gradient ops in run order (layers descending, each layer's in graph order).
+  const layerOrder = Array.from({ length: end - start }, (_, i) => end - 1 - i);
+  const { order, begins, made, lastRead } = walkOps(
+    g,
+    layerOrder,
+    (o) => o.phase === "backward" || o.phase === "weight_grad",
+    (o, t) => o.phase === "backward" && g.tensor(t).kind === "grad",
+  );
   // Live bytes at each position: +size where made, −size after the last read (a value nobody reads after
   // its op is freed at once: it never coexists with a later op's outputs).
   const delta = new Float64Array(order.length + 1);

@@ -5,6 +5,7 @@
 // the values the stage sends on (pipeline send buffers): what is left is the forward's working set, which
 // with checkpointing — nothing kept but the stage input — is a whole layer's internals.
 import type { Graph, TensorId } from "../graph/graph.js";
+import { walkOps } from "./op-walk.js";
 
 /**
  * Per layer of [start, end), in forward order: the most bytes of forward values live at once while that
@@ -21,21 +22,8 @@ export function forwardWorkingPeaks(
   held: ReadonlySet<TensorId>,
   scratch: (op: number, dying: (t: TensorId) => boolean) => number = () => 0,
 ): { layer: number; bytes: number }[] {
-  const layers = g.layers();
-  const order: number[] = [];
-  const begins: number[] = [];
-  for (let l = start; l < end; l++) {
-    begins.push(order.length);
-    for (const id of layers[l]!.ops) if (g.op(id).phase === "forward") order.push(id);
-  }
-  begins.push(order.length);
-  const made = new Map<TensorId, number>();
-  const lastRead = new Map<TensorId, number>();
-  order.forEach((id, at) => {
-    const o = g.op(id);
-    for (const t of o.inputs) lastRead.set(t, at);
-    for (const t of o.outputs) if (!held.has(t)) made.set(t, at);
-  });
+  const layerOrder = Array.from({ length: end - start }, (_, i) => start + i);
+  const { order, begins, made, lastRead } = walkOps(g, layerOrder, (o) => o.phase === "forward", (_, t) => !held.has(t));
   const delta = new Float64Array(order.length + 1);
   for (const [t, from] of made) {
     const to = Math.max(from, lastRead.get(t) ?? from);
