@@ -10,11 +10,13 @@
 import type { Precision } from "../check/settings-types.js";
 import type { Cluster } from "../cost/cluster.js";
 import { estimateOp } from "../cost/graph-cost.js";
-import { onDevice } from "../cost/precision.js";
+import { onDevice, widenedScratch } from "../cost/precision.js";
 import type { Graph, OpId, TensorId } from "../graph/graph.js";
 import type { DimBindings } from "../graph/op-cost.js";
 import { bytesOf } from "../graph/ops/cost-rules.js";
 import { savedByLayer } from "../passes/autodiff.js";
+import { backwardGradientPeaks } from "../passes/backward-gradients.js";
+import { forwardWorkingPeaks } from "../passes/forward-working-set.js";
 import { numel } from "../graph/dim.js";
 
 /** A tensor the backward keeps: producer layer q, first layer s that saves it. */
@@ -41,6 +43,14 @@ export interface MicroBatchProfile {
   /** Bytes the layer's weight-gradient ops still read once its input gradients are done (what a deferred W
    *  keeps under zero-bubble schedules): layer inputs and output gradients of its weighted ops. */
   readonly weightGrad: Float64Array;
+  /** Per layer: the most bytes a compute action holds while it runs the layer beyond the stash — the
+   *  backward's activation gradients or the forward's working set, each with its op scratch (walked once over
+   *  the whole model: what compile's stage walk gives, a stage's incoming gradient counted as well).
+   *  `staged` adds each weight-gradient op's own f32 buffer (replicated and optimizer-sharded stages). */
+  readonly working: Float64Array;
+  readonly workingStaged: Float64Array;
+  /** The largest `working` (or `workingStaged`) over layers [i, j), i < j, in O(1). */
+  readonly workingIn: (i: number, j: number, staged: boolean) => number;
   /** Stash bytes of layers [i, j) (i < j) beyond the stage input. */
   readonly keptIn: (i: number, j: number) => number;
   /** Model inputs: bytes and the first and last layer that reads each (every stage reading one is fed it). */
@@ -282,7 +292,37 @@ export class LayerTable {
       return n;
     };
     const inputs = this.modelInputs.map((x) => ({ bytes: size(x.tensor), lo: x.lo, hi: x.hi }));
-    return { b, forward, backwardInput, backwardWeight, flops, cut, reducible, saved, weightGrad, keptIn, inputs };
+    const { working, workingStaged } = this.workingSets(bindings, size);
+    const plain = rangeMax(working);
+    const stagedMax = rangeMax(workingStaged);
+    const workingIn = (i: number, j: number, staged: boolean): number => (staged ? stagedMax(i, j) : plain(i, j));
+    return { b, forward, backwardInput, backwardWeight, flops, cut, reducible, saved, weightGrad, keptIn, inputs, working, workingStaged, workingIn };
+  }
+
+  /** The working sets of compile's stage walks (stage-costs.ts), over the whole model at once. */
+  private workingSets(bindings: DimBindings, size: (t: TensorId) => number): { working: Float64Array; workingStaged: Float64Array } {
+    const g = this.training;
+    const L = this.count;
+    const scratch = this.cluster.profile.widens16BitOperands ? widenedScratch(g, this.precision, bindings) : (): number => 0;
+    const partial = (op: number): number => {
+      const o = g.op(op);
+      return o.phase !== "weight_grad" ? 0 : o.outputs.reduce((n, t) => n + bytesOf({ ...g.tensor(t).type, dtype: "f32" }, bindings), 0);
+    };
+    const held = new Set<TensorId>();
+    for (const ts of this.savedTensors) for (const t of ts) held.add(t);
+    const released = (l: number): readonly TensorId[] => this.savedTensors[l]!;
+    const back = backwardGradientPeaks(g, 0, L, size, released, scratch);
+    const backStaged = backwardGradientPeaks(g, 0, L, size, released, (op, dying) => scratch(op, dying) + partial(op));
+    const fwd = forwardWorkingPeaks(g, 0, L, size, held, scratch);
+    const working = new Float64Array(L);
+    const workingStaged = new Float64Array(L);
+    for (const { layer, bytes } of fwd) {
+      working[layer] = bytes;
+      workingStaged[layer] = bytes;
+    }
+    for (const { layer, bytes } of back) working[layer] = Math.max(working[layer]!, bytes);
+    for (const { layer, bytes } of backStaged) workingStaged[layer] = Math.max(workingStaged[layer]!, bytes);
+    return { working, workingStaged };
   }
 }
 
@@ -297,4 +337,21 @@ export function prefix(values: ArrayLike<number>): Float64Array {
   const out = new Float64Array(values.length + 1);
   for (let i = 0; i < values.length; i++) out[i + 1] = out[i]! + values[i]!;
   return out;
+}
+
+/** Range maxima over [i, j) in O(1) after O(n log n) (a sparse table): the partitioner asks every interval. */
+function rangeMax(values: Float64Array): (i: number, j: number) => number {
+  const levels: Float64Array[] = [values];
+  for (let w = 1; 2 * w <= values.length; w *= 2) {
+    const prev = levels[levels.length - 1]!;
+    const next = new Float64Array(values.length - 2 * w + 1);
+    for (let i = 0; i < next.length; i++) next[i] = Math.max(prev[i]!, prev[i + w]!);
+    levels.push(next);
+  }
+  return (i, j) => {
+    if (j <= i) return 0;
+    const k = 31 - Math.clz32(j - i);
+    const row = levels[k]!;
+    return Math.max(row[i]!, row[j - (1 << k)]!);
+  };
 }

@@ -273,15 +273,18 @@ export class StageModel {
     // ZB-H1 defers W: pipeline rank r holds up to r + 1 micro-batches' weight-gradient inputs after their
     // I (the schedule simulator's peakAwaitingW).
     const deferred = this.c.schedule === "zero_bubble" ? Math.min(this.pipeRank(k) + 1, this.c.microBatches) * this.weightGradBytes(i, j) : 0;
+    // The layer being run: its backward's activation gradients or its forward's working set, on top of
+    // every micro-batch's stash (compile prices both layer by layer).
+    const working = this.workingBytes(i, j);
     switch (this.c.checkpoint) {
       case "never":
       case "selective":
-        return n * kept + transfers + deferred;
+        return n * kept + transfers + deferred + working;
       case "always":
         // Every micro-batch keeps its input; one at a time is rebuilt by its recompute.
-        return n * input + (kept - input) + transfers + deferred;
+        return n * input + (kept - input) + transfers + deferred + working;
       case "except_last":
-        return Math.max(0, n - 1) * input + 2 * kept - input + transfers + deferred;
+        return Math.max(0, n - 1) * input + 2 * kept - input + transfers + deferred + working;
     }
   }
 
@@ -300,7 +303,12 @@ export class StageModel {
   fixedActivationBytes(k: number, i: number, j: number): number {
     const transfers = 2 * (j < this.layers ? this.x.profile.cut[j]! : 0) + this.x.profile.cut[i]!;
     const workspace = this.c.checkpoint === "selective" ? this.recompute(k, i, j)?.workspace ?? 0 : 0;
-    return transfers + workspace;
+    return transfers + workspace + this.workingBytes(i, j);
+  }
+
+  /** The most a compute action holds beyond the stash while it runs one of layers [i, j). */
+  workingBytes(i: number, j: number): number {
+    return this.x.profile.workingIn(i, j, this.c.shard === "none" || this.c.shard === "oss");
   }
 
   /** What the weight-gradient ops of layers [i, j) read of one micro-batch. */
