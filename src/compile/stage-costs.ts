@@ -250,7 +250,7 @@ function stageActivations(
       for (const t of wReads[l]!) w.add(t);
     }
     const backScratch = staged[k] ? (op: number, dying: (t: TensorId) => boolean): number => scratch(op, dying) + partial(op) : scratch;
-    const gradients = backwardGradientPeaks(training, s.start, s.end, bytes, (l) => released.get(l) ?? [], backScratch, appears[k]);
+    const gradients = backwardGradientPeaks(training, s.start, s.end, bytes, (l) => released.get(l) ?? [], backScratch, appears[k], k > 0 && boundaries.sends[k - 1]!.length > 0);
     const sends = new Set(boundaries.sends[k]!);
     const forward = forwardWorkingPeaks(training, s.start, s.end, bytes, new Set([...kept, ...sends]), scratch);
     const forwardAlone = forwardWorkingPeaks(training, s.start, s.end, bytes, sends, scratch);

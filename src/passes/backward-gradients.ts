@@ -21,6 +21,7 @@ import { walkOps } from "./op-walk.js";
  * start of the op's layer, that really begins at that op (an FSDP unit's unsharded gradient, made by its
  * first weight-gradient op): the peak returned is then what the layer adds on top of it, so the two together
  * are the layer's most at once — a logits gradient freed before the unit gradient exists is not summed with it.
+ * `sendsBack`: the stage sends its input gradient on, as such a buffer.
  */
 export function backwardGradientPeaks(
   g: Graph,
@@ -30,6 +31,7 @@ export function backwardGradientPeaks(
   released: (layer: number) => Iterable<TensorId> = () => [],
   scratch: (op: number, dying: (t: TensorId) => boolean) => number = () => 0,
   appears: (op: number) => number = () => 0,
+  sendsBack = false,
 ): { layer: number; bytes: number }[] {
   // The gradient ops in run order (layers descending, each layer's in graph order).
   const layerOrder = Array.from({ length: end - start }, (_, i) => end - 1 - i);
@@ -42,8 +44,12 @@ export function backwardGradientPeaks(
   // Live bytes at each position: +size where made, −size after the last read (a value nobody reads after
   // its op is freed at once: it never coexists with a later op's outputs).
   const delta = new Float64Array(order.length + 1);
+  const unread = new Float64Array(order.length);
   for (const [t, from] of made) {
     const to = lastRead.get(t);
+    // Read by no later op of the stage: the gradient it sends back, a send buffer the caller prices from
+    // the start of the layer that makes it; it appears at its op.
+    if (to === undefined && sendsBack) unread[from]! += bytes(t);
     if (to === undefined || to === from) continue;
     const b = bytes(t);
     delta[from]! += b;
@@ -71,7 +77,7 @@ export function backwardGradientPeaks(
     let appeared = 0;
     for (at = begins[k]!; at < begins[k + 1]!; at++) {
       live += delta[at]!;
-      appeared += appears(order[at]!);
+      appeared += appears(order[at]!) + unread[at]!;
       while (d < done.length && done[d]![0] < at) freed += done[d++]![1];
       peak = Math.max(peak, live - freed + appeared + scratch(order[at]!, dying));
     }
