@@ -102,11 +102,12 @@ export class StageCostModel implements ScheduleCosts {
     this.sendBytes = boundaries.sends.map(total);
     // Where in its compute action each stage's sent value is first made: the forward's sends in the first
     // layer producing one of them; the backward's (the gradient of the stage's inputs) in the first layer, in
-    // backward order, that reads an input.
+    // backward order, that reads what the stage receives (model inputs such as targets have no gradient).
     const layerOf = (op: number): number => training.op(op).layer;
     this.sendLayers = stages.map((st, k) => {
       const made = boundaries.sends[k]!.map((t) => training.tensor(t).producer).filter((o): o is number => o !== undefined).map(layerOf);
-      const reads = boundaries.inputs[k]!.flatMap((t) => training.consumers(t)).map(layerOf).filter((l) => l >= st.start && l < st.end);
+      const received = k > 0 ? boundaries.sends[k - 1]! : [];
+      const reads = received.flatMap((t) => training.consumers(t)).map(layerOf).filter((l) => l >= st.start && l < st.end);
       return { forward: made.length > 0 ? Math.max(st.start, Math.min(...made)) : st.end - 1, backward: reads.length > 0 ? Math.max(...reads) : st.start };
     });
     // Kernels that compute in f32 give each 16-bit operand or result an f32 twin while its op runs.
