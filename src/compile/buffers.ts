@@ -50,15 +50,27 @@ function gradientsFrom(program: Program, stage: number, sharded: boolean): { fro
 
 export function programLifetimes(program: Program, p: number, shards: readonly ShardPlan[], costs: StageCostModel, extra: readonly Lifetime[]): Lifetime[] {
   const out: Lifetime[] = [];
+  // Per stage: its first backward (where replicated/OSS gradients are created).
+  const firstBackwards = new Map<number, number | undefined>();
   const first = program.compute[0]!;
   const lastId = program.compute[program.compute.length - 1]!;
   for (const stage of program.stages) {
     const st = stateOf(shards[stage]!);
     const strategy = shards[stage]!.strategy;
+    const firstB = costs.activations[stage]!.firstBackward;
+    const from = gradientsFrom(program, stage, strategy === "fsdp" || strategy === "sddp");
     for (const [kind, bytes] of [["param", st.param], ["grad", st.grad], ["optimizer", st.optimizer]] as const) {
-      const from = kind === "grad" ? gradientsFrom(program, stage, strategy === "fsdp" || strategy === "sddp") ?? { from: first } : { from: first };
-      if (bytes > 0) out.push({ program: p, name: `s${stage} ${kind === "param" ? "weights" : kind === "grad" ? "gradients" : "optimizer state"}`, kind, bytes, ...from, to: lastId, stage });
+      if (kind === "grad" && firstB && from && bytes > 0) {
+        // Replicated/OSS: each layer's accumulators from the layer of the first backward that creates them.
+        for (const { layer, bytes: b } of firstB.gradientsByLayer) {
+          if (b > 0) out.push({ program: p, name: `s${stage} layer ${layer} gradients`, kind, bytes: b, from: from.from, fromLayer: layer, to: lastId, stage });
+        }
+        continue;
+      }
+      const start = kind === "grad" ? from ?? { from: first } : { from: first };
+      if (bytes > 0) out.push({ program: p, name: `s${stage} ${kind === "param" ? "weights" : kind === "grad" ? "gradients" : "optimizer state"}`, kind, bytes, ...start, to: lastId, stage });
     }
+    firstBackwards.set(stage, from?.from);
   }
   // Actions by (kind, stage, mb) to pair forwards with their backwards and transfers.
   const find = new Map<string, number>();
@@ -86,7 +98,8 @@ export function programLifetimes(program: Program, p: number, shards: readonly S
     const w = get("W", stage, mb);
     if (w !== undefined && act.weightGrad > 0) out.push({ program: p, name: `s${stage} mb ${mb} weight-gradient inputs`, kind: "activation", bytes: act.weightGrad, from: backward, to: w, ...tag });
     // The backward's own working set, layer by layer: the activation gradients it holds while a layer runs.
-    for (const { layer, bytes } of act.gradients) {
+    const workingSet = backward === firstBackwards.get(stage) && act.firstBackward ? act.firstBackward.gradients : act.gradients;
+    for (const { layer, bytes } of workingSet) {
       if (bytes > 0) out.push({ program: p, name: `s${stage} mb ${mb} layer ${layer} activation gradients`, kind: "workspace", bytes, from: backward, fromLayer: layer, to: backward, toLayer: layer, ...tag });
     }
     // The forward's own working set, layer by layer: what it holds beyond the stash while a layer runs (with

@@ -7,6 +7,7 @@ import { costGraph } from "../cost/graph-cost.js";
 import { onDevice, widenedScratch } from "../cost/precision.js";
 import type { Graph, TensorId } from "../graph/graph.js";
 import type { DimBindings } from "../graph/op-cost.js";
+import { numel } from "../graph/dim.js";
 import { bytesOf } from "../graph/ops/cost-rules.js";
 import { savedByLayer } from "../passes/autodiff.js";
 import { backwardGradientPeaks } from "../passes/backward-gradients.js";
@@ -48,6 +49,13 @@ export interface StageActivations {
   readonly forward: readonly { readonly layer: number; readonly bytes: number }[];
   /** The same for a forward that keeps nothing but its input (a micro-batch recomputed later, R). */
   readonly forwardAlone: readonly { readonly layer: number; readonly bytes: number }[];
+  /** Replicated and OSS stages (not split backwards): the stage's gradient bytes by the layer of the first
+   *  backward that creates each parameter's accumulator, and that backward's activation gradients with each
+   *  accumulator counted from the op that first writes it (it is priced from its layer's start). */
+  readonly firstBackward?: {
+    readonly gradientsByLayer: readonly { readonly layer: number; readonly bytes: number }[];
+    readonly gradients: readonly { readonly layer: number; readonly bytes: number }[];
+  };
 }
 
 export class StageCostModel implements ScheduleCosts {
@@ -122,7 +130,9 @@ export class StageCostModel implements ScheduleCosts {
       if (o.phase !== "weight_grad") return 0;
       return o.outputs.reduce((n, t) => n + bytesOf({ ...training.tensor(t).type, dtype: "f32" }, bindings), 0);
     };
-    this.activations = stageActivations(training, stages, boundaries, annotated, bytes, total, staged, partial, scratch, settings.schedule === "zero_bubble" ? [] : unitGradientsAppear(training, stages, shards));
+    const split = settings.schedule === "zero_bubble";
+    const firstWrites = stages.map((st, k) => (staged[k] && !split ? accumulatorWrites(training, st, shards[k]!) : undefined));
+    this.activations = stageActivations(training, stages, boundaries, annotated, bytes, total, staged, partial, scratch, split ? [] : unitGradientsAppear(training, stages, shards), firstWrites);
   }
 
   forward(stage: number): number {
@@ -214,6 +224,7 @@ function stageActivations(
   partial: (op: number) => number,
   scratch: (op: number, dying: (t: TensorId) => boolean) => number = () => 0,
   appears: readonly ((op: number) => number)[] = [],
+  firstWrites: readonly (AccumulatorWrites | undefined)[] = [],
 ): StageActivations[] {
   const saved = savedByLayer(training);
   // Tensors the weight-gradient ops read (besides model state): what a split backward's W still needs.
@@ -255,7 +266,13 @@ function stageActivations(
     const sends = new Set(boundaries.sends[k]!);
     const forward = forwardWorkingPeaks(training, s.start, s.end, bytes, new Set([...kept, ...sends]), scratch);
     const forwardAlone = forwardWorkingPeaks(training, s.start, s.end, bytes, sends, scratch);
-    return { kept: total(kept), input: total(input), weightGrad: total(w), byLayer, rebuilt, gradients, forward, forwardAlone };
+    const writes = firstWrites[k];
+    // The first backward writes each gradient straight into its accumulator (no partial buffer).
+    const firstBackward = writes && {
+      gradientsByLayer: writes.byLayer,
+      gradients: backwardGradientPeaks(training, s.start, s.end, bytes, (l) => released.get(l) ?? [], scratch, (op) => writes.at.get(op) ?? 0, k > 0 && boundaries.sends[k - 1]!.length > 0),
+    };
+    return { kept: total(kept), input: total(input), weightGrad: total(w), byLayer, rebuilt, gradients, forward, forwardAlone, ...(firstBackward && { firstBackward }) };
   });
 }
 
@@ -284,4 +301,61 @@ function unitGradientsAppear(training: Graph, stages: readonly StageAssignment[]
     }
     return (op: number): number => at.get(op) ?? 0;
   });
+}
+
+interface AccumulatorWrites {
+  /** Bytes of accumulators each op creates (its first write of a parameter's gradient in backward order). */
+  readonly at: ReadonlyMap<number, number>;
+  readonly byLayer: readonly { readonly layer: number; readonly bytes: number }[];
+}
+
+/**
+ * Where a replicated or OSS stage's first backward creates each parameter's gradient accumulator: at the first
+ * op, in backward run order (layers descending, graph order within), making the gradient or a partial of it
+ * (a tied weight's contributions are summed by weight_grad adds). The stage's gradient bytes (its fullest
+ * rank's, as the state buffers) are shared out in proportion to the parameters' elements.
+ */
+function accumulatorWrites(training: Graph, s: StageAssignment, shard: ShardPlan): AccumulatorWrites | undefined {
+  const gradBytes = Math.max(0, ...shard.memory.perRank.map((r) => r.grad));
+  if (gradBytes === 0) return undefined;
+  // Every tensor that is a parameter's gradient or one of its partials, by parameter.
+  const paramOf = new Map<TensorId, string>();
+  for (const [name, t] of training.paramGrads()) {
+    const stack = [t];
+    while (stack.length > 0) {
+      const x = stack.pop()!;
+      if (paramOf.has(x)) continue;
+      paramOf.set(x, name);
+      const p = training.tensor(x).producer;
+      if (p === undefined) continue;
+      const o = training.op(p);
+      if (o.op === "add" && o.phase === "weight_grad") stack.push(...o.inputs);
+    }
+  }
+  const layers = training.layers();
+  const seen = new Set<string>();
+  const atNumel = new Map<number, number>();
+  const layerNumel = new Map<number, number>();
+  let totalNumel = 0;
+  for (let l = s.end - 1; l >= s.start; l--) {
+    for (const id of layers[l]!.ops) {
+      const o = training.op(id);
+      if (o.phase !== "backward" && o.phase !== "weight_grad") continue;
+      if (o.op === "add" && o.phase === "weight_grad") continue;
+      for (const t of o.outputs) {
+        const name = paramOf.get(t);
+        if (name === undefined || seen.has(name)) continue;
+        seen.add(name);
+        const n = numel(training.tensor(t).type.shape);
+        atNumel.set(id, (atNumel.get(id) ?? 0) + n);
+        layerNumel.set(l, (layerNumel.get(l) ?? 0) + n);
+        totalNumel += n;
+      }
+    }
+  }
+  if (totalNumel === 0) return undefined;
+  const scale = gradBytes / totalNumel;
+  const at = new Map([...atNumel].map(([op, n]) => [op, n * scale] as const));
+  const byLayer = [...layerNumel].map(([layer, n]) => ({ layer, bytes: n * scale }));
+  return { at, byLayer };
 }
