@@ -41,17 +41,20 @@ function gradientsFrom(program: Program, stage: number, sharded: boolean): { fro
       return { from: a.deps.length > 0 ? Math.min(...a.deps) : first };
     }
   }
-  const id = program.compute.find((id) => {
+  const id = firstBackwardOf(program, stage);
+  return id === undefined ? undefined : { from: id };
+}
+
+/** The stage's first backward action (B, I or W) on the program's compute stream. */
+function firstBackwardOf(program: Program, stage: number): number | undefined {
+  return program.compute.find((id) => {
     const { kind, stage: s } = program.actions[id]!.action;
     return s === stage && (kind === "B" || kind === "I" || kind === "W");
   });
-  return id === undefined ? undefined : { from: id };
 }
 
 export function programLifetimes(program: Program, p: number, shards: readonly ShardPlan[], costs: StageCostModel, extra: readonly Lifetime[]): Lifetime[] {
   const out: Lifetime[] = [];
-  // Per stage: its first backward (where replicated/OSS gradients are created).
-  const firstBackwards = new Map<number, number | undefined>();
   const first = program.compute[0]!;
   const lastId = program.compute[program.compute.length - 1]!;
   for (const stage of program.stages) {
@@ -70,7 +73,6 @@ export function programLifetimes(program: Program, p: number, shards: readonly S
       const start = kind === "grad" ? from ?? { from: first } : { from: first };
       if (bytes > 0) out.push({ program: p, name: `s${stage} ${kind === "param" ? "weights" : kind === "grad" ? "gradients" : "optimizer state"}`, kind, bytes, ...start, to: lastId, stage });
     }
-    firstBackwards.set(stage, from?.from);
   }
   // Actions by (kind, stage, mb) to pair forwards with their backwards and transfers.
   const find = new Map<string, number>();
@@ -98,7 +100,7 @@ export function programLifetimes(program: Program, p: number, shards: readonly S
     const w = get("W", stage, mb);
     if (w !== undefined && act.weightGrad > 0) out.push({ program: p, name: `s${stage} mb ${mb} weight-gradient inputs`, kind: "activation", bytes: act.weightGrad, from: backward, to: w, ...tag });
     // The backward's own working set, layer by layer: the activation gradients it holds while a layer runs.
-    const workingSet = backward === firstBackwards.get(stage) && act.firstBackward ? act.firstBackward.gradients : act.gradients;
+    const workingSet = act.firstBackward && backward === firstBackwardOf(program, stage) ? act.firstBackward.gradients : act.gradients;
     for (const { layer, bytes } of workingSet) {
       if (bytes > 0) out.push({ program: p, name: `s${stage} mb ${mb} layer ${layer} activation gradients`, kind: "workspace", bytes, from: backward, fromLayer: layer, to: backward, toLayer: layer, ...tag });
     }

@@ -131,7 +131,8 @@ export function placeShardCollectives(placer: Placer, shards: readonly ShardPlan
         if (c.kind === "REDUCE_SCATTER") {
           // The unit's unsharded gradient appears when the backward reaches the first layer (in its run order)
           // that reads the unit's parameters, not when the action starts: FSDP's one-unit-at-a-time promise.
-          const fromLayer = firstLayerReading(placer.action(p, x).layers, plan.units.find((u) => u.index === c.unit));
+          const unit = plan.units.find((u) => u.index === c.unit);
+          const fromLayer = firstLayerReading(placer.action(p, x).layers, unit);
           // One buffer per unit at a time: a micro-batch's first write of the unit's gradient waits for the
           // previous micro-batch's reduce-scatter of it (FSDP's rate limit on memory), where the schedule
           // allows (applyGradientReuse).
@@ -141,7 +142,6 @@ export function placeShardCollectives(placer: Placer, shards: readonly ShardPlan
           lifetimes.push({ program: p, name: `s${plan.stage} unit ${c.unit} gradient mb ${mb}`, kind: "grad", bytes: c.bytes, from: x, ...(fromLayer !== undefined && { fromLayer }), to: id, stage: plan.stage, ...(mb !== undefined && { mb }) });
           // Every micro-batch after the first reduces into a fresh shard that is then added to the step's
           // sharded gradient (FSDP2's reduce-scatter output, accumulated after): live while the collective runs.
-          const unit = plan.units.find((u) => u.index === c.unit);
           if (previous !== undefined && unit) {
             const bytes = Math.ceil((c.bytes * unit.shardNumel) / unit.paddedNumel);
             lifetimes.push({ program: p, name: `s${plan.stage} unit ${c.unit} reduce-scatter output mb ${mb}`, kind: "comm", bytes, from: id, to: id, stage: plan.stage, ...(mb !== undefined && { mb }) });

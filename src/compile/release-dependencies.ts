@@ -28,19 +28,30 @@ export function addReleaseDependencies(program: Program, memory: ProgramMemory, 
       segments.push({ action: k, seg: s, start: run.segStart[k]![s]!, waited });
     }
   }
-  // Latest comm position first: once it is waited for, the earlier ones it follows on the stream are too.
+  // Latest comm position first: once a segment waits for it, it and every later segment wait for the earlier
+  // collectives it follows on the stream too, so a later-ending one only needs a wait before that segment.
   const order = [...releasing].sort((x, y) => commPos.get(y)! - commPos.get(x)!);
-  const added: { at: number; pos: number }[] = [];
+  let earliestAdded = Infinity;
   for (const c of order) {
-    const end = run.end[c]!;
-    const at = segments.findIndex((s) => s.start > end);
-    if (at < 0) continue;
-    const pos = commPos.get(c)!;
-    if (segments[at]!.waited >= pos || added.some((w) => w.at <= at && w.pos >= pos)) continue;
-    added.push({ at, pos });
+    const at = firstStartingAfter(segments, run.end[c]!);
+    if (at === segments.length || segments[at]!.waited >= commPos.get(c)! || earliestAdded <= at) continue;
+    earliestAdded = at;
     const { action, seg } = segments[at]!;
     const a = program.actions[action]!;
     if (seg === 0) a.deps.push(c);
     else a.gates.push([a.layers[seg]!, c]);
   }
+}
+
+/** The first segment starting strictly after `t` (segments.length if none): the compute stream runs its
+ *  segments one after another, so their starts never decrease. */
+function firstStartingAfter(segments: readonly { readonly start: number }[], t: number): number {
+  let lo = 0;
+  let hi = segments.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (segments[mid]!.start > t) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
 }

@@ -4,14 +4,14 @@
 import type { Cluster } from "../cost/cluster.js";
 import { collectiveTime, groupLink } from "../cost/collectives.js";
 import { costGraph } from "../cost/graph-cost.js";
-import { onDevice, widenedScratch } from "../cost/precision.js";
+import { onDevice, opScratch, weightGradientBytes } from "../cost/precision.js";
 import type { Graph, TensorId } from "../graph/graph.js";
 import type { DimBindings } from "../graph/op-cost.js";
-import { numel } from "../graph/dim.js";
 import { bytesOf } from "../graph/ops/cost-rules.js";
 import { savedByLayer } from "../passes/autodiff.js";
 import { backwardGradientPeaks } from "../passes/backward-gradients.js";
 import { forwardWorkingPeaks } from "../passes/forward-working-set.js";
+import { firstGradientWrites, gradientOwners, type GradientWrite } from "../passes/gradient-writes.js";
 import { meshRank } from "../plan/plan.js";
 import type { ScheduleCosts } from "../schedule/costs.js";
 import type { ShardPlan } from "../shard/types.js";
@@ -47,7 +47,8 @@ export interface StageActivations {
   /** Per layer (in forward order): the forward values a forward (or recompute) that keeps the stash holds at
    *  once beyond it and the sends (src/passes/forward-working-set.ts). */
   readonly forward: readonly { readonly layer: number; readonly bytes: number }[];
-  /** The same for a forward that keeps nothing but its input (a micro-batch recomputed later, R). */
+  /** The same for a forward that keeps nothing but its input (a micro-batch recomputed later, R); walked only
+   *  when the plan recomputes micro-batches, else `forward` itself. */
   readonly forwardAlone: readonly { readonly layer: number; readonly bytes: number }[];
   /** Replicated and OSS stages (not split backwards): the stage's gradient bytes by the layer of the first
    *  backward that creates each parameter's accumulator, and that backward's activation gradients with each
@@ -119,20 +120,24 @@ export class StageCostModel implements ScheduleCosts {
       return { forward: made.length > 0 ? Math.max(st.start, Math.min(...made)) : st.end - 1, backward: reads.length > 0 ? Math.max(...reads) : st.start };
     });
     // Kernels that compute in f32 give each 16-bit operand or result an f32 twin while its op runs.
-    const scratch = cluster.profile.widens16BitOperands ? widenedScratch(training, settings.precision, bindings) : undefined;
+    const scratch = opScratch(cluster.profile, training, settings.precision, bindings);
     // Replicated or optimizer-sharded stages add each micro-batch's parameter gradient to the step's
     // accumulator, so it is made in a buffer of its own first (fsdp and sddp write straight into the
     // micro-batch's flat buffer, priced by the collective placement).
     const staged = shards.map((sh) => sh.strategy === "none" || sh.strategy === "oss");
-    // Parameter gradients are f32 whatever the precision (train.reduce_dtype's default).
-    const partial = (op: number): number => {
-      const o = training.op(op);
-      if (o.phase !== "weight_grad") return 0;
-      return o.outputs.reduce((n, t) => n + bytesOf({ ...training.tensor(t).type, dtype: "f32" }, bindings), 0);
-    };
-    const split = settings.schedule === "zero_bubble";
-    const firstWrites = stages.map((st, k) => (staged[k] && !split ? accumulatorWrites(training, st, shards[k]!) : undefined));
-    this.activations = stageActivations(training, stages, boundaries, annotated, bytes, total, staged, partial, scratch, split ? [] : unitGradientsAppear(training, stages, shards), firstWrites);
+    // Where each backward creates its gradient buffers: not for split backwards (zero_bubble), whose
+    // gradients begin in W, after the input-gradient working set is gone.
+    const owners = settings.schedule === "zero_bubble" ? undefined : gradientOwners(training);
+    this.activations = stageActivations(training, stages, boundaries, {
+      annotated,
+      bytes,
+      total,
+      scratch,
+      staged,
+      partial: weightGradientBytes(training, bindings),
+      recomputes: settings.checkpoint === "always" || settings.checkpoint === "except_last",
+      gradientBuffers: stages.map((st, k) => (owners ? gradientBuffers(firstGradientWrites(training, st.start, st.end, owners), shards[k]!) : undefined)),
+    });
   }
 
   forward(stage: number): number {
@@ -213,19 +218,25 @@ export class StageCostModel implements ScheduleCosts {
   }
 }
 
-function stageActivations(
-  training: Graph,
-  stages: readonly StageAssignment[],
-  boundaries: Boundaries,
-  annotated: readonly boolean[],
-  bytes: (t: TensorId) => number,
-  total: (ts: Iterable<TensorId>) => number,
-  staged: readonly boolean[],
-  partial: (op: number) => number,
-  scratch: (op: number, dying: (t: TensorId) => boolean) => number = () => 0,
-  appears: readonly ((op: number) => number)[] = [],
-  firstWrites: readonly (AccumulatorWrites | undefined)[] = [],
-): StageActivations[] {
+/** How stageActivations prices a stage's values and working sets. */
+interface ActivationPricing {
+  /** Per layer: recomputed inside its backward (@checkpoint, selective). */
+  readonly annotated: readonly boolean[];
+  readonly bytes: (t: TensorId) => number;
+  readonly total: (ts: Iterable<TensorId>) => number;
+  readonly scratch: (op: number, dying: (t: TensorId) => boolean) => number;
+  /** Per stage: a micro-batch's weight gradients are made apart and added to an accumulator (none/oss), each
+   *  op's result costing `partial(op)` while it runs. */
+  readonly staged: readonly boolean[];
+  readonly partial: (op: number) => number;
+  /** Some micro-batches are recomputed by an R (checkpoint always/except_last): their forward keeps nothing. */
+  readonly recomputes: boolean;
+  /** Per stage: where its backwards create their gradient buffers (undefined: from the backward's start). */
+  readonly gradientBuffers: readonly (GradientBuffers | undefined)[];
+}
+
+function stageActivations(training: Graph, stages: readonly StageAssignment[], boundaries: Boundaries, pricing: ActivationPricing): StageActivations[] {
+  const { annotated, bytes, total, scratch, staged, partial } = pricing;
   const saved = savedByLayer(training);
   // Tensors the weight-gradient ops read (besides model state): what a split backward's W still needs.
   const wReads = training.layers().map(() => new Set<TensorId>());
@@ -243,7 +254,7 @@ function stageActivations(
     const byLayer: { layer: number; bytes: number }[] = [];
     const rebuilt: { layer: number; bytes: number }[] = [];
     // Per layer: what its backward frees as it reads it last (its stash, or the tensors its recompute rebuilt).
-    const released = new Map<number, readonly TensorId[]>();
+    const releasedBy = new Map<number, readonly TensorId[]>();
     for (let l = s.start; l < s.end; l++) {
       const layer = saved[l]!;
       const added: TensorId[] = [];
@@ -257,105 +268,61 @@ function stageActivations(
         // What its recompute adds to what the stash already holds (its input is kept anyway).
         const again = layer.saved.filter((t) => !kept.has(t));
         rebuilt.push({ layer: l, bytes: total(again) });
-        released.set(l, [...added, ...again]);
-      } else released.set(l, added);
+        releasedBy.set(l, [...added, ...again]);
+      } else releasedBy.set(l, added);
       for (const t of wReads[l]!) w.add(t);
     }
+    const released = (l: number): readonly TensorId[] => releasedBy.get(l) ?? [];
+    const sendsBack = k > 0 && boundaries.sends[k - 1]!.length > 0;
+    const buffers = pricing.gradientBuffers[k];
     const backScratch = staged[k] ? (op: number, dying: (t: TensorId) => boolean): number => scratch(op, dying) + partial(op) : scratch;
-    const gradients = backwardGradientPeaks(training, s.start, s.end, bytes, (l) => released.get(l) ?? [], backScratch, appears[k], k > 0 && boundaries.sends[k - 1]!.length > 0);
+    // Every backward of an FSDP stage makes its units' gradients; a replicated/OSS stage's first creates the
+    // accumulators, writing straight into them (no partial buffer), and the later ones add partials.
+    const units = buffers?.kind === "units" ? buffers.at : undefined;
+    const gradients = backwardGradientPeaks(training, s.start, s.end, bytes, released, backScratch, units && ((op) => units.get(op) ?? 0), sendsBack);
     const sends = new Set(boundaries.sends[k]!);
     const forward = forwardWorkingPeaks(training, s.start, s.end, bytes, new Set([...kept, ...sends]), scratch);
-    const forwardAlone = forwardWorkingPeaks(training, s.start, s.end, bytes, sends, scratch);
-    const writes = firstWrites[k];
-    // The first backward writes each gradient straight into its accumulator (no partial buffer).
-    const firstBackward = writes && {
-      gradientsByLayer: writes.byLayer,
-      gradients: backwardGradientPeaks(training, s.start, s.end, bytes, (l) => released.get(l) ?? [], scratch, (op) => writes.at.get(op) ?? 0, k > 0 && boundaries.sends[k - 1]!.length > 0),
+    const forwardAlone = pricing.recomputes ? forwardWorkingPeaks(training, s.start, s.end, bytes, sends, scratch) : forward;
+    const firstBackward = buffers?.kind === "accumulators" && {
+      gradientsByLayer: buffers.byLayer,
+      gradients: backwardGradientPeaks(training, s.start, s.end, bytes, released, scratch, (op) => buffers.at.get(op) ?? 0, sendsBack),
     };
     return { kept: total(kept), input: total(input), weightGrad: total(w), byLayer, rebuilt, gradients, forward, forwardAlone, ...(firstBackward && { firstBackward }) };
   });
 }
 
+/** Bytes of gradient buffers each op creates; for accumulators also the bytes by layer (their buffers). */
+type GradientBuffers =
+  | { readonly kind: "units"; readonly at: ReadonlyMap<number, number> }
+  | { readonly kind: "accumulators"; readonly at: ReadonlyMap<number, number>; readonly byLayer: readonly { readonly layer: number; readonly bytes: number }[] };
+
 /**
- * Per stage, FSDP's unsharded unit gradients as the backward makes them: the memory plan holds a unit's
- * gradient from the first layer (in backward order) that reads the unit, but its bytes are first written by
- * that layer's first weight-gradient op, after the layer's input gradients (an output layer's logits
- * gradient is made and freed before its weight gradient exists). Other strategies: none. Not for split
- * backwards (zero_bubble), whose unit gradients begin in W, after the input-gradient working set is gone.
+ * Where a stage's backward creates its gradient buffers, from its first write of each parameter's gradient.
+ * FSDP: a unit's unsharded gradient (the reduce-scatter's full buffer) at the first write of any of its
+ * parameters, in every backward (the memory plan holds it from the first layer that reads the unit).
+ * Replicated and OSS: each parameter's accumulator, in the first backward; the stage's gradient bytes (its
+ * fullest rank's, as the state buffers) shared out in proportion to the parameters' elements. Others: none.
  */
-function unitGradientsAppear(training: Graph, stages: readonly StageAssignment[], shards: readonly ShardPlan[]): ((op: number) => number)[] {
-  const layers = training.layers();
-  return stages.map((s, k) => {
-    const sh = shards[k]!;
-    if (sh.strategy !== "fsdp") return () => 0;
-    const at = new Map<number, number>();
-    for (const c of sh.collectives) {
+function gradientBuffers(writes: readonly GradientWrite[], shard: ShardPlan): GradientBuffers | undefined {
+  const at = new Map<number, number>();
+  if (shard.strategy === "fsdp") {
+    const order = new Map(writes.map((x, i) => [x.param, i] as const));
+    for (const c of shard.collectives) {
       if (c.kind !== "REDUCE_SCATTER" || c.of !== "unit") continue;
-      const u = sh.units.find((x) => x.index === c.unit);
-      if (!u) continue;
-      // The unit's first layer in backward order (layers descending), as its gradient lifetime begins.
-      const first = Math.min(u.span.last, s.end - 1);
-      if (first < u.span.first || first < s.start) continue;
-      const op = layers[first]!.ops.find((id) => training.op(id).phase === "weight_grad");
-      if (op !== undefined) at.set(op, (at.get(op) ?? 0) + c.bytes);
+      const first = Math.min(...(shard.units.find((u) => u.index === c.unit)?.params ?? []).map((m) => order.get(m.name) ?? Infinity));
+      if (first !== Infinity) at.set(writes[first]!.op, (at.get(writes[first]!.op) ?? 0) + c.bytes);
     }
-    return (op: number): number => at.get(op) ?? 0;
-  });
-}
-
-interface AccumulatorWrites {
-  /** Bytes of accumulators each op creates (its first write of a parameter's gradient in backward order). */
-  readonly at: ReadonlyMap<number, number>;
-  readonly byLayer: readonly { readonly layer: number; readonly bytes: number }[];
-}
-
-/**
- * Where a replicated or OSS stage's first backward creates each parameter's gradient accumulator: at the first
- * op, in backward run order (layers descending, graph order within), making the gradient or a partial of it
- * (a tied weight's contributions are summed by weight_grad adds). The stage's gradient bytes (its fullest
- * rank's, as the state buffers) are shared out in proportion to the parameters' elements.
- */
-function accumulatorWrites(training: Graph, s: StageAssignment, shard: ShardPlan): AccumulatorWrites | undefined {
+    return { kind: "units", at };
+  }
+  if (shard.strategy !== "none" && shard.strategy !== "oss") return undefined;
   const gradBytes = Math.max(0, ...shard.memory.perRank.map((r) => r.grad));
-  if (gradBytes === 0) return undefined;
-  // Every tensor that is a parameter's gradient or one of its partials, by parameter.
-  const paramOf = new Map<TensorId, string>();
-  for (const [name, t] of training.paramGrads()) {
-    const stack = [t];
-    while (stack.length > 0) {
-      const x = stack.pop()!;
-      if (paramOf.has(x)) continue;
-      paramOf.set(x, name);
-      const p = training.tensor(x).producer;
-      if (p === undefined) continue;
-      const o = training.op(p);
-      if (o.op === "add" && o.phase === "weight_grad") stack.push(...o.inputs);
-    }
-  }
-  const layers = training.layers();
-  const seen = new Set<string>();
-  const atNumel = new Map<number, number>();
-  const layerNumel = new Map<number, number>();
-  let totalNumel = 0;
-  for (let l = s.end - 1; l >= s.start; l--) {
-    for (const id of layers[l]!.ops) {
-      const o = training.op(id);
-      if (o.phase !== "backward" && o.phase !== "weight_grad") continue;
-      if (o.op === "add" && o.phase === "weight_grad") continue;
-      for (const t of o.outputs) {
-        const name = paramOf.get(t);
-        if (name === undefined || seen.has(name)) continue;
-        seen.add(name);
-        const n = numel(training.tensor(t).type.shape);
-        atNumel.set(id, (atNumel.get(id) ?? 0) + n);
-        layerNumel.set(l, (layerNumel.get(l) ?? 0) + n);
-        totalNumel += n;
-      }
-    }
-  }
-  if (totalNumel === 0) return undefined;
+  const totalNumel = writes.reduce((n, x) => n + x.numel, 0);
+  if (gradBytes === 0 || totalNumel === 0) return undefined;
   const scale = gradBytes / totalNumel;
-  const at = new Map([...atNumel].map(([op, n]) => [op, n * scale] as const));
-  const byLayer = [...layerNumel].map(([layer, n]) => ({ layer, bytes: n * scale }));
-  return { at, byLayer };
+  const layerBytes = new Map<number, number>();
+  for (const x of writes) {
+    at.set(x.op, (at.get(x.op) ?? 0) + x.numel * scale);
+    layerBytes.set(x.layer, (layerBytes.get(x.layer) ?? 0) + x.numel * scale);
+  }
+  return { kind: "accumulators", at, byLayer: [...layerBytes].map(([layer, bytes]) => ({ layer, bytes })) };
 }

@@ -6,6 +6,7 @@ import type { Graph, OpId, TensorId } from "../graph/graph.js";
 import type { DimBindings } from "../graph/op-cost.js";
 import { bytesOf } from "../graph/ops/cost-rules.js";
 import { isFloatDType, type DType, type TensorType } from "../graph/types.js";
+import type { DeviceProfile } from "./profile.js";
 
 export function computeDType(precision: Precision): DType {
   return precision === "bf16" ? "bf16" : precision === "fp16" ? "f16" : "f32";
@@ -60,5 +61,21 @@ export function widenedScratch(g: Graph, precision: Precision, bindings: DimBind
     // widening W − h, kernel W + F − h − freed, narrowing F − freed.
     const h = results / 2;
     return Math.max(widened - h, widened + h - freed, results - freed);
+  };
+}
+
+/** What an op adds while it runs on this device: the widened scratch where kernels compute in f32 on
+ *  16-bit operands (widens16BitOperands), else nothing. */
+export function opScratch(profile: DeviceProfile, g: Graph, precision: Precision, bindings: DimBindings): (op: OpId, dying?: (t: TensorId) => boolean) => number {
+  return profile.widens16BitOperands ? widenedScratch(g, precision, bindings) : () => 0;
+}
+
+/** A weight-gradient op's own results in f32 (parameter gradients are f32, train.reduce_dtype's default):
+ *  the buffer a runtime makes them in before adding them to a step's accumulator. */
+export function weightGradientBytes(g: Graph, bindings: DimBindings): (op: OpId) => number {
+  return (op) => {
+    const o = g.op(op);
+    if (o.phase !== "weight_grad") return 0;
+    return o.outputs.reduce((n, t) => n + bytesOf({ ...g.tensor(t).type, dtype: "f32" }, bindings), 0);
   };
 }

@@ -282,8 +282,8 @@ class DeviceLowering {
   private readonly lastCompute = new Map<string, number>();
   /** Per plan action: its last communication instruction so far. */
   private readonly lastComm = new Map<number, number>();
-  /** Plan actions (and action:layer runs) whose first instruction has been emitted. */
-  private readonly begun = new Set<number | string>();
+  /** Plan actions and their layer runs (keyed as lastCompute) whose first instruction has been emitted. */
+  private readonly begun = new Set<string>();
 
   /** Lowers one piece of the program: a layer's run of a compute action, or a whole other action. */
   piece(piece: ActionPiece): void {
@@ -302,11 +302,12 @@ class DeviceLowering {
         this.lastComm.set(id, i);
       }
     }
-    if (from < this.b.length && !this.begun.has(id)) {
-      this.begun.add(id);
+    if (from === this.b.length) return;
+    if (!this.begun.has(`${id}`)) {
+      this.begun.add(`${id}`);
       this.afterDeps(piece.action, from);
     }
-    if (piece.layer !== undefined && from < this.b.length && !this.begun.has(`${id}:${piece.layer}`)) {
+    if (piece.layer !== undefined && !this.begun.has(`${id}:${piece.layer}`)) {
       this.begun.add(`${id}:${piece.layer}`);
       this.afterGates(piece.action, piece.layer, from);
     }

@@ -10,7 +10,7 @@
 import type { Precision } from "../check/settings-types.js";
 import type { Cluster } from "../cost/cluster.js";
 import { estimateOp } from "../cost/graph-cost.js";
-import { onDevice, widenedScratch } from "../cost/precision.js";
+import { onDevice, opScratch, weightGradientBytes } from "../cost/precision.js";
 import type { Graph, OpId, TensorId } from "../graph/graph.js";
 import type { DimBindings } from "../graph/op-cost.js";
 import { bytesOf } from "../graph/ops/cost-rules.js";
@@ -43,13 +43,10 @@ export interface MicroBatchProfile {
   /** Bytes the layer's weight-gradient ops still read once its input gradients are done (what a deferred W
    *  keeps under zero-bubble schedules): layer inputs and output gradients of its weighted ops. */
   readonly weightGrad: Float64Array;
-  /** Per layer: the most bytes a compute action holds while it runs the layer beyond the stash — the
-   *  backward's activation gradients or the forward's working set, each with its op scratch (walked once over
-   *  the whole model: what compile's stage walk gives, a stage's incoming gradient counted as well).
-   *  `staged` adds each weight-gradient op's own f32 buffer (replicated and optimizer-sharded stages). */
-  readonly working: Float64Array;
-  readonly workingStaged: Float64Array;
-  /** The largest `working` (or `workingStaged`) over layers [i, j), i < j, in O(1). */
+  /** The most bytes a compute action holds beyond the stash while it runs one of layers [i, j), i < j, in
+   *  O(1): a layer's backward activation gradients or its forward's working set, each with its op scratch
+   *  (walked once over the whole model: what compile's stage walk gives, a stage's incoming gradient counted
+   *  as well). `staged` adds each weight-gradient op's own f32 buffer (replicated and optimizer-sharded stages). */
   readonly workingIn: (i: number, j: number, staged: boolean) => number;
   /** Stash bytes of layers [i, j) (i < j) beyond the stage input. */
   readonly keptIn: (i: number, j: number) => number;
@@ -257,7 +254,16 @@ export class LayerTable {
       backwardWeight[l] = c.bw;
       flops[l] = c.flops;
     }
-    const size = (t: TensorId): number => bytesOf(onDevice(this.training.tensor(t).type, this.precision), bindings);
+    // Each tensor's bytes at this micro-batch size, found once: the sums and the working-set walks ask again.
+    const sizes = new Map<TensorId, number>();
+    const size = (t: TensorId): number => {
+      let n = sizes.get(t);
+      if (n === undefined) {
+        n = bytesOf(onDevice(this.training.tensor(t).type, this.precision), bindings);
+        sizes.set(t, n);
+      }
+      return n;
+    };
     const cut = new Float64Array(L + 1);
     for (const x of this.crossing) {
       const n = size(x.tensor);
@@ -296,18 +302,15 @@ export class LayerTable {
     const plain = rangeMax(working);
     const stagedMax = rangeMax(workingStaged);
     const workingIn = (i: number, j: number, staged: boolean): number => (staged ? stagedMax(i, j) : plain(i, j));
-    return { b, forward, backwardInput, backwardWeight, flops, cut, reducible, saved, weightGrad, keptIn, inputs, working, workingStaged, workingIn };
+    return { b, forward, backwardInput, backwardWeight, flops, cut, reducible, saved, weightGrad, keptIn, inputs, workingIn };
   }
 
   /** The working sets of compile's stage walks (stage-costs.ts), over the whole model at once. */
   private workingSets(bindings: DimBindings, size: (t: TensorId) => number): { working: Float64Array; workingStaged: Float64Array } {
     const g = this.training;
     const L = this.count;
-    const scratch = this.cluster.profile.widens16BitOperands ? widenedScratch(g, this.precision, bindings) : (): number => 0;
-    const partial = (op: number): number => {
-      const o = g.op(op);
-      return o.phase !== "weight_grad" ? 0 : o.outputs.reduce((n, t) => n + bytesOf({ ...g.tensor(t).type, dtype: "f32" }, bindings), 0);
-    };
+    const scratch = opScratch(this.cluster.profile, g, this.precision, bindings);
+    const partial = weightGradientBytes(g, bindings);
     const held = new Set<TensorId>();
     for (const ts of this.savedTensors) for (const t of ts) held.add(t);
     const released = (l: number): readonly TensorId[] => this.savedTensors[l]!;

@@ -25,7 +25,7 @@ describe("forwardWorkingPeaks", () => {
     expect(peaks.every((p) => p.bytes === 0)).toBe(true);
   });
 
-  it("holding the layer's output (the stage's send) leaves linear's output and what relu makes of it", () => {
+  it("holding the layer's output (the stage's send) leaves linear's output alone", () => {
     const l = index("hidden_layers.1");
     const relu = training.layers()[l]!.ops.map((id) => training.op(id)).find((o) => o.op === "relu")!;
     const alone = forwardWorkingPeaks(training, l, l + 1, bytes, new Set(relu.outputs));
