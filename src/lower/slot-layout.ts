@@ -29,43 +29,63 @@ export function layoutSlots(needs: readonly SlotNeed[]): SlotLayout {
   return greedy.arenaBytes < sweep.arenaBytes ? greedy : sweep;
 }
 
-const overlaps = (a: SlotNeed, b: SlotNeed): boolean => a.from <= b.to && b.from <= a.to;
-
 /** Largest first; each at the lowest offset where it clears every already placed slot alive with it. The
- *  placed slots alive with one are found through a time index (buckets of instruction positions, each listing
- *  the placed slots alive in it) instead of by comparing it with every placed slot (lowering two 22k-slot
- *  devices of gpt3-175b: 4.5 s before, 2.1 s with it). */
+ *  placed slots alive with one are found through a time index (buckets of instruction positions) instead of
+ *  by comparing it with every placed slot, each visited once: all of the first bucket its lifetime touches,
+ *  then only those starting in each later one (a slot alive for the whole step sits in every bucket, and was
+ *  seen as often as the query spanned buckets). Conflicts are ordered by one numeric sort of packed
+ *  (offset, id) keys. Lowering llama-7b's 72k-slot FSDP device: 8.3 s before, 3.0 s with both. */
 export function greedyBySize(needs: readonly SlotNeed[]): SlotLayout {
-  const order = needs.map((_, i) => i).sort((a, b) => aligned(needs[b]!.bytes) - aligned(needs[a]!.bytes) || needs[a]!.from - needs[b]!.from || a - b);
-  const offsets = new Array<number>(needs.length).fill(0);
+  const n = needs.length;
+  const size = Float64Array.from(needs, (x) => aligned(x.bytes));
+  const from = Float64Array.from(needs, (x) => x.from);
+  const to = Float64Array.from(needs, (x) => x.to);
+  const order = needs.map((_, i) => i).sort((a, b) => size[b]! - size[a]! || from[a]! - from[b]! || a - b);
+  const offsets = new Float64Array(n);
   const index = new TimeIndex(needs);
+  // A conflict's key: its offset in ALIGN units, then its id, exact in a double while below 2^53.
+  const idSpan = 2 ** Math.max(1, Math.ceil(Math.log2(n + 1)));
+  let keys = new Float64Array(1024);
   let arenaBytes = 0;
   for (const id of order) {
-    const need = needs[id]!;
-    const size = aligned(need.bytes);
+    const sz = size[id]!;
     // Empty slots (views, whose bytes belong to their root) take no room and hold none.
-    if (size === 0) continue;
-    const conflicts = index.alive(need).sort((a, b) => offsets[a]! - offsets[b]!);
+    if (sz === 0) continue;
+    const f = from[id]!;
+    const t = to[id]!;
+    let k = 0;
+    index.forEachOnce(f, t, (p) => {
+      if (!(from[p]! <= t && f <= to[p]!)) return;
+      if (k === keys.length) {
+        const grown = new Float64Array(2 * k);
+        grown.set(keys);
+        keys = grown;
+      }
+      keys[k++] = (offsets[p]! / ALIGN) * idSpan + p;
+    });
+    const sorted = keys.subarray(0, k).sort();
     let offset = 0;
-    for (const c of conflicts) {
-      if (offsets[c]! >= offset + size) break; // the gap before c holds it
-      offset = Math.max(offset, offsets[c]! + aligned(needs[c]!.bytes));
+    for (let j = 0; j < k; j++) {
+      const p = sorted[j]! % idSpan;
+      if (offsets[p]! >= offset + sz) break; // the gap before p holds it
+      offset = Math.max(offset, offsets[p]! + size[p]!);
     }
+    if ((offset / ALIGN + 1) * idSpan >= 2 ** 53) throw new Error(`internal: an arena of ${offset} bytes is beyond the slot layout's key range`);
     offsets[id] = offset;
     index.add(id);
-    arenaBytes = Math.max(arenaBytes, offset + size);
+    arenaBytes = Math.max(arenaBytes, offset + sz);
   }
-  return { offsets, arenaBytes };
+  return { offsets: Array.from(offsets), arenaBytes };
 }
 
 /** Placed slots by the time buckets their lifetimes touch (lifetimes running to ±Infinity in the first or
- *  last bucket's list and every one between: such pinned slots are alive with everything). */
+ *  last bucket's list and every one between: such pinned slots are alive with everything), and by the bucket
+ *  they start in. */
 class TimeIndex {
-  private readonly buckets: number[][];
+  private readonly all: number[][];
+  private readonly starts: number[][];
   private readonly lo: number;
   private readonly width: number;
-  private readonly seen: Uint32Array;
-  private stamp = 0;
 
   constructor(private readonly needs: readonly SlotNeed[]) {
     let lo = Infinity;
@@ -82,33 +102,29 @@ class TimeIndex {
     const count = Math.max(1, Math.min(4096, Math.ceil(needs.length / 8)));
     this.lo = lo;
     this.width = Math.max((hi - lo) / count, 1e-9);
-    this.buckets = Array.from({ length: count }, () => []);
-    this.seen = new Uint32Array(needs.length);
+    this.all = Array.from({ length: count }, () => []);
+    this.starts = Array.from({ length: count }, () => []);
   }
 
   private bucket(t: number): number {
     if (t === -Infinity || t < this.lo) return 0;
-    if (t === Infinity) return this.buckets.length - 1;
-    return Math.min(this.buckets.length - 1, Math.floor((t - this.lo) / this.width));
+    if (t === Infinity) return this.all.length - 1;
+    return Math.min(this.all.length - 1, Math.floor((t - this.lo) / this.width));
   }
 
   add(id: number): void {
     const n = this.needs[id]!;
-    for (let b = this.bucket(n.from); b <= this.bucket(n.to); b++) this.buckets[b]!.push(id);
+    const first = this.bucket(n.from);
+    this.starts[first]!.push(id);
+    for (let b = first; b <= this.bucket(n.to); b++) this.all[b]!.push(id);
   }
 
-  /** The placed slots whose lifetimes overlap `need`'s, each once. */
-  alive(need: SlotNeed): number[] {
-    const out: number[] = [];
-    const stamp = ++this.stamp;
-    for (let b = this.bucket(need.from); b <= this.bucket(need.to); b++) {
-      for (const p of this.buckets[b]!) {
-        if (this.seen[p] === stamp) continue;
-        this.seen[p] = stamp;
-        if (overlaps(this.needs[p]!, need)) out.push(p);
-      }
-    }
-    return out;
+  /** Every placed slot in a bucket [from, to] touches, each once (the caller checks the exact overlap): a slot
+   *  is met in the first such bucket it is in — the query's first, or the one it starts in. */
+  forEachOnce(from: number, to: number, visit: (id: number) => void): void {
+    const first = this.bucket(from);
+    for (const p of this.all[first]!) visit(p);
+    for (let b = first + 1; b <= this.bucket(to); b++) for (const p of this.starts[b]!) visit(p);
   }
 }
 
