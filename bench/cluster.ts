@@ -115,7 +115,9 @@ for (const c of CASES) {
   const plan = compile(c);
   const native = await timed(plan, "native");
   const one = await timed(compile({ ...c, name: "1 device", devices: 1, overrides: [...c.overrides.filter((o) => !/^parallel\.(shard|stages|data_parallel|chunks)=/.test(o)), "parallel.shard=none", "parallel.stages=1", "parallel.data_parallel=1", "parallel.chunks=1"] }), "native");
-  const predictedPeak = plan.predicted.peakMemoryBytes;
+  // Against the memory plan (the model the search reasons with); the plan's own prediction is, where compile
+  // laid them out, the runtime's arenas themselves.
+  const predictedPeak = plan.predicted.peakMemoryBytes.map((_, r) => plan.memory[plan.programs.findIndex((p) => p.ranks.includes(r))]!.arenaBytes);
   const arena = native.peak ?? [];
   const ratios = arena.map((b, d) => b / predictedPeak[d]!);
   const { perDevice, tracedStepMs, liveBytes } = await overlap(plan);

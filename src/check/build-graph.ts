@@ -5,11 +5,11 @@ import { error, hasErrors, warning, type Diagnostic } from "../diagnostics/diagn
 import type { Span } from "../diagnostics/span.js";
 import { SYMBOLIC_DIMS } from "../graph/dim.js";
 import { batchLayoutProblem } from "../graph/batch-coupling.js";
-import { lossDependsOnParams } from "../graph/gradient-needed.js";
+import { gradientNeeded, lossDependsOnParams } from "../graph/gradient-needed.js";
 import { Graph, type OpId, type TensorId } from "../graph/graph.js";
 import { isOpCheckError, type OpDef } from "../graph/op-def.js";
 import { getOp, languageOp, languageOps } from "../graph/registry.js";
-import { DTYPES, type Attrs, type DType, type TensorType } from "../graph/types.js";
+import { DTYPES, isFloatDType, type Attrs, type DType, type TensorType } from "../graph/types.js";
 import type { BinaryOp, CallExpr, ForwardDecl, Stmt } from "../parse/ast.js";
 import { asDim, evalExpr, type EvalContext } from "./const-eval.js";
 import type { Declarations } from "./collect.js";
@@ -105,7 +105,26 @@ export class GraphBuilder {
       this.diags.push(error("FSM410", "the loss depends on no parameter: there is nothing to train", result.span));
       return false;
     }
-    return true;
+    return this.checkParamsReachLoss(result.value.t);
+  }
+
+  /** A member called in forward whose result the loss never reads would have parameters with no gradient:
+   *  refused, as PyTorch's DDP refuses unused parameters by default (FSDP's reduce-scatters and the
+   *  pipelines' gradient transfers would wait for gradients that never come). */
+  private checkParamsReachLoss(loss: TensorId): boolean {
+    const need = gradientNeeded(this.graph, this.graph.topoOrder().map((id) => this.graph.op(id)), loss);
+    const dead = new Map<number, string[]>();
+    for (const p of this.graph.params()) {
+      if (!isFloatDType(p.type.dtype) || need[p.tensor]) continue;
+      dead.set(p.layer, [...(dead.get(p.layer) ?? []), p.name]);
+    }
+    for (const [layer, names] of dead) {
+      const shown = names.length > 3 ? `${names.slice(0, 3).join(", ")}, …` : names.join(", ");
+      this.diags.push(
+        error("FSM411", `member '${this.graph.layers()[layer]!.name}' is called but the loss never reads what it returns: its parameters (${shown}) would get no gradient; use its result or remove the call`, this.layerSpans.get(layer)!),
+      );
+    }
+    return dead.size === 0;
   }
 
   private inputType(input: ForwardDecl["inputs"][number]): TensorType | undefined {

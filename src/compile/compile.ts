@@ -12,6 +12,8 @@
 //   9 device fit (fit.ts); when it fails, the changes that fit (alternatives.ts)
 //  10 the Plan document (assemble.ts), checked by the plan loader's validation and, as a schedule, by the
 //     shared schedule validator (check-programs.ts) before it leaves
+//  11 the arenas `fsm run` allocates, laid out by the runtime's own lowering (runtime-arenas.ts): the memory
+//     the plan predicts per device
 import type { CheckedModel } from "../check/check.js";
 import { batchSplitRefusal } from "../check/batch-split.js";
 import type { Calibration } from "../cost/calibration.js";
@@ -31,9 +33,10 @@ import { programLifetimes } from "./buffers.js";
 import { candidateSettings } from "./candidate-settings.js";
 import { checkPrograms } from "./check-programs.js";
 import { CompileError } from "./errors.js";
-import { MemoryError, shortfall } from "./fit.js";
+import { MemoryError, shortfall, type MemoryShortfall } from "./fit.js";
 import { addReuseDependencies, layoutMemory, type ProgramMemory } from "./memory.js";
 import { addReleaseDependencies } from "./release-dependencies.js";
+import { layOutArenas, type ArenaMode } from "./runtime-arenas.js";
 import type { Program, Rendezvous } from "./program.js";
 import { buildPrograms } from "./programs.js";
 import { autoSettings, resolveMesh, resolveSettings, trainSettings, type ResolvedSettings } from "./resolve.js";
@@ -57,6 +60,8 @@ export interface CompileOptions {
   readonly source: string;
   /** fsm's version recorded in the plan. */
   readonly fsmVersion: string;
+  /** Step 11: lay out the runtime's arenas ("auto": plans within the default's budget). */
+  readonly arenas?: ArenaMode;
 }
 
 /** Everything compile computed, for tests, benchmarks and reports; `plan` is what gets written. */
@@ -74,6 +79,8 @@ export interface Compiled {
   readonly costs: StageCostModel;
   /** The search's record, when settings were auto. */
   readonly search?: SearchResult;
+  /** Why step 11 did not lay out the runtime's arenas (the plan then predicts its memory plan's). */
+  readonly arenasSkipped?: string;
 }
 
 export function compileModel(model: CheckedModel, options: CompileOptions): Compiled {
@@ -85,6 +92,22 @@ export function compileModel(model: CheckedModel, options: CompileOptions): Comp
   const train = model.train!;
   const run = { steps: train.steps, seed: train.seed, ...(train.precision === "fp16" && { lossScale: train.lossScale }), data: train.data };
   return { ...compiled, plan: { ...compiled.plan, run } };
+}
+
+/** Step 11 on a compiled plan: the arenas `fsm run` allocates, which must fit the device as the memory plan
+ *  did (a MemoryError otherwise, so the search plans for less memory as it does when a memory plan overflows). */
+function withArenas(compiled: Compiled, mode: ArenaMode): Compiled {
+  const laid = layOutArenas(compiled.plan, compiled.training, mode, compiled.cluster.profile);
+  const capacity = compiled.cluster.profile.memory.capacity;
+  let worst: MemoryShortfall | undefined;
+  laid.plan.memory.forEach((m, p) => {
+    const needed = Math.max(...(m.runtime?.arenaBytes ?? [0]));
+    if (needed <= capacity || (worst && worst.neededBytes >= needed)) return;
+    const prog = compiled.programs[p]!;
+    worst = { program: p, stages: prog.stages, ranks: prog.ranks, neededBytes: needed, availableBytes: capacity, peakByKind: compiled.memory[p]!.peakByKind };
+  });
+  if (worst) throw new MemoryError(worst, compiled.cluster.profile.name);
+  return { ...compiled, plan: laid.plan, ...(laid.skipped !== undefined && { arenasSkipped: laid.skipped }) };
 }
 
 function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {
@@ -100,7 +123,7 @@ function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {
     ? resolved
     : { ...resolved, balance: explicitSplit(training, resolved, clusterFor(options.cluster, resolved.devices, options.calibration), train) };
   try {
-    return compileResolved(model.name, training, settings, options);
+    return withArenas(compileResolved(model.name, training, settings, options), options.arenas ?? "auto");
   } catch (e) {
     if (!(e instanceof MemoryError)) throw e;
     const fits = fittingAlternatives(settings, training, (alt) => {
@@ -139,7 +162,7 @@ function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {
       // misestimate, and it may find a different kind of plan).
       const e = result.ranked[0]!;
       try {
-        const compiled = compileResolved(name, training, candidateSettings({ ...base } as ResolvedSettings, e), options);
+        const compiled = withArenas(compileResolved(name, training, candidateSettings({ ...base } as ResolvedSettings, e), options), options.arenas ?? "auto");
         const search = planSearch(result, 0, [], compiled, memoryScale, rejected);
         return { ...compiled, plan: { ...compiled.plan, search }, search: result };
       } catch (err) {

@@ -42,6 +42,7 @@ export const DIAGNOSTIC_CODES = {
   FSM408: "invalid tied parameter",
   FSM409: "value out of range",
   FSM410: "loss depends on no parameter",
+  FSM411: "parameters the loss does not reach",
   // Train and parallel settings (5xx)
   FSM500: "invalid setting value",
   FSM501: "balance does not match the layers",

@@ -65,7 +65,26 @@ interface SlotRecord {
 
 const numelOf = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);
 
+/** A bound on the slots a lowering may create (over all its devices), for callers that lower only when it is
+ *  cheap (compile's arena layout): exceeding it throws SlotBudgetExceeded before any layout is done. */
+export class SlotBudget {
+  private used = 0;
+  constructor(readonly max: number) {}
+
+  take(): void {
+    if (++this.used > this.max) throw new SlotBudgetExceeded(this.max);
+  }
+}
+
+export class SlotBudgetExceeded extends Error {
+  constructor(readonly max: number) {
+    super(`lowering needs more than ${max} slots`);
+  }
+}
+
 export class DeviceBuilder {
+  constructor(private readonly budget?: SlotBudget) {}
+
   private readonly slots: SlotRecord[] = [];
   private readonly list: Omit<DeviceInstruction, "waits">[] = [];
   private readonly pinned = new Set<number>();
@@ -74,6 +93,7 @@ export class DeviceBuilder {
 
   /** A new slot of its own bytes. */
   slot(shape: readonly number[], dtype: SlotDType = "f32"): number {
+    this.budget?.take();
     this.slots.push({ shape: [...shape], dtype, root: this.slots.length, at: 0 });
     return this.slots.length - 1;
   }
@@ -88,6 +108,7 @@ export class DeviceBuilder {
     if (at < 0 || start + numelOf(shape) * BYTES[type] > numelOf(root.shape) * BYTES[root.dtype]) {
       throw new Error(`internal: a view of ${numelOf(shape)} ${type} elements at ${at} does not fit its slot`);
     }
+    this.budget?.take();
     this.slots.push({ shape: [...shape], dtype: type, root: base.root, at: start });
     return this.slots.length - 1;
   }

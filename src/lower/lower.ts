@@ -24,7 +24,7 @@ import type { Plan, PlanAction, PlanProgram, PlanUnit } from "../plan/plan.js";
 import { actionFromText, type Action } from "../schedule/action.js";
 import { programPieces, type ActionPiece } from "./action-order.js";
 import { lowerOptimizer, type OptimizerLowering, type UpdateItem } from "./optimizer.js";
-import { BYTES, COMM, COMPUTE, DeviceBuilder, type DeviceProgram, type SlotDType } from "./device-program.js";
+import { BYTES, COMM, COMPUTE, DeviceBuilder, type DeviceProgram, type SlotBudget, type SlotDType } from "./device-program.js";
 import { gradRoutes, type GradRoutes } from "./grad-routes.js";
 
 /** Where a piece of a parameter lives: elements [from, from + count) of the parameter at element `at` of
@@ -73,7 +73,7 @@ export function localIndex(program: Pick<ClusterProgram, "ranks">, rank: number)
 
 /** Lowers the step for `ranks` (default: every rank of the plan). Each device's program depends only on the
  *  plan and its rank, so any subset lowers to the same programs the whole world would. */
-export function lower(plan: Plan, g: Graph, ranks: readonly number[] = Array.from({ length: plan.cluster.devices }, (_, r) => r)): ClusterProgram {
+export function lower(plan: Plan, g: Graph, ranks: readonly number[] = Array.from({ length: plan.cluster.devices }, (_, r) => r), budget?: SlotBudget): ClusterProgram {
   if (ranks.length === 0 || ranks.some((r, i) => !Number.isInteger(r) || r < 0 || r >= plan.cluster.devices || (i > 0 && r <= ranks[i - 1]!))) {
     throw new Error(`internal: lower() takes ascending distinct ranks of the plan's ${plan.cluster.devices} devices, got [${ranks.join(", ")}]`);
   }
@@ -94,7 +94,7 @@ export function lower(plan: Plan, g: Graph, ranks: readonly number[] = Array.fro
     program.ranks.forEach((device, replica) => {
       const i = local.get(device);
       if (i === undefined) return;
-      const lowered = new DeviceLowering(plan, g, routes, program, device, replica);
+      const lowered = new DeviceLowering(plan, g, routes, program, device, replica, budget);
       for (const piece of order) lowered.piece(piece);
       devices[i] = lowered.b.finish();
       inputs[i] = { replica, slots: lowered.inputSlots };
@@ -128,7 +128,7 @@ export function lower(plan: Plan, g: Graph, ranks: readonly number[] = Array.fro
 
 /** One device's lowering: its slots, value maps and the strategy's buffers, fed the program's actions. */
 class DeviceLowering {
-  readonly b = new DeviceBuilder();
+  readonly b: DeviceBuilder;
   readonly inputSlots: Record<string, number>[] = [];
   readonly pieces: ParamPiece[] = [];
   readonly losses: { mb: number; slot: number }[] = [];
@@ -169,7 +169,9 @@ class DeviceLowering {
     private readonly program: PlanProgram,
     private readonly device: number,
     private readonly replica: number,
+    budget: SlotBudget | undefined,
   ) {
+    this.b = new DeviceBuilder(budget);
     const { microBatches: m, microBatchSize: mbs, seq } = plan.settings;
     this.bindings = seq === null ? { B: mbs } : { B: mbs, S: seq };
     for (let j = 0; j < m; j++) {

@@ -398,6 +398,10 @@ export interface PlanMemory {
   /** Most bytes live at once in the predicted run (≤ arenaBytes; the difference is fragmentation). */
   readonly peakBytes: number;
   readonly buffers: readonly PlanBuffer[];
+  /** What `fsm run` allocates, by replica (ranks[r]): each device's arena as lowering lays out its slots, and
+   *  the most bytes that layout holds at once. Absent when compile did not lay the arenas out (a plan over
+   *  the default's budget, `--arenas never`, one the runtime cannot run, or a plan from before it did). */
+  readonly runtime?: { readonly arenaBytes: readonly number[]; readonly liveBytes: readonly number[] };
 }
 
 export interface PlanPrediction {
@@ -406,7 +410,8 @@ export interface PlanPrediction {
   readonly bubbleFraction: number;
   /** Step time minus the step time with free communication. */
   readonly exposedCommSeconds: number;
-  /** Per device (by rank): its program's arena. */
+  /** Per device (by rank): the arena `fsm run` allocates for it (memory[p].runtime) when compile laid it out,
+   *  else its program's memory-plan arena. */
   readonly peakMemoryBytes: readonly number[];
   /** Per device: persistent weights, gradients and optimizer state it holds. */
   readonly modelStateBytes: readonly number[];

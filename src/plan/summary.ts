@@ -34,6 +34,11 @@ export interface PlanSummary {
   readonly stageLayers: readonly StageSummary[];
   readonly programs: number;
   readonly predicted: PlanPrediction;
+  /** What predicted.peakMemoryBytes is: the arenas `fsm run` allocates (laid out by compile), or the memory
+   *  plan's arenas when compile did not lay them out. */
+  readonly memoryFrom: "runtime arenas" | "memory plan";
+  /** The memory plan's peaks (most bytes its buffers hold at once), least and most over the programs. */
+  readonly memoryPlanPeakBytes: readonly [number, number];
 }
 
 export function summarizePlan(plan: Plan): PlanSummary {
@@ -72,5 +77,7 @@ export function summarizePlan(plan: Plan): PlanSummary {
     }),
     programs: plan.programs.length,
     predicted: plan.predicted,
+    memoryFrom: plan.memory.every((m) => m.runtime !== undefined) ? "runtime arenas" : "memory plan",
+    memoryPlanPeakBytes: [Math.min(...plan.memory.map((m) => m.peakBytes)), Math.max(...plan.memory.map((m) => m.peakBytes))],
   };
 }

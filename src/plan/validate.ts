@@ -84,7 +84,7 @@ export function validatePlan(v: Json): Plan {
 
   const memory = array(field(root, "memory", ""), "memory");
   if (memory.length !== programs.length) fail("memory", `expected one memory plan per program (${programs.length}), got ${memory.length}`);
-  arrayOf(memory, "memory", (x, p, i) => checkMemory(x, p, i, actionCounts[i]!, graph.layers));
+  arrayOf(memory, "memory", (x, p, i) => checkMemory(x, p, i, actionCounts[i]!, graph.layers, (programs[i] as { ranks: readonly Json[] }).ranks.length));
 
   const pred = object(field(root, "predicted", ""), "predicted");
   for (const k of ["stepTimeSeconds", "bubbleFraction", "exposedCommSeconds", "tokensPerSecond", "mfu", "flopsPerStep"]) {
@@ -325,12 +325,26 @@ function checkProgram(v: Json, p: string, i: number, c: ProgramContext): number 
   return n;
 }
 
-function checkMemory(v: Json, p: string, i: number, actions: number, layers: number): void {
+/** A program's lowered arenas: one per replica, each holding at most its arena live. */
+function checkRuntimeArenas(v: Json, p: string, replicas: number): void {
+  const o = object(v, p);
+  const arenas = arrayOf(field(o, "arenaBytes", p), key(p, "arenaBytes"), nonNegative);
+  const live = arrayOf(field(o, "liveBytes", p), key(p, "liveBytes"), nonNegative);
+  for (const [name, list] of [["arenaBytes", arenas], ["liveBytes", live]] as const) {
+    if (list.length !== replicas) fail(key(p, name), `expected one entry per replica of the program (${replicas}), got ${list.length}`);
+  }
+  live.forEach((b, r) => {
+    if (b > arenas[r]!) fail(`${key(p, "liveBytes")}[${r}]`, `the live bytes (${b}) exceed the arena (${arenas[r]})`);
+  });
+}
+
+function checkMemory(v: Json, p: string, i: number, actions: number, layers: number, replicas: number): void {
   const o = object(v, p);
   integer(field(o, "program", p), key(p, "program"), i, i + 1, `the program's index ${i}`);
   const arena = nonNegative(field(o, "arenaBytes", p), key(p, "arenaBytes"));
   const peak = nonNegative(field(o, "peakBytes", p), key(p, "peakBytes"));
   if (peak > arena) fail(key(p, "peakBytes"), `the peak (${peak}) exceeds the arena (${arena})`);
+  if (o.runtime !== undefined) checkRuntimeArenas(o.runtime, key(p, "runtime"), replicas);
   arrayOf(field(o, "buffers", p), key(p, "buffers"), (x, q) => {
     const b = object(x, q);
     string(field(b, "name", q), key(q, "name"));

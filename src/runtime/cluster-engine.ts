@@ -62,6 +62,22 @@ export interface ClusterEngineOptions {
   readonly world: ProcessWorld;
 }
 
+/** A plan carrying the arenas compile laid out (memory[p].runtime) must get exactly those here: they are the
+ *  memory compile predicted and checked against the device. Another lowering (a plan from another fsm, or an
+ *  edited one) is refused rather than run with memory nobody checked. */
+function checkRecordedArenas(plan: Plan, program: ClusterProgram): void {
+  program.ranks.forEach((rank, i) => {
+    const p = plan.programs.findIndex((x) => x.ranks.includes(rank));
+    const recorded = plan.memory[p]?.runtime?.arenaBytes[plan.programs[p]!.ranks.indexOf(rank)];
+    const laidOut = program.devices[i]!.arenaBytes;
+    if (recorded !== undefined && recorded !== laidOut) {
+      throw new EngineError(
+        `the plan records an arena of ${recorded} bytes for device ${rank} (memory[${p}].runtime), but this fsm lays out ${laidOut}: the plan was compiled by another version of fsm or edited; compile it again`,
+      );
+    }
+  });
+}
+
 export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, FloatTensor>, options: ClusterEngineOptions): StepEngine {
   const { trace, timeoutSeconds, fault, world } = options;
   let ranks: number[];
@@ -72,6 +88,7 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
     throw e;
   }
   const program = lower(plan, graph, ranks);
+  checkRecordedArenas(plan, program);
   if (fault && !(Number.isInteger(fault.device) && fault.device >= 0 && fault.device < plan.cluster.devices)) {
     throw new EngineError(`--inject-fault: the plan has no device ${fault.device} (devices 0..${plan.cluster.devices - 1})`);
   }

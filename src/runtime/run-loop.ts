@@ -55,8 +55,12 @@ export interface RunSummary {
   readonly predictedMemoryBytes: number;
   /** Per device: the bytes its arena holds (allocated and touched once; the native engine). */
   readonly peakMemoryBytes?: readonly number[];
-  /** Per device: the plan's predicted peak. */
+  /** Per device: the plan's predicted memory (the arena compile laid out, when it did: plan.memory[p].runtime). */
   readonly predictedPeakMemoryBytes: readonly number[];
+  /** Whether compile laid out the arenas the plan predicts (else they are its memory plan's). */
+  readonly arenasFromPlan: boolean;
+  /** Per device: the most bytes its program's memory plan holds at once (the model the search reasons with). */
+  readonly memoryPlanPeakBytes: readonly number[];
   /** The run stopped early at a step boundary because it was asked to (stopRequested). */
   readonly interrupted?: boolean;
   /** Why, when a reason was given (a signal's name), on any process. */
@@ -332,8 +336,16 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
       ? { arenaBytes: processes.flatMap((p) => p.arenaBytes).reduce((a, b) => a + b, 0), peakMemoryBytes: processes.flatMap((p) => p.arenaBytes), processes }
       : stepper.deviceMemoryBytes !== undefined && { peakMemoryBytes: stepper.deviceMemoryBytes }),
     predictedPeakMemoryBytes: plan.predicted.peakMemoryBytes,
+    arenasFromPlan: plan.memory.every((m) => m.runtime !== undefined),
+    memoryPlanPeakBytes: memoryPlanPeaks(plan),
     ...(done < steps && { interrupted: true, ...(stopReason && { stopReason }) }),
   };
+}
+
+function memoryPlanPeaks(plan: Plan): number[] {
+  const out = new Array<number>(plan.cluster.devices).fill(0);
+  plan.programs.forEach((p, i) => p.ranks.forEach((r) => (out[r] = plan.memory[i]!.peakBytes)));
+  return out;
 }
 
 /** Every process's figures (as [step time, bytes sent in / between processes, data bytes read, arena per local

@@ -98,7 +98,9 @@ describe("plans that do not fit", () => {
       const extra = fit.set.map((s) => s.replace(/^parallel\./, ""));
       const more = Object.fromEntries(extra.map((s) => s.split("=") as [string, string]));
       const c = compileSample("gpt2-124m", "cpu", { ...overrides, ...more });
-      expect(Math.max(...c.plan.predicted.peakMemoryBytes)).toBe(fit.peakBytes);
+      // The alternatives are verified against their memory plans (laying out each one's runtime arenas would
+      // cost seconds apiece); the plan compile then writes carries both.
+      expect(Math.max(...c.plan.memory.map((m) => m.arenaBytes))).toBe(fit.peakBytes);
     }
   });
 });

@@ -3,6 +3,7 @@
 import { checkFile } from "../../check/check.js";
 import { CompileError } from "../../compile/errors.js";
 import { compileModel } from "../../compile/compile.js";
+import { ARENA_BUDGET_SLOTS, ARENA_MODES, type ArenaMode } from "../../compile/runtime-arenas.js";
 import { CalibrationError, checkCalibrationProfile, loadCalibration, type Calibration } from "../../cost/calibration.js";
 import { ClusterError, getProfile } from "../../cost/cluster.js";
 import { writePlan } from "../../plan/serialize.js";
@@ -20,7 +21,7 @@ import { formatBytes, formatSeconds, plural } from "../../format/units.js";
 export const compileCommand: Command = {
   name: "compile",
   summary: "compile a model into a partitioned, simulated training plan",
-  usage: `fsm compile FILE [--cluster NAME] [--devices N] [-o PLAN] [--json] [--explain] [--set KEY=VALUE]...
+  usage: `fsm compile FILE [--cluster NAME] [--devices N] [-o PLAN] [--json] [--explain] [--set KEY=VALUE]... [--arenas MODE]
 
 Checks FILE, then plans one training step on the cluster: layers split into pipeline
 stages, each stage's parameters sharded over its data-parallel replicas, the schedule
@@ -40,7 +41,9 @@ devices = stages × data_parallel (any one from the other two); the search needs
   -o, --output PLAN     where to write the plan (default: <model>.plan.json here)
   --json                print the summary as JSON (with the search's record under "search")
   --explain             also explain each choice (as 'fsm explain' does)
-  --set KEY=VALUE       override a train/parallel setting (repeatable), e.g. --set parallel.stages=4`,
+  --set KEY=VALUE       override a train/parallel setting (repeatable), e.g. --set parallel.stages=4
+  --arenas MODE         lay out the arenas fsm run allocates, the memory the plan predicts:
+                        auto (default: plans of up to ${ARENA_BUDGET_SLOTS / 1000}k slots, some 2 s), always, never`,
   run(argv: readonly string[], io: CliIO): number {
     const args = parseArgs(argv, [
       { name: "cluster", value: true },
@@ -50,11 +53,14 @@ devices = stages × data_parallel (any one from the other two); the search needs
       { name: "json" },
       { name: "explain" },
       { name: "set", value: true, repeat: true },
+      { name: "arenas", value: true },
     ]);
     if (args.positionals.length !== 1) return -1;
     // Argument mistakes are usage errors (exit 2), found before the model is checked.
     const cluster = flag(args, "cluster") ?? "cpu";
     const devices = integerFlag(args, "devices");
+    const arenas = flag(args, "arenas") ?? "auto";
+    if (!(ARENA_MODES as readonly string[]).includes(arenas)) throw new UsageError(`--arenas takes ${ARENA_MODES.join(", ")}, got '${arenas}'`);
     let calibration: Calibration | undefined;
     try {
       const profile = getProfile(cluster);
@@ -80,6 +86,7 @@ devices = stages × data_parallel (any one from the other two); the search needs
     let summary: PlanSummary;
     let written: { path: string; bytes: number };
     let plan: Plan;
+    let skipped: string | undefined;
     try {
       const compiled = compileModel(model, {
         cluster,
@@ -87,10 +94,12 @@ devices = stages × data_parallel (any one from the other two); the search needs
         fsmVersion: version(),
         ...(devices !== undefined && { devices }),
         ...(calibration && { calibration }),
+        arenas: arenas as ArenaMode,
       });
       written = { path: out, bytes: writePlan(out, compiled.plan) };
       summary = summarizePlan(compiled.plan);
       plan = compiled.plan;
+      skipped = compiled.arenasSkipped;
     } catch (e) {
       if (e instanceof CompileError) {
         io.stderr(`${file}: error: ${e.message}\n`);
@@ -103,10 +112,10 @@ devices = stages × data_parallel (any one from the other two); the search needs
       throw e;
     }
     if (args.flags.has("json")) {
-      io.stdout(JSON.stringify({ ...summary, ...(plan.search && { search: plan.search }), plan: written }, null, 2) + "\n");
+      io.stdout(JSON.stringify({ ...summary, ...(skipped !== undefined && { arenasSkipped: skipped }), ...(plan.search && { search: plan.search }), plan: written }, null, 2) + "\n");
       return 0;
     }
-    let text = formatSummary(summary, written);
+    let text = formatSummary(summary, written, skipped);
     if (plan.search) text += searchBlock(plan.search).join("\n") + "\n";
     if (args.flags.has("explain")) text += "\n" + explainPlan(plan).join("\n") + "\n";
     io.stdout(text);
@@ -115,6 +124,11 @@ devices = stages × data_parallel (any one from the other two); the search needs
 };
 
 const pct = (x: number): string => `${(x * 100).toFixed(1)}%`;
+const range = (bytes: readonly number[]): string => {
+  const lo = formatBytes(Math.min(...bytes));
+  const hi = formatBytes(Math.max(...bytes));
+  return lo === hi ? lo : `${lo} to ${hi}`;
+};
 
 function rankRange(ranks: readonly number[]): string {
   if (ranks.length === 1) return `rank ${ranks[0]}`;
@@ -128,7 +142,7 @@ function table(header: readonly string[], rows: readonly (readonly string[])[]):
   return [line(header), ...rows.map(line)];
 }
 
-export function formatSummary(s: PlanSummary, written: { path: string; bytes: number }): string {
+export function formatSummary(s: PlanSummary, written: { path: string; bytes: number }, arenasSkipped?: string): string {
   const p = s.predicted;
   const virtual = s.virtualStages > 1 ? ` × ${s.virtualStages} virtual` : "";
   const rows = s.stageLayers.map((st) => [
@@ -156,7 +170,10 @@ export function formatSummary(s: PlanSummary, written: { path: string; bytes: nu
     ...partitionLine,
     "",
     `predicted step ${formatSeconds(p.stepTimeSeconds)}, bubble ${pct(p.bubbleFraction)}, exposed communication ${formatSeconds(p.exposedCommSeconds)}`,
-    `throughput ${tokens} tokens/s, MFU ${pct(p.mfu)}; peak memory per device ${formatBytes(Math.min(...p.peakMemoryBytes))} to ${formatBytes(Math.max(...p.peakMemoryBytes))}`,
+    `throughput ${tokens} tokens/s, MFU ${pct(p.mfu)}; peak memory per device ${range(p.peakMemoryBytes)}`,
+    s.memoryFrom === "runtime arenas"
+      ? `memory: the arenas fsm run allocates (laid out by its lowering); the memory plan holds ${range(s.memoryPlanPeakBytes)} at its peaks`
+      : `memory: the memory plan's arenas; fsm run's own were not laid out${arenasSkipped === undefined ? "" : ` (${arenasSkipped})`}`,
     `wrote ${written.path} (${formatBytes(written.bytes)}, ${s.programs} program${s.programs === 1 ? "" : "s"} shared by ${plural(s.devices, "device")})`,
     "",
   ].join("\n");

@@ -239,7 +239,13 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
         if (summary.peakMemoryBytes) {
           const most = Math.max(...summary.peakMemoryBytes);
           const d = summary.peakMemoryBytes.indexOf(most);
-          io.stdout(`memory: fullest device ${d} holds ${formatBytes(most)} (its arena), predicted ${formatBytes(summary.predictedPeakMemoryBytes[d]!)}\n`);
+          const predicted = formatBytes(summary.predictedPeakMemoryBytes[d]!);
+          const model = formatBytes(summary.memoryPlanPeakBytes[d]!);
+          io.stdout(
+            summary.arenasFromPlan
+              ? `memory: fullest device ${d} holds ${formatBytes(most)} (its arena; the plan's ${predicted}, as compile laid it out); its memory plan peaks at ${model}\n`
+              : `memory: fullest device ${d} holds ${formatBytes(most)} (its arena), predicted ${predicted} (the plan's memory plan; compile did not lay out the arenas)\n`,
+          );
         }
       }
       // A clean end on every process: the MPI world is closed (mpirun counts a process that leaves it open as failed).
