@@ -71,6 +71,10 @@ export function layOutArenas(plan: Plan, g: Graph, mode: ArenaMode, profile: Dev
   if (plan.settings.precision !== "fp32" && !profile.widens16BitOperands) {
     return { plan, skipped: `fsm run's CPU devices widen ${plan.settings.precision} operands to f32, which a plan for ${profile.name} devices does not price (their kernels read them directly)` };
   }
+  // The runtime refuses these (src/runtime/engines.ts): it holds and reduces gradients in fp32.
+  if (plan.settings.reduceDtype !== undefined && plan.settings.reduceDtype !== "fp32") {
+    return { plan, skipped: `fsm run cannot run this plan yet: it reduces gradients in ${plan.settings.reduceDtype} (train.reduce_dtype), the runtime in fp32` };
+  }
   const over = `the default's budget is ${budget / 1000}k slots; --arenas always lays them out`;
   // Far over the budget by its ops alone (a plan lowers to at least 0.75 slots an op): not tried.
   const ops = opsRun(plan, g);

@@ -88,6 +88,11 @@ describe("plans that carry no lowered arenas say why", () => {
     expect(c.plan.predicted.peakMemoryBytes).toEqual(c.plan.programs.flatMap((p) => p.ranks.map(() => c.plan.memory[p.id]!.arenaBytes)));
   });
 
+  it("a plan the runtime refuses (gradients reduced in bf16) is not laid out as if it ran", () => {
+    const c = compileSample("gpt-tiny", "cpu", { stages: 1, data_parallel: 2, chunks: 1, shard: "fsdp", checkpoint: "never", "train.precision": "bf16", "train.reduce_dtype": "bf16" });
+    expect(c.arenasSkipped).toBe("fsm run cannot run this plan yet: it reduces gradients in bf16 (train.reduce_dtype), the runtime in fp32");
+  });
+
   it("the plan loader refuses a record that is not one entry per replica", () => {
     const plan = base().plan;
     const bad = { ...plan, memory: plan.memory.map((m, i) => (i === 0 ? { ...m, runtime: { arenaBytes: [1], liveBytes: [1] } } : m)) };
