@@ -158,20 +158,33 @@ export class DeviceBuilder {
 
   /** Per instruction: the latest conflicting instruction of the other stream, if any. */
   private waits(): number[][] {
-    // Accesses so far, per root slot: which instruction, stream, element range, and whether it wrote.
-    const accesses = new Map<number, { i: number; stream: Stream; from: number; to: number; write: boolean }[]>();
+    // Accesses so far, per root slot and stream, in instruction order: all of them, and the writes alone. An
+    // access conflicts with the other stream's overlapping writes (a read) or accesses (a write); the latest
+    // is found scanning back from the newest, so a value read by thousands of instructions (a deep model's
+    // learning rate, step count, clip coefficient) costs one look per access instead of one per earlier one.
+    type Access = { readonly i: number; readonly from: number; readonly to: number };
+    const accesses = new Map<number, [{ all: Access[]; writes: Access[] }, { all: Access[]; writes: Access[] }]>();
     return this.list.map((ins, i) => {
       let latest = -1;
       const touch = (slot: number, write: boolean): void => {
         const s = this.slots[slot]!;
         const from = s.at;
         const to = s.at + numelOf(s.shape) * BYTES[s.dtype];
-        const seen = accesses.get(s.root) ?? [];
-        for (const a of seen) {
-          if (a.stream !== ins.stream && (write || a.write) && a.from < to && from < a.to && a.i > latest) latest = a.i;
+        let byStream = accesses.get(s.root);
+        if (!byStream) accesses.set(s.root, (byStream = [{ all: [], writes: [] }, { all: [], writes: [] }]));
+        const other = byStream[1 - ins.stream]!;
+        const pool = write ? other.all : other.writes;
+        for (let k = pool.length - 1; k >= 0 && pool[k]!.i > latest; k--) {
+          const a = pool[k]!;
+          if (a.from < to && from < a.to) {
+            latest = a.i;
+            break;
+          }
         }
-        seen.push({ i, stream: ins.stream, from, to, write });
-        accesses.set(s.root, seen);
+        const own = byStream[ins.stream]!;
+        const access = { i, from, to };
+        own.all.push(access);
+        if (write) own.writes.push(access);
       };
       for (const s of ins.inputs) touch(s, false);
       if (ins.guard !== undefined) touch(ins.guard, false);

@@ -68,11 +68,15 @@ export function lowerOptimizer(
   for (const [target, value] of g.updates()) targetOf.set(value, target);
   const world = Array.from({ length: plan.cluster.devices }, (_, i) => i);
   const stepState = g.states().find((s) => s.role === "step");
+  // Each parameter's optimizer state, found once (a deep model has thousands of parameters and states).
+  const statesOf = new Map<string, ReturnType<Graph["states"]>[number][]>();
+  for (const s of g.states()) if (s.param !== undefined) statesOf.set(s.param, [...(statesOf.get(s.param) ?? []), s]);
+  const states = (param: string) => statesOf.get(param) ?? [];
   const stepSlot = stepState ? b.pin(b.slot(concreteShape(stepState.type.shape, {}))) : undefined;
   // Optimizer state of the size of what is stepped, zero at the start (the arena starts zeroed).
   const stateSlots = new Map<string, number>();
   for (const list of items.values()) {
-    for (const item of list) for (const s of g.states().filter((x) => x.param === item.params[0])) stateSlots.set(`${item.key}:${s.role}`, b.pin(b.slot(item.shape)));
+    for (const item of list) for (const s of states(item.params[0]!)) stateSlots.set(`${item.key}:${s.role}`, b.pin(b.slot(item.shape)));
   }
   const scaled = new Map<string, number>();
   let total: number | undefined;
@@ -121,7 +125,7 @@ export function lowerOptimizer(
   };
 
   const state = {
-    items: [...items.values()].flat().flatMap((item) => g.states().filter((x) => x.param === item.params[0]).map((x) => ({ item, role: x.role, slot: stateSlots.get(`${item.key}:${x.role}`)! }))),
+    items: [...items.values()].flat().flatMap((item) => states(item.params[0]!).map((x) => ({ item, role: x.role, slot: stateSlots.get(`${item.key}:${x.role}`)! }))),
     ...(stepSlot !== undefined && { step: stepSlot }),
   };
 
@@ -173,7 +177,7 @@ export function lowerOptimizer(
         const name = item.params[0]!;
         const param = g.param(name)!;
         const grad = g.paramGrad(name);
-        const roleOf = new Map(g.states().filter((s) => s.param === name).map((s) => [s.tensor, s.role] as const));
+        const roleOf = new Map(states(name).map((s) => [s.tensor, s.role] as const));
         const inputs = op.inputs.map((t) => {
           if (t === param.tensor) return item.param;
           if (t === grad) return scaled.get(item.key)!;

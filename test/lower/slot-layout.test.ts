@@ -66,6 +66,26 @@ describe("layoutSlots", () => {
     });
   }
 
+  it("greedy by size packs the slots alive throughout at the bottom, largest first, and places the rest above them", () => {
+    const r = rng(11);
+    const pinned = Array.from({ length: 40 }, () => ({ bytes: 64 * (1 + Math.floor(r() * 50)), from: -2, to: Infinity }));
+    const values = Array.from({ length: 200 }, () => {
+      const from = Math.floor(r() * 300);
+      return { bytes: 64 * (1 + Math.floor(r() * 200)), from, to: from + Math.floor(r() * 30) };
+    });
+    const needs = [...values.slice(0, 100), ...pinned, ...values.slice(100)];
+    check(needs, greedyBySize);
+    const { offsets } = greedyBySize(needs);
+    const bottom = pinned.reduce((n, p) => n + p.bytes, 0);
+    const order = pinned.map((_, i) => 100 + i).sort((a, b) => needs[b]!.bytes - needs[a]!.bytes || a - b);
+    let at = 0;
+    for (const i of order) {
+      expect(offsets[i]).toBe(at);
+      at += needs[i]!.bytes;
+    }
+    for (let i = 0; i < needs.length; i++) if (needs[i]!.to !== Infinity) expect(offsets[i]!).toBeGreaterThanOrEqual(bottom);
+  });
+
   it("a large value born after small ones died in a scattered pattern: greedy by size packs it at the live peak", () => {
     // Small values alternate between short and long lives, so the sweep's free space is fragmented when the
     // large value arrives; placed first by size, the large value takes offset 0 and the small ones fit around.
