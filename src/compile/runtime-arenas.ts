@@ -5,8 +5,8 @@
 // second estimate; `fsm run` refuses a plan whose recorded arenas its own lowering does not reproduce. The
 // memory plan (buffers.ts, memory.ts) stays the model that the search, the fit check and viz reason with, held
 // within 5% of these layouts by the tests.
-// Lowering costs some 50 µs a slot on these machines (gpt2-124m on 4 CPU devices, 51k slots: 2.8 s;
-// gpt3-175b on 1,024 H100s, 32 programs of 22k: 17 s), so by default ("auto") a plan is laid out only while
+// Lowering costs some 25-40 µs a slot on these machines (gpt2-124m on 4 CPU devices, 51k slots: 1.3 s;
+// gpt3-175b on 1,024 H100s, 32 programs of 22k: 11 s), so by default ("auto") a plan is laid out only while
 // lowering it creates at most ARENA_BUDGET_SLOTS slots (counted as they are made, so an over-budget plan
 // costs at most that much building and no layout); plans whose op count alone is far above it are not tried.
 // "always" lays out any plan and "never" none.
@@ -20,7 +20,7 @@ import { actionFromText } from "../schedule/action.js";
 export type ArenaMode = "auto" | "always" | "never";
 export const ARENA_MODES: readonly ArenaMode[] = ["auto", "always", "never"];
 
-/** The default's bound on lowering work: about 3 s here. */
+/** The default's bound on lowering work: about 1.5-2 s here. */
 export const ARENA_BUDGET_SLOTS = 60_000;
 
 export interface LaidOut {

@@ -43,7 +43,7 @@ devices = stages × data_parallel (any one from the other two); the search needs
   --explain             also explain each choice (as 'fsm explain' does)
   --set KEY=VALUE       override a train/parallel setting (repeatable), e.g. --set parallel.stages=4
   --arenas MODE         lay out the arenas fsm run allocates, the memory the plan predicts:
-                        auto (default: plans of up to ${ARENA_BUDGET_SLOTS / 1000}k slots, some 2 s), always, never`,
+                        auto (default: plans of up to ${ARENA_BUDGET_SLOTS / 1000}k slots, 1-2 s), always, never`,
   run(argv: readonly string[], io: CliIO): number {
     const args = parseArgs(argv, [
       { name: "cluster", value: true },
