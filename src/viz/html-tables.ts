@@ -35,12 +35,13 @@ export function stageTableHtml(vm: ViewModel): string {
         esc(formatSeconds(st.computeSeconds)),
         esc(formatBytes(st.peakBytes)),
         esc(formatBytes(st.arenaBytes)),
+        st.runArenaBytes === undefined ? "-" : esc(formatBytes(st.runArenaBytes)),
         esc(formatBytes(st.modelStateBytes)),
       ],
       ` data-stage="${st.stage}"`,
     ),
   );
-  const header = head(["stage", "layers", "ranks", "parameters", "FLOPs / device", "compute", "live peak", "arena", "model state"]);
+  const header = head(["stage", "layers", "ranks", "parameters", "FLOPs / device", "compute", "live peak", "arena", "run arena", "model state"]);
   return `<table class="num">${header}${rows.join("")}</table>`;
 }
 

@@ -28,10 +28,11 @@ function stageLines(vm: ViewModel): string[] {
     formatSeconds(st.computeSeconds),
     formatBytes(st.peakBytes),
     formatBytes(st.arenaBytes),
+    st.runArenaBytes === undefined ? "-" : formatBytes(st.runArenaBytes),
     formatBytes(st.modelStateBytes),
   ]);
-  const header = ["stage", "layers", "ranks", "parameters", "FLOPs/device", "compute", "live peak", "arena", "model state"];
-  return ["stages (per step; FLOPs and compute per device; memory per device of the stage)", ...table(header, rows, 3).map((l) => `  ${l}`)];
+  const header = ["stage", "layers", "ranks", "parameters", "FLOPs/device", "compute", "live peak", "arena", "run arena", "model state"];
+  return ["stages (per step; FLOPs and compute per device; memory per device of the stage: the memory plan's live peak and arena, and the arena fsm run allocates)", ...table(header, rows, 3).map((l) => `  ${l}`)];
 }
 
 function graphLines(vm: ViewModel): string[] {

@@ -97,6 +97,7 @@ function stageRows(plan: Plan, facts: readonly LayerFacts[], predicted: Timeline
       computeSeconds: computeSeconds[stage]!,
       arenaBytes: memory.arenaBytes,
       peakBytes: memory.peakBytes,
+      ...(memory.runtime && { runArenaBytes: Math.max(...memory.runtime.arenaBytes) }),
       modelStateBytes: Math.max(0, ...state),
     };
   });

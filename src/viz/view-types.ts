@@ -47,6 +47,8 @@ export interface StageRow extends Pick<StageSummary, "stage" | "pipeRank" | "lay
   /** Its program's arena (what each of its devices allocates) and the most bytes live at once. */
   readonly arenaBytes: number;
   readonly peakBytes: number;
+  /** The arena `fsm run` allocates on its fullest device, when compile laid it out (plan.memory[p].runtime). */
+  readonly runArenaBytes?: number;
   /** Persistent weights, gradients and optimizer state on its fullest device. */
   readonly modelStateBytes: number;
 }
