@@ -125,6 +125,70 @@ describe("optimalPartition against brute force", () => {
   });
 });
 
+/** The same optimum and tie rule by full scans, no pruning: O(p·L²) stage times, for sizes brute force cannot
+ *  reach. */
+function plainPartition(pr: PartitionProblem): { sizes: number[]; bottleneck: number } | undefined {
+  const { layers: L, stages: p } = pr;
+  let prev = new Array<number>(L + 1).fill(Infinity);
+  prev[0] = 0;
+  for (let k = 1; k <= p; k++) {
+    const cur = new Array<number>(L + 1).fill(Infinity);
+    for (let j = k; j <= L; j++) for (let i = k - 1; i < j; i++) if (prev[i]! < Infinity && pr.fits(k - 1, i, j)) cur[j] = Math.min(cur[j]!, Math.max(prev[i]!, pr.stageTime(k - 1, i, j)));
+    prev = cur;
+  }
+  const b = prev[L]!;
+  if (b === Infinity) return undefined;
+  const ok = Array.from({ length: p + 1 }, () => new Array<boolean>(L + 1).fill(false));
+  ok[p]![L] = true;
+  for (let k = p - 1; k >= 0; k--) for (let j = 1; j <= L; j++) if (ok[k + 1]![j]) for (let i = 0; i < j; i++) if (pr.fits(k, i, j) && pr.stageTime(k, i, j) <= b) ok[k]![i] = true;
+  const sizes: number[] = [];
+  let start = 0;
+  for (let k = 0; k < p; k++) {
+    let end = start + 1;
+    while (!(ok[k + 1]![end] && pr.fits(k, start, end) && pr.stageTime(k, start, end) <= b)) end++;
+    sizes.push(end - start);
+    start = end;
+  }
+  return { sizes, bottleneck: b };
+}
+
+describe("optimalPartition against full scans, at sizes brute force cannot reach", () => {
+  it("150 random instances of 40-160 layers on up to 8 stages, with non-monotone memory and stage pins", () => {
+    const r = rng(7);
+    const int = (n: number) => Math.floor(r() * n);
+    let feasible = 0;
+    for (let trial = 0; trial < 150; trial++) {
+      const L = 40 + int(121);
+      const p = 1 + int(8);
+      const integer = trial % 2 === 0;
+      const draw = (scale: number) => (integer ? int(scale + 1) : r() * scale);
+      const t = Array.from({ length: L }, () => draw(3));
+      const c = Array.from({ length: L + 1 }, (_, j) => (j === L ? 0 : draw(1)));
+      const m = Array.from({ length: L }, () => r());
+      const inbound = Array.from({ length: L }, () => r() * 3);
+      const cap = Array.from({ length: p }, () => (r() < 0.3 ? Infinity : (0.9 + r()) * (rangeSum(m, 0, L) / p + 1)));
+      const pins: [number, number][] = r() < 0.3 ? [[int(L), int(p)]] : [];
+      const problem: PartitionProblem = {
+        layers: L,
+        stages: p,
+        stageTime: (_k, i, j) => rangeSum(t, i, j) + c[j]!,
+        fits: (k, i, j) => pins.every(([x, y]) => (i <= x && x < j) === (k === y)) && rangeSum(m, i, j) + inbound[i]! <= cap[k]!,
+      };
+      const want = plainPartition(problem);
+      const got = optimalPartition(problem);
+      const where = `trial ${trial}: L=${L} p=${p}`;
+      if (want === undefined) {
+        expect(got, where).toBeUndefined();
+        continue;
+      }
+      feasible++;
+      expect(got?.bottleneck, where).toBe(want.bottleneck);
+      expect(got?.sizes, where).toEqual(want.sizes);
+    }
+    expect(feasible).toBeGreaterThan(75);
+  });
+});
+
 describe("optimalPartition known answers", () => {
   it("uniform 24 layers on 4 stages: 6 each", () => {
     const got = optimalPartition(uniform(24, 4))!;
