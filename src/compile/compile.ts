@@ -33,7 +33,7 @@ import { programLifetimes } from "./buffers.js";
 import { candidateSettings } from "./candidate-settings.js";
 import { checkPrograms } from "./check-programs.js";
 import { CompileError } from "./errors.js";
-import { MemoryError, shortfall, type MemoryShortfall } from "./fit.js";
+import { MemoryError, shortfall } from "./fit.js";
 import { addReuseDependencies, layoutMemory, type ProgramMemory } from "./memory.js";
 import { addReleaseDependencies } from "./release-dependencies.js";
 import { layOutArenas, type ArenaMode } from "./runtime-arenas.js";
@@ -98,15 +98,10 @@ export function compileModel(model: CheckedModel, options: CompileOptions): Comp
  *  did (a MemoryError otherwise, so the search plans for less memory as it does when a memory plan overflows). */
 function withArenas(compiled: Compiled, mode: ArenaMode): Compiled {
   const laid = layOutArenas(compiled.plan, compiled.training, mode, compiled.cluster.profile);
-  const capacity = compiled.cluster.profile.memory.capacity;
-  let worst: MemoryShortfall | undefined;
-  laid.plan.memory.forEach((m, p) => {
-    const needed = Math.max(...(m.runtime?.arenaBytes ?? [0]));
-    if (needed <= capacity || (worst && worst.neededBytes >= needed)) return;
-    const prog = compiled.programs[p]!;
-    worst = { program: p, stages: prog.stages, ranks: prog.ranks, neededBytes: needed, availableBytes: capacity, peakByKind: compiled.memory[p]!.peakByKind };
-  });
-  if (worst) throw new MemoryError(worst, compiled.cluster.profile.name);
+  // The fit check of step 9 on the laid-out arenas (each program's fullest replica).
+  const arenas = compiled.memory.map((m, p) => ({ ...m, arenaBytes: Math.max(...(laid.plan.memory[p]!.runtime?.arenaBytes ?? [0])) }));
+  const short = shortfall(compiled.programs, arenas, compiled.cluster);
+  if (short) throw new MemoryError(short, compiled.cluster.profile.name);
   return { ...compiled, plan: laid.plan, ...(laid.skipped !== undefined && { arenasSkipped: laid.skipped }) };
 }
 
