@@ -18,6 +18,7 @@ import { checkFile } from "../src/check/check.js";
 import { compileModel } from "../src/compile/compile.js";
 import { syntheticData } from "../src/data/synthetic.js";
 import type { Plan } from "../src/plan/plan.js";
+import { programOfRank } from "../src/plan/listing.js";
 import { graphFromJson } from "../src/plan/graph-from-json.js";
 import { createEngine } from "../src/runtime/engines.js";
 import { overlapFromTimings, overlapOfIntervals, type Interval, type Overlap } from "../src/runtime/overlap.js";
@@ -117,7 +118,7 @@ for (const c of CASES) {
   const one = await timed(compile({ ...c, name: "1 device", devices: 1, overrides: [...c.overrides.filter((o) => !/^parallel\.(shard|stages|data_parallel|chunks)=/.test(o)), "parallel.shard=none", "parallel.stages=1", "parallel.data_parallel=1", "parallel.chunks=1"] }), "native");
   // Against the memory plan (the model the search reasons with); the plan's own prediction is, where compile
   // laid them out, the runtime's arenas themselves.
-  const predictedPeak = plan.predicted.peakMemoryBytes.map((_, r) => plan.memory[plan.programs.findIndex((p) => p.ranks.includes(r))]!.arenaBytes);
+  const predictedPeak = plan.predicted.peakMemoryBytes.map((_, r) => plan.memory[programOfRank(plan, r)!.program.id]!.arenaBytes);
   const arena = native.peak ?? [];
   const ratios = arena.map((b, d) => b / predictedPeak[d]!);
   const { perDevice, tracedStepMs, liveBytes } = await overlap(plan);

@@ -81,6 +81,8 @@ export function programLifetimes(program: Program, p: number, shards: readonly S
     if (mb !== undefined && (a.collective === undefined)) find.set(`${kind}:${stage}:${mb}`, id);
   });
   const get = (kind: string, stage: number, mb: number) => find.get(`${kind}:${stage}:${mb}`);
+  // Each stage's first backward, looked up once (a replicated/OSS stage's creates its accumulators).
+  const firstBackwards = new Map(program.stages.map((k) => [k, firstBackwardOf(program, k)] as const));
   for (const id of program.compute) {
     const { kind, stage, mb } = program.actions[id]!.action;
     if (kind !== "F" || mb === undefined) continue;
@@ -100,7 +102,7 @@ export function programLifetimes(program: Program, p: number, shards: readonly S
     const w = get("W", stage, mb);
     if (w !== undefined && act.weightGrad > 0) out.push({ program: p, name: `s${stage} mb ${mb} weight-gradient inputs`, kind: "activation", bytes: act.weightGrad, from: backward, to: w, ...tag });
     // The backward's own working set, layer by layer: the activation gradients it holds while a layer runs.
-    const workingSet = act.firstBackward && backward === firstBackwardOf(program, stage) ? act.firstBackward.gradients : act.gradients;
+    const workingSet = act.firstBackward && backward === firstBackwards.get(stage) ? act.firstBackward.gradients : act.gradients;
     for (const { layer, bytes } of workingSet) {
       if (bytes > 0) out.push({ program: p, name: `s${stage} mb ${mb} layer ${layer} activation gradients`, kind: "workspace", bytes, from: backward, fromLayer: layer, to: backward, toLayer: layer, ...tag });
     }

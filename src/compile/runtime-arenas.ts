@@ -5,7 +5,7 @@
 // second estimate; `fsm run` refuses a plan whose recorded arenas its own lowering does not reproduce. The
 // memory plan (buffers.ts, memory.ts) stays the model that the search, the fit check and viz reason with, held
 // within 5% of these layouts by the tests.
-// Lowering costs some 25-40 µs a slot on these machines (gpt2-124m on 4 CPU devices, 51k slots: 1.3 s;
+// Lowering costs some 15-40 µs a slot on these machines (gpt2-124m on 4 CPU devices, 51k slots: 1.3 s;
 // gpt3-175b on 1,024 H100s, 32 programs of 22k: 11 s), so by default ("auto") a plan is laid out only while
 // lowering it creates at most ARENA_BUDGET_SLOTS slots (counted as they are made, so an over-budget plan
 // costs at most that much building and no layout); plans whose op count alone is far above it are not tried.
@@ -14,6 +14,7 @@ import type { DeviceProfile } from "../cost/profile.js";
 import type { Graph } from "../graph/graph.js";
 import { SlotBudget, SlotBudgetExceeded } from "../lower/device-program.js";
 import { lower } from "../lower/lower.js";
+import { stageOps } from "../lower/stage-ops.js";
 import type { Plan, PlanMemory } from "../plan/plan.js";
 import { actionFromText } from "../schedule/action.js";
 
@@ -34,26 +35,19 @@ export interface LaidOut {
  *  device lowered. Lowering makes at least about one slot per op run (mostly two to three: outputs, scratch,
  *  views, gradient buffers), so this bounds a plan's slots from below. */
 export function opsRun(plan: Plan, g: Graph): number {
-  const opsOfStage = plan.stages.map(() => ({ forward: 0, backward: 0 }));
-  const stageOfLayer = new Array<number>(g.layers().length).fill(-1);
-  for (const s of plan.stages) for (let l = s.layers[0]; l <= s.layers[1]; l++) stageOfLayer[l] = s.index;
-  for (const o of g.ops()) {
-    const s = opsOfStage[stageOfLayer[o.layer]!];
-    if (!s) continue;
-    if (o.phase === "forward") s.forward++;
-    else s.backward++;
-  }
+  const ops = stageOps(g, plan.stages);
   let total = 0;
   for (const p of plan.programs) {
-    let ops = 0;
+    let run = 0;
     for (const a of p.actions) {
       if (a.stream !== "compute") continue;
       const act = actionFromText(a.text);
-      const stage = opsOfStage[act.stage];
+      const stage = ops[act.stage];
       if (!stage) continue;
-      ops += act.kind === "F" || act.kind === "R" ? stage.forward : act.kind === "B" || act.kind === "I" || act.kind === "W" ? stage.backward : 0;
+      const kind = act.kind;
+      run += kind === "F" || kind === "R" ? stage.forward.length : kind === "B" ? stage.backward.length : kind === "I" ? stage.backwardInput.length : kind === "W" ? stage.backwardWeight.length : 0;
     }
-    total += ops * replicasLowered(plan, p.id);
+    total += run * replicasLowered(plan, p.id);
   }
   return total;
 }

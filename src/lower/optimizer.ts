@@ -70,7 +70,12 @@ export function lowerOptimizer(
   const stepState = g.states().find((s) => s.role === "step");
   // Each parameter's optimizer state, found once (a deep model has thousands of parameters and states).
   const statesOf = new Map<string, ReturnType<Graph["states"]>[number][]>();
-  for (const s of g.states()) if (s.param !== undefined) statesOf.set(s.param, [...(statesOf.get(s.param) ?? []), s]);
+  for (const s of g.states()) {
+    if (s.param === undefined) continue;
+    const list = statesOf.get(s.param);
+    if (list) list.push(s);
+    else statesOf.set(s.param, [s]);
+  }
   const states = (param: string) => statesOf.get(param) ?? [];
   const stepSlot = stepState ? b.pin(b.slot(concreteShape(stepState.type.shape, {}))) : undefined;
   // Optimizer state of the size of what is stepped, zero at the start (the arena starts zeroed).

@@ -421,6 +421,11 @@ export interface PlanPrediction {
   readonly flopsPerStep: number;
 }
 
+/** Whether compile laid out every program's runtime arenas (memory[p].runtime), which the plan then predicts. */
+export function arenasLaidOut(plan: Plan): boolean {
+  return plan.memory.every((m) => m.runtime !== undefined);
+}
+
 /** The mesh rank of (pipe, data) with tensor degree 1. */
 export function meshRank(dataParallel: number, pipe: number, data: number): number {
   return pipe * dataParallel + data;

@@ -1,6 +1,6 @@
 // The short account of a plan that `fsm compile` prints (as text or --json): stages with their layers and
 // devices, shard groups, micro-batches, schedule, and the predictions.
-import type { Plan, PlanPrediction } from "./plan.js";
+import { arenasLaidOut, type Plan, type PlanPrediction } from "./plan.js";
 
 export interface StageSummary {
   readonly stage: number;
@@ -77,7 +77,7 @@ export function summarizePlan(plan: Plan): PlanSummary {
     }),
     programs: plan.programs.length,
     predicted: plan.predicted,
-    memoryFrom: plan.memory.every((m) => m.runtime !== undefined) ? "runtime arenas" : "memory plan",
+    memoryFrom: arenasLaidOut(plan) ? "runtime arenas" : "memory plan",
     memoryPlanPeakBytes: [Math.min(...plan.memory.map((m) => m.peakBytes)), Math.max(...plan.memory.map((m) => m.peakBytes))],
   };
 }

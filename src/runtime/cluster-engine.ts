@@ -6,6 +6,7 @@ import type { Graph } from "../graph/graph.js";
 import type { FloatTensor } from "../interp/tensor.js";
 import { createNativeCluster, nativeFailure } from "../native/binding.js";
 import type { Plan } from "../plan/plan.js";
+import { programOfRank } from "../plan/listing.js";
 import { localIndex, lower, type ClusterProgram } from "../lower/lower.js";
 import { faultTarget } from "./fault-target.js";
 import { LossScaler } from "./loss-scaler.js";
@@ -67,12 +68,12 @@ export interface ClusterEngineOptions {
  *  edited one) is refused rather than run with memory nobody checked. */
 function checkRecordedArenas(plan: Plan, program: ClusterProgram): void {
   program.ranks.forEach((rank, i) => {
-    const p = plan.programs.findIndex((x) => x.ranks.includes(rank));
-    const recorded = plan.memory[p]?.runtime?.arenaBytes[plan.programs[p]!.ranks.indexOf(rank)];
+    const { program: p, replica } = programOfRank(plan, rank)!;
+    const recorded = plan.memory[p.id]!.runtime?.arenaBytes[replica];
     const laidOut = program.devices[i]!.arenaBytes;
     if (recorded !== undefined && recorded !== laidOut) {
       throw new EngineError(
-        `the plan records an arena of ${recorded} bytes for device ${rank} (memory[${p}].runtime), but this fsm lays out ${laidOut}: the plan was compiled by another version of fsm or edited; compile it again`,
+        `the plan records an arena of ${recorded} bytes for device ${rank} (memory[${p.id}].runtime), but this fsm lays out ${laidOut}: the plan was compiled by another version of fsm or edited; compile it again`,
       );
     }
   });

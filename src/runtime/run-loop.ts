@@ -10,7 +10,7 @@ import type { Graph } from "../graph/graph.js";
 import type { Batch } from "../interp/session.js";
 import type { PlanRun } from "../plan/plan.js";
 import { graphFromJson } from "../plan/graph-from-json.js";
-import type { Plan } from "../plan/plan.js";
+import { arenasLaidOut, type Plan } from "../plan/plan.js";
 import { createHash } from "node:crypto";
 import { createEngine, defaultEngine, EngineError, type Engine, type InjectedFault, type StepEngine } from "./engines.js";
 import type { Resumed, RunFailure } from "./engine-types.js";
@@ -336,7 +336,7 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
       ? { arenaBytes: processes.flatMap((p) => p.arenaBytes).reduce((a, b) => a + b, 0), peakMemoryBytes: processes.flatMap((p) => p.arenaBytes), processes }
       : stepper.deviceMemoryBytes !== undefined && { peakMemoryBytes: stepper.deviceMemoryBytes }),
     predictedPeakMemoryBytes: plan.predicted.peakMemoryBytes,
-    arenasFromPlan: plan.memory.every((m) => m.runtime !== undefined),
+    arenasFromPlan: arenasLaidOut(plan),
     memoryPlanPeakBytes: memoryPlanPeaks(plan),
     ...(done < steps && { interrupted: true, ...(stopReason && { stopReason }) }),
   };

@@ -12,6 +12,7 @@ import { compileModel } from "../../src/compile/compile.js";
 import { graphFromJson } from "../../src/plan/graph-from-json.js";
 import { lower } from "../../src/lower/lower.js";
 import type { Plan } from "../../src/plan/plan.js";
+import { programOfRank } from "../../src/plan/listing.js";
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { samplePath, sets } from "../compile/helpers.js";
@@ -20,7 +21,7 @@ import { checkSources } from "../check/helpers.js";
 /** The memory plan's arena for a device: the model these tests hold the runtime to (the plan itself predicts
  *  the runtime's laid-out arenas, which are the runtime's by construction). */
 function memoryPlanArena(plan: Plan, rank: number): number {
-  return plan.memory[plan.programs.findIndex((p) => p.ranks.includes(rank))]!.arenaBytes;
+  return plan.memory[programOfRank(plan, rank)!.program.id]!.arenaBytes;
 }
 
 const CASES: ["mlp" | "gpt-tiny", Record<string, string | number>, number][] = [

@@ -54,6 +54,16 @@ const additive = (times: readonly number[], stages: number): PartitionProblem =>
   fits: () => true,
 });
 
+/** Random per-layer times t, per-cut communication c (none after the last layer) and memory m, drawn in that
+ *  order; small integers when `integer`, so that equal bottlenecks (and the tie rule) are common. */
+function layerCosts(r: () => number, L: number, integer: boolean): { t: number[]; c: number[]; m: number[] } {
+  const draw = (scale: number) => (integer ? Math.floor(r() * (scale + 1)) : r() * scale);
+  const t = Array.from({ length: L }, () => draw(3));
+  const c = Array.from({ length: L + 1 }, (_, j) => (j === L ? 0 : draw(1)));
+  const m = Array.from({ length: L }, () => r());
+  return { t, c, m };
+}
+
 describe("optimalPartition against brute force", () => {
   it("1000 random instances with per-cut communication, non-monotone memory and stage pins", () => {
     const r = rng(20240611);
@@ -66,10 +76,7 @@ describe("optimalPartition against brute force", () => {
       const p = 1 + int(Math.min(L, 5));
       // Half the instances use small integer costs, so equal bottlenecks (and the tie rule) are common.
       const integer = trial % 2 === 0;
-      const draw = (scale: number) => (integer ? int(scale + 1) : r() * scale);
-      const t = Array.from({ length: L }, () => draw(3));
-      const c = Array.from({ length: L + 1 }, (_, j) => (j === L ? 0 : draw(1)));
-      const m = Array.from({ length: L }, () => r());
+      const { t, c, m } = layerCosts(r, L, integer);
       const a = Array.from({ length: L }, () => r() * 0.3);
       const inbound = Array.from({ length: L }, () => r() * 1.5); // received at the stage's first layer
       const total = rangeSum(m, 0, L) + rangeSum(a, 0, L);
@@ -161,10 +168,7 @@ describe("optimalPartition against full scans, at sizes brute force cannot reach
       const L = 40 + int(121);
       const p = 1 + int(8);
       const integer = trial % 2 === 0;
-      const draw = (scale: number) => (integer ? int(scale + 1) : r() * scale);
-      const t = Array.from({ length: L }, () => draw(3));
-      const c = Array.from({ length: L + 1 }, (_, j) => (j === L ? 0 : draw(1)));
-      const m = Array.from({ length: L }, () => r());
+      const { t, c, m } = layerCosts(r, L, integer);
       const inbound = Array.from({ length: L }, () => r() * 3);
       const cap = Array.from({ length: p }, () => (r() < 0.3 ? Infinity : (0.9 + r()) * (rangeSum(m, 0, L) / p + 1)));
       const pins: [number, number][] = r() < 0.3 ? [[int(L), int(p)]] : [];
