@@ -12,7 +12,23 @@ export interface NativeBuildInfo {
   threads: number;
   /** The MPI library the mpi communicator runs on, or null when the addon was built without MPI. */
   mpi: string | null;
+  /** The cuda device kind's build ("nvcc 13.0.88, sm_75, sm_90"), or null when nvcc was not found. */
+  cuda: string | null;
 }
+
+/** What a CUDA device kind finds on this machine: "cuda" (GPUs through the driver) or "simt" (the same code on
+ *  the SIMT emulator, which always has one device). */
+export interface NativeGpuKind {
+  devices: number;
+  /** Why there is none ("no CUDA device (driver: not loaded)"); "" when there are some. */
+  none: string;
+  driverVersion: number;
+  runtimeVersion: number;
+  gpus: { name: string; memoryBytes: number; multiprocessors: number; major: number; minor: number }[];
+}
+
+/** A device kind kernels can run on outside a program (runNativeKernel). */
+export type NativeKernelDevice = "cpu" | "simt" | "cuda";
 
 /** A log line's destination; the addon calls it on the main thread, in the order native threads logged. */
 export type NativeLogger = (level: string, message: string) => void;
@@ -23,8 +39,9 @@ interface Addon {
   sgemmAsync(...args: [...SgemmArgs, repeats: number]): Promise<number>;
   setLogger(fn: NativeLogger | null): void;
   logTest(n: number): Promise<void>;
-  runKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[]): NativeData[];
-  kernelNames(): string[];
+  runKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[], options?: { device?: NativeKernelDevice }): NativeData[];
+  kernelNames(kind?: NativeKernelDevice): string[];
+  gpuKind(kind: "simt" | "cuda"): NativeGpuKind | null;
   timeKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[], repeats: number): number;
 }
 
@@ -151,12 +168,14 @@ export async function nativeLogTest(n: number): Promise<void> {
 }
 
 /**
- * Runs one op's native kernel (the cpu device's) on the calling thread: fresh zero-filled outputs of the given
- * shapes and types, written by the kernel. Throws "not implemented: native kernel for op 'X' on device kind cpu"
- * for an op without one (a NativeFailure of kind "description"; a kernel's own failure is kind "kernel").
+ * Runs one op's native kernel on the calling thread: fresh zero-filled outputs of the given shapes and types,
+ * written by the kernel. `device` "cpu" (default) computes over the JS arrays; "simt" and "cuda" copy the
+ * operands into a fresh device of that kind, run its kernel, and copy the outputs back. Throws "not
+ * implemented: native kernel for op 'X' on device kind K" for an op without one (a NativeFailure of kind
+ * "description"; a kernel's own failure is kind "kernel"; "no CUDA device ..." when the kind has none).
  */
-export function runNativeKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[]): NativeData[] {
-  return addon().runKernel(op, inputs, attrs, outputs);
+export function runNativeKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[], options: { device?: NativeKernelDevice } = {}): NativeData[] {
+  return addon().runKernel(op, inputs, attrs, outputs, options);
 }
 
 /** Median seconds of `repeats` runs of one kernel (outputs zeroed first, as the executor does), timed in
@@ -165,9 +184,14 @@ export function timeNativeKernel(op: string, inputs: readonly NativeOperand[], a
   return addon().timeKernel(op, inputs, attrs, outputs, repeats);
 }
 
-/** The ops the addon has kernels for. */
-export function nativeKernelNames(): string[] {
-  return addon().kernelNames();
+/** The ops a device kind of the addon has kernels for (default cpu; [] for a kind not built). */
+export function nativeKernelNames(kind: NativeKernelDevice = "cpu"): string[] {
+  return addon().kernelNames(kind);
+}
+
+/** What a CUDA device kind finds here (null: the addon has no cuda build). */
+export function nativeGpuKind(kind: "simt" | "cuda"): NativeGpuKind | null {
+  return addon().gpuKind(kind);
 }
 
 // --- The in-process communicator (native/src/comm/inprocess), driven by a per-rank script for tests -------
@@ -260,7 +284,12 @@ export interface NativeClusterDevice {
 /** The device kind every local device is (default cpu with heap arenas). arena "heap": one 64-byte aligned
  *  allocation per device, touched once so steps never page-fault; "mmap": an anonymous mapping populated up
  *  front. Both start zero-filled and compute the same bits. */
-export type NativeDeviceKind = { readonly kind: "cpu"; readonly arena?: "heap" | "mmap" };
+export type NativeDeviceKind =
+  | { readonly kind: "cpu"; readonly arena?: "heap" | "mmap" }
+  /** A GPU per local device (ordinal: default local index mod the GPUs seen; allowTf32: f32 products on TF32
+   *  tensor cores), or the same device code on the SIMT emulator ("simt", tests). */
+  | { readonly kind: "cuda"; readonly ordinal?: number; readonly allowTf32?: boolean }
+  | { readonly kind: "simt" };
 
 /** The communicator between ranks (default inprocess: the ranks are this process's devices). "delay" is the
  *  in-process communicator behind a test decorator that sleeps a seeded pseudo-random 0..maxMicros µs before

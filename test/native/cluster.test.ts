@@ -653,8 +653,10 @@ describe("native cluster", () => {
       ["a repeated rank", { worldSize: 4, ranks: [1, 1] }, /^ranks must be strictly ascending global ranks in \[0, 4\): ranks\[1\] is 1$/],
       ["a rank outside the world", { ranks: [0, 2] }, /^ranks must be strictly ascending global ranks in \[0, 2\): ranks\[1\] is 2$/],
       ["a rank that is not an integer", { ranks: [0, -1] }, /^ranks\[1\] must be a non-negative integer$/],
-      ["an unknown device kind", { device: { kind: "tpu" } as never }, /^device\.kind must be "cpu", got "tpu"$/],
-      ["a device kind not built", { device: { kind: "cuda" } as never }, /^device kind cuda is not implemented yet/],
+      ["an unknown device kind", { device: { kind: "tpu" } as never }, /^device\.kind must be "cpu", "cuda" or "simt", got "tpu"$/],
+      // Built where nvcc was found (then this machine's missing GPU is the refusal), else refused as not built.
+      ["the cuda kind without a GPU", { device: { kind: "cuda" } }, /^no CUDA device \(|^device\.kind "cuda": this fsm was built without CUDA/],
+      ["an option the cuda kind lacks", { device: { kind: "simt", arena: "heap" } as never }, /^device: device kind simt has no option 'arena'$/],
       ["an unknown arena route", { device: { kind: "cpu", arena: "disk" } as never }, /^device\.arena must be "heap" or "mmap"$/],
       ["an option the device kind lacks", { device: { kind: "cpu", arenas: "mmap" } as never }, /^device: device kind cpu has no option 'arenas'$/],
       ["an unknown communicator kind", { communicator: { kind: "tcp" } as never }, /^communicator\.kind must be "inprocess", "delay" or "mpi", got "tcp"$/],

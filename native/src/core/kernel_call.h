@@ -19,6 +19,8 @@ struct KernelCall {
   Attrs attrs;
   /** Per output: zeroed before the kernel runs (the kernel contract: outputs arrive zero-filled). */
   std::vector<uint8_t> zero;
+  /** Its instruction in the device's program (-1 outside one): what a device reports an error against. */
+  int64_t instruction = -1;
 };
 
 /** Which outputs to zero before the kernel runs: all of them, except when the call updates its operands in

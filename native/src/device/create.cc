@@ -1,12 +1,14 @@
-// createDevice (create.h): "cpu" (arena "heap" or "mmap"); "cuda" is refused as not built yet (FSM_CUDA).
+// createDevice (create.h): "cpu" (arena "heap" or "mmap"), "cuda" (the GPU build, when this addon was built
+// with nvcc) and "simt" (the CUDA device's code on the SIMT emulator: always built, for tests).
 #include "device/create.h"
 
 #include "core/failure.h"
 #include "device/cpu/cpu_device.h"
+#include "device/gpu_kinds.h"
 
 namespace fsm {
 
-std::unique_ptr<Device> createDevice(const Plugin& p, std::optional<size_t> limitBytes, int blasThreads) {
+std::unique_ptr<Device> createDevice(const Plugin& p, size_t local, std::optional<size_t> limitBytes, int blasThreads) {
   if (p.kind == "cpu") {
     p.allowOnly({"arena"});
     CpuDevice::ArenaRoute route = CpuDevice::ArenaRoute::Heap;
@@ -19,8 +21,15 @@ std::unique_ptr<Device> createDevice(const Plugin& p, std::optional<size_t> limi
     }
     return std::make_unique<CpuDevice>(route, limitBytes, blasThreads);
   }
-  if (p.kind == "cuda") refuse(JsClass::Error, {}, "device kind cuda is not implemented yet (this addon builds the cpu device only)");
-  refuse(JsClass::TypeError, {}, p.field + ".kind must be \"cpu\", got \"" + p.kind + "\"");
+  if (p.kind == "simt") return simt::makeDevice(p, local, limitBytes);
+  if (p.kind == "cuda") {
+#ifdef FSM_HAVE_CUDA
+    return cuda::makeDevice(p, local, limitBytes);
+#else
+    refuse(JsClass::Error, {}, p.field + ".kind \"cuda\": this fsm was built without CUDA (nvcc was not found when the addon was built: install the CUDA toolkit, then npm run build:native)");
+#endif
+  }
+  refuse(JsClass::TypeError, {}, p.field + ".kind must be \"cpu\", \"cuda\" or \"simt\", got \"" + p.kind + "\"");
 }
 
 }  // namespace fsm

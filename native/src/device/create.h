@@ -11,8 +11,8 @@
 
 namespace fsm {
 
-/** One device of the kind `plugin` names, with its memory limit and the run's BLAS threads. Throws FailureError
- *  (kind description) for an unknown or unbuilt kind, or an option the kind does not have. */
-std::unique_ptr<Device> createDevice(const Plugin& plugin, std::optional<size_t> limitBytes, int blasThreads);
+/** Local device `local`, of the kind `plugin` names, with its memory limit and the run's BLAS threads. Throws
+ *  FailureError (kind description) for an unknown or unbuilt kind, or an option the kind does not have. */
+std::unique_ptr<Device> createDevice(const Plugin& plugin, size_t local, std::optional<size_t> limitBytes, int blasThreads);
 
 }  // namespace fsm

@@ -7,7 +7,7 @@ void Device::run(int stream, KernelCall& call) {
   for (size_t k = 0; k < call.outputs.size(); k++) {
     if (call.zero[k]) zero(stream, call.outputs[k].data, call.outputs[k].bytes());
   }
-  launch(stream, call.kernel, call.inputs, call.outputs, call.attrs);
+  launch(stream, call);
 }
 
 }  // namespace fsm

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,13 @@ struct Arena {
   uint8_t* base = nullptr;
   size_t bytes = 0;
   size_t handle = 0;
+};
+
+/** An error a device found only once its streams finished (a GPU kernel's index check, an asynchronous CUDA
+ *  error): the instruction to blame (-1 when unknown) and the root cause. */
+struct DeviceFault {
+  int64_t instruction = -1;
+  std::string message;
 };
 
 class Device {
@@ -43,18 +51,27 @@ class Device {
   /** The kernel for `op`; throws FailureError (kind description) "not implemented: native kernel for op 'X' on
    *  device kind K" when this kind has none. Called once per instruction, when a program is bound. */
   virtual KernelId resolve(const std::string& op) const = 0;
-  /** Runs (or enqueues) a resolved kernel on `stream`; a kernel's own check failing throws std::exception. */
-  virtual void launch(int stream, KernelId kernel, const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
-                      const Attrs& attrs) = 0;
+  /** Runs (or enqueues) a resolved call (call.kernel) on `stream`; a kernel's own check failing throws
+   *  std::exception. Outputs are not zeroed here (run() does that). */
+  virtual void launch(int stream, KernelCall& call) = 0;
   /** The kernel contract in one place: zeroes the outputs `call.zero` flags (outputsToZero), then launches. */
   void run(int stream, KernelCall& call);
+  /** Told every kernel call of the program once they are bound (operands over the arena), before any run: a
+   *  kind reserves what its kernels need besides the arena (a GPU's scratch and cuBLAS workspaces), so nothing
+   *  is allocated during a step. Throws FailureError (oom) when that does not fit. */
+  virtual void prepare(const std::vector<const KernelCall*>& calls) { (void)calls; }
+  /** Bytes the device holds besides its arenas (prepare's reservations). */
+  virtual size_t reservedBytes() const { return 0; }
 
   // --- streams and events: stream 0 computes, stream 1 communicates; each is driven by its own host thread ---
   /** A run begins: every stream's completion count restarts at 0 and a previous abort is cleared. Also the
    *  place for per-run settings a kind holds while a step runs (the CPU's BLAS threads). */
   virtual void beginRun() = 0;
-  /** The run is over (every stream stopped): undoes beginRun's settings. */
+  /** The run is over (every stream stopped): undoes beginRun's settings. A kind whose streams run
+   *  asynchronously (CUDA) waits for them here. */
   virtual void endRun() = 0;
+  /** An error found by endRun (nothing for kinds whose kernels throw where they fail), cleared by the call. */
+  virtual std::optional<DeviceFault> takeFault() { return std::nullopt; }
   /** Marks the next instruction of `stream` complete (a CUDA device records the stream's next event). */
   virtual void record(int stream) = 0;
   /** Makes `stream` wait until `other` has recorded `count` completions (a CUDA device waits on that event with

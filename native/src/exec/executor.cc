@@ -93,13 +93,22 @@ Executor::Executor(Program program, std::vector<std::unique_ptr<Device>> devices
       throw located(e.failure(), whereOf(L.program, d));
     }
     for (const Slot& s : L.program.slots) L.slots.push_back(s.at(L.arena.base));
-    for (Instruction& ins : L.program.instructions) {
+    std::vector<const KernelCall*> kernels;
+    for (size_t i = 0; i < L.program.instructions.size(); i++) {
+      Instruction& ins = L.program.instructions[i];
       for (uint32_t id : ins.inputSlots) ins.call.inputs.push_back(L.slots[id]);
       for (uint32_t id : ins.outputSlots) ins.call.outputs.push_back(L.slots[id]);
       // Communication ops write only what the communicator writes: nothing is zeroed for them.
       ins.call.zero = ins.kind == OpKind::Kernel ? outputsToZero(ins.call.inputs, ins.call.outputs, ins.inPlace)
                                                  : std::vector<uint8_t>(ins.call.outputs.size(), 0);
+      ins.call.instruction = static_cast<int64_t>(i);
       if (ins.guardSlot >= 0) ins.guard = L.slots[static_cast<size_t>(ins.guardSlot)];
+      if (ins.kind == OpKind::Kernel) kernels.push_back(&ins.call);
+    }
+    try {
+      L.device->prepare(kernels);
+    } catch (const FailureError& e) {
+      throw located(e.failure(), whereOf(L.program, d));
     }
   }
   // Every distinct group once, in ascending order: members of a group register it in the same order.
@@ -185,7 +194,16 @@ std::optional<Failure> Executor::run(bool trace) {
     std::unique_lock<std::mutex> lk(poolMutex_);
     poolDone_.wait(lk, [&] { return remaining_ == 0; });
   }
-  for (auto& L : locals_) L->device->endRun();
+  for (size_t d = 0; d < locals_.size(); d++) {
+    Local& L = *locals_[d];
+    L.device->endRun();
+    // Found only now that the device's streams are done (a GPU kernel's check): a failure like any other,
+    // unless the step failed already (then it is likely that failure's consequence).
+    if (std::optional<DeviceFault> f = L.device->takeFault(); f && !failed_) {
+      fail(f->instruction >= 0 ? failureOf(d, static_cast<size_t>(f->instruction), FailureKind::Kernel, f->message)
+                               : fsm::failureAt(FailureKind::Kernel, JsClass::Error, whereOf(L.program, d), whereOf(L.program, d).prefix() + ": " + f->message));
+    }
+  }
   // Every stream has stopped, so no rank is inside the communicator: an aborted one starts fresh for the next
   // step; a clean one carries on as it is.
   if (failed_) comm_->reset();

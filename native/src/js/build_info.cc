@@ -4,7 +4,10 @@
 #include <string>
 #include <thread>
 
+#include "core/failure.h"
+#include "core/js_error.h"
 #include "device/cpu/gemm.h"
+#include "device/gpu_kinds.h"
 #ifdef FSM_HAVE_MPI
 #include "comm/mpi/mpi_world.h"
 #endif
@@ -41,7 +44,52 @@ Napi::Value buildInfo(const Napi::CallbackInfo& info) {
 #else
   out.Set("mpi", env.Null());
 #endif
+  // The cuda device kind's build ("nvcc 13.0.88, sm_75, sm_90"), or null when nvcc was not found.
+#ifdef FSM_HAVE_CUDA
+  out.Set("cuda", FSM_CUDA_DESCRIPTION);
+#else
+  out.Set("cuda", env.Null());
+#endif
   return out;
+}
+
+namespace {
+
+Napi::Value describe(Napi::Env env, const GpuKindInfo& k) {
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("devices", k.devices);
+  out.Set("none", k.none);
+  out.Set("driverVersion", k.driverVersion);
+  out.Set("runtimeVersion", k.runtimeVersion);
+  Napi::Array gpus = Napi::Array::New(env, k.gpus.size());
+  for (size_t i = 0; i < k.gpus.size(); i++) {
+    Napi::Object g = Napi::Object::New(env);
+    g.Set("name", k.gpus[i].name);
+    g.Set("memoryBytes", static_cast<double>(k.gpus[i].memoryBytes));
+    g.Set("multiprocessors", k.gpus[i].multiprocessors);
+    g.Set("major", k.gpus[i].major);
+    g.Set("minor", k.gpus[i].minor);
+    gpus.Set(static_cast<uint32_t>(i), g);
+  }
+  out.Set("gpus", gpus);
+  return out;
+}
+
+}  // namespace
+
+Napi::Value gpuKind(const Napi::CallbackInfo& info) {
+  return atBoundary(info.Env(), [&]() -> Napi::Value {
+    const std::string kind = info.Length() > 0 && info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
+    if (kind == "simt") return describe(info.Env(), simt::kindInfo());
+    if (kind == "cuda") {
+#ifdef FSM_HAVE_CUDA
+      return describe(info.Env(), cuda::kindInfo());
+#else
+      return info.Env().Null();
+#endif
+    }
+    refuse(JsClass::TypeError, {}, "gpuKind(kind): kind must be \"simt\" or \"cuda\"");
+  });
 }
 
 }  // namespace fsm

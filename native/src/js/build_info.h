@@ -5,7 +5,11 @@
 
 namespace fsm {
 
-// buildInfo() -> { blas: "openblas" | "fallback", napiVersion, compiler, threads }
+// buildInfo() -> { blas: "openblas" | "fallback", napiVersion, compiler, threads, mpi, cuda }
 Napi::Value buildInfo(const Napi::CallbackInfo& info);
+
+// gpuKind(kind) -> { devices, none, driverVersion, runtimeVersion, gpus: [{name, memoryBytes, multiprocessors,
+// major, minor}] } for "simt" or "cuda" (null when this addon has no cuda build).
+Napi::Value gpuKind(const Napi::CallbackInfo& info);
 
 }  // namespace fsm

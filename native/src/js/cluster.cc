@@ -35,7 +35,7 @@ NativeCluster::NativeCluster(const Napi::CallbackInfo& info) : Napi::ObjectWrap<
     std::vector<std::unique_ptr<Device>> devices;
     std::vector<int> ranks;
     for (const DeviceProgram& d : program.devices) {
-      devices.push_back(createDevice(program.device, d.memoryLimitBytes, program.blasThreads));
+      devices.push_back(createDevice(program.device, devices.size(), d.memoryLimitBytes, program.blasThreads));
       ranks.push_back(d.rank);
     }
     std::unique_ptr<Communicator> comm = createCommunicator(program.communicator, program.worldSize, ranks, program.timeoutSeconds);

@@ -1,8 +1,10 @@
-// runKernel(op, inputs, attrs, outputs): inputs [{data: Float32Array|Int32Array|Uint16Array, shape, dtype?}],
-// attrs {name: number|boolean|string|number[]}, outputs [{shape, dtype: "f32"|"i32"|"bf16"|"f16"}] → fresh
-// zero-filled typed arrays the kernel wrote (Uint16Array, raw bits, for bf16 and f16). A Uint16Array operand
-// must say its dtype ("bf16" or "f16"); for the others dtype is optional and must match the array. Argument
-// mistakes are TypeErrors/RangeErrors naming what is wrong; kernel failures are Errors; both carry fields.
+// runKernel(op, inputs, attrs, outputs[, {device}]): inputs [{data: Float32Array|Int32Array|Uint16Array, shape,
+// dtype?}], attrs {name: number|boolean|string|number[]}, outputs [{shape, dtype: "f32"|"i32"|"bf16"|"f16"}] →
+// fresh zero-filled typed arrays the kernel wrote (Uint16Array, raw bits, for bf16 and f16). A Uint16Array
+// operand must say its dtype ("bf16" or "f16"); for the others dtype is optional and must match the array.
+// device "cpu" (default) runs on the calling thread over the JS arrays; "simt" and "cuda" run on a fresh device
+// of that kind, the operands copied into its memory and the outputs back. Argument mistakes are
+// TypeErrors/RangeErrors naming what is wrong; kernel failures are Errors; both carry fields.
 #include "js/kernel_binding.h"
 
 #include <algorithm>
@@ -16,6 +18,8 @@
 #include "core/values.h"
 #include "device/cpu/cpu_device.h"
 #include "device/cpu/registry.h"
+#include "device/create.h"
+#include "device/gpu_kinds.h"
 #include "js/js_values.h"
 
 namespace fsm {
@@ -62,6 +66,16 @@ Tensor inputOf(const Napi::Value& x, const std::string& what) {
   return t;
 }
 
+/** The device kind of a call's options object ({device: "cpu" | "simt" | "cuda"}), default cpu. */
+std::string kindOf(const Napi::Value& options, const std::string& what) {
+  if (options.IsUndefined()) return "cpu";
+  Napi::Object o = objectOf(options, what + ": options");
+  Napi::Value d = o.Get("device");
+  if (d.IsUndefined()) return "cpu";
+  if (!d.IsString()) refuse(JsClass::TypeError, {}, what + ": options.device must be \"cpu\", \"simt\" or \"cuda\"");
+  return d.As<Napi::String>().Utf8Value();
+}
+
 Call prepare(const Napi::CallbackInfo& info, const char* usage) {
   Napi::Env env = info.Env();
   if (info.Length() < 4 || !info[0].IsString() || !info[1].IsArray() || !info[3].IsArray()) refuse(JsClass::TypeError, {}, usage);
@@ -86,22 +100,71 @@ Call prepare(const Napi::CallbackInfo& info, const char* usage) {
   return c;
 }
 
+[[noreturn]] void kernelFailed(const Call& c, const std::string& what) {
+  Failure f = failureAt(FailureKind::Kernel, JsClass::Error, {}, "native kernel " + c.op + ": " + what);
+  f.where.op = c.op;
+  f.message = what;
+  throw FailureError(f);
+}
+
 void invoke(Call& c) {
   try {
     hostDevice().run(kComputeStream, c.call);
   } catch (const std::exception& e) {
-    Failure f = failureAt(FailureKind::Kernel, JsClass::Error, {}, "native kernel " + c.op + ": " + e.what());
-    f.where.op = c.op;
-    f.message = e.what();
-    throw FailureError(f);
+    kernelFailed(c, e.what());
   }
+}
+
+// The call on a fresh device of `kind`: every operand copied into one arena (256-byte aligned pieces, the
+// outputs zero as the arena is), prepared and run as a program's instruction is, the outputs copied back.
+void invokeOn(Call& c, const std::string& kind) {
+  std::unique_ptr<Device> dev = createDevice(Plugin{kind, {}, "options.device"}, 0, std::nullopt, 0);
+  KernelCall dc = c.call;
+  dc.kernel = dev->resolve(c.op);
+  size_t total = 0;
+  std::vector<size_t> at;
+  auto place = [&](const Tensor& t) {
+    at.push_back(total);
+    total += (t.bytes() + 255) / 256 * 256;
+  };
+  for (const Tensor& t : dc.inputs) place(t);
+  for (const Tensor& t : dc.outputs) place(t);
+  Arena arena = dev->allocate(total);
+  struct Release {
+    Device& d;
+    Arena& a;
+    ~Release() { d.release(a); }
+  } release{*dev, arena};
+  size_t k = 0;
+  for (Tensor& t : dc.inputs) {
+    t.data = arena.base + at[k++];
+    dev->copyIn(kComputeStream, t.data, c.call.inputs[&t - dc.inputs.data()].data, t.bytes());
+  }
+  for (Tensor& t : dc.outputs) t.data = arena.base + at[k++];
+  dc.zero.assign(dc.outputs.size(), 0);
+  dev->prepare({&dc});
+  dev->beginRun();
+  try {
+    dev->run(kComputeStream, dc);
+  } catch (const std::exception& e) {
+    dev->endRun();
+    kernelFailed(c, e.what());
+  }
+  dev->endRun();
+  if (std::optional<DeviceFault> f = dev->takeFault()) kernelFailed(c, f->message);
+  for (size_t i = 0; i < dc.outputs.size(); i++) dev->copyOut(kComputeStream, c.call.outputs[i].data, dc.outputs[i].data, dc.outputs[i].bytes());
 }
 
 }  // namespace
 
 Napi::Value runKernel(const Napi::CallbackInfo& info) {
   return atBoundary(info.Env(), [&]() -> Napi::Value {
-    Call c = prepare(info, "runKernel(op: string, inputs: {data, shape}[], attrs: object, outputs: {shape, dtype}[])");
+    Call c = prepare(info, "runKernel(op: string, inputs: {data, shape}[], attrs: object, outputs: {shape, dtype}[], options?: {device})");
+    const std::string kind = kindOf(info[4], "runKernel " + c.op);
+    if (kind != "cpu") {
+      invokeOn(c, kind);
+      return c.result;
+    }
     // Fresh typed arrays are zero-filled already; nothing is zeroed twice.
     c.call.zero.assign(c.call.outputs.size(), 0);
     invoke(c);
@@ -132,9 +195,16 @@ Napi::Value timeKernel(const Napi::CallbackInfo& info) {
   });
 }
 
+// kernelNames([kind]): the ops a device kind has kernels for (default cpu); [] for a kind this addon lacks.
 Napi::Value kernelNames(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  const std::vector<std::string> names = cpuKernelNames();
+  const std::string kind = info.Length() > 0 && info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "cpu";
+  std::vector<std::string> names;
+  if (kind == "cpu") names = cpuKernelNames();
+  else if (kind == "simt") names = simt::kernelOps();
+#ifdef FSM_HAVE_CUDA
+  else if (kind == "cuda") names = cuda::kernelOps();
+#endif
   Napi::Array out = Napi::Array::New(env, names.size());
   for (size_t i = 0; i < names.size(); i++) out.Set(static_cast<uint32_t>(i), names[i]);
   return out;

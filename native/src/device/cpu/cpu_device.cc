@@ -74,8 +74,8 @@ KernelId CpuDevice::resolve(const std::string& op) const {
   return id;
 }
 
-void CpuDevice::launch(int, KernelId kernel, const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs, const Attrs& attrs) {
-  cpuKernel(kernel)(inputs, outputs, attrs);
+void CpuDevice::launch(int, KernelCall& call) {
+  cpuKernel(call.kernel)(call.inputs, call.outputs, call.attrs);
 }
 
 void CpuDevice::beginRun() {

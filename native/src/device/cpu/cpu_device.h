@@ -31,8 +31,7 @@ class CpuDevice final : public Device {
   void copyIn(int stream, void* device, const void* host, size_t bytes) override;
   void copyOut(int stream, void* host, const void* device, size_t bytes) override;
   KernelId resolve(const std::string& op) const override;
-  void launch(int stream, KernelId kernel, const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs,
-              const Attrs& attrs) override;
+  void launch(int stream, KernelCall& call) override;
   void beginRun() override;
   void endRun() override;
   void record(int stream) override;

@@ -1,20 +1,16 @@
-// NumPy broadcasting for the native kernels, mirroring src/interp/kernels/broadcast.ts without its per-element
-// index maps: a row-major walk over an output shape that carries each operand's flat offset along, so the
-// binary ops, sum_to, matmul's batch dims and transpose share one loop and allocate nothing per element.
+// NumPy broadcasting for the CPU kernels, mirroring src/interp/kernels/broadcast.ts without its per-element
+// index maps: a row-major walk over an output shape that carries each operand's flat offset along (strides
+// from core/strides.h), so the binary ops, sum_to, matmul's batch dims and transpose share one loop and
+// allocate nothing per element.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "core/strides.h"
+
 namespace fsm {
-
-/** Strides of a `from`-shaped row-major tensor as read from each index of `out`: right-aligned, 0 along
- *  size-1 and missing dims (they repeat). Throws when `from` does not broadcast to `out`. */
-std::vector<int64_t> broadcastStrides(const std::vector<int64_t>& from, const std::vector<int64_t>& out);
-
-/** Row-major strides of a shape. */
-std::vector<int64_t> stridesOf(const std::vector<int64_t>& shape);
 
 /** Visits every index of `shape` in row-major order; offset(i) is operand i's flat offset there, given its
  *  per-dim strides (from broadcastStrides, or permuted strides for transpose). */

@@ -1,0 +1,293 @@
+// CudaDevice (cuda_device.h): the arena and reservations, streams and events, launches with their context,
+// and the errors a GPU reports late (a kernel's index check, an asynchronous fault) turned into the run's
+// DeviceFault.
+#include "device/cuda/cuda_device.h"
+
+#include <sstream>
+#include <string>
+
+#include "core/failure.h"
+
+namespace fsm {
+namespace FSM_CUDA_NS {
+namespace {
+
+/** cuBLAS's workspace on the compute stream (NVIDIA's advice for Hopper: 32 MiB); the communication stream's
+ *  handle gets none (cuBLAS then uses none). */
+constexpr size_t kBlasWorkspaceBytes = size_t{32} << 20;
+constexpr size_t kAlign = 256;
+
+size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+[[noreturn]] void cudaFailure(cudaError_t e, const std::string& what) {
+  throw std::runtime_error("CUDA " + what + ": " + cudaGetErrorString(e));
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) cudaFailure(e, what);
+}
+
+std::string gib(size_t bytes) {
+  std::ostringstream s;
+  s.precision(3);
+  s << static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0) << " GiB";
+  return s.str();
+}
+
+// The messages the CPU kernels throw for the same mistakes (device/cpu/kernels/embedding.cc, loss.cc).
+std::string describe(const DeviceError& e) {
+  const std::string range = " is out of range [0, " + std::to_string(e.limit) + ")";
+  switch (e.code) {
+    case kErrorEmbeddingIndex: return "embedding index " + std::to_string(e.value) + range;
+    case kErrorTargetIndex: return "cross_entropy target " + std::to_string(e.value) + range;
+  }
+  return "device-side error " + std::to_string(e.code);
+}
+
+}  // namespace
+
+CudaPresence cudaPresence() {
+  CudaPresence p;
+  cudaDriverGetVersion(&p.driverVersion);
+  cudaRuntimeGetVersion(&p.runtimeVersion);
+  const cudaError_t e = cudaGetDeviceCount(&p.count);
+  if (e != cudaSuccess || p.count == 0) {
+    p.count = 0;
+    p.why = std::string("no CUDA device (") + (p.driverVersion == 0 ? "driver: not loaded" : cudaGetErrorString(e)) + ")";
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+  }
+  return p;
+}
+
+void deviceDescription(int ordinal, std::string& name, size_t& memoryBytes, int& multiprocessors, int& major, int& minor) {
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, ordinal), "device properties");
+  name = prop.name;
+  memoryBytes = prop.totalGlobalMem;
+  multiprocessors = prop.multiProcessorCount;
+  major = prop.major;
+  minor = prop.minor;
+}
+
+CudaDevice::CudaDevice(CudaOptions options, std::optional<size_t> limitBytes) : options_(options), limitBytes_(limitBytes) {
+  const CudaPresence p = cudaPresence();
+  if (p.count == 0) refuse(JsClass::Error, {}, p.why);
+  if (options_.ordinal < 0 || options_.ordinal >= p.count) {
+    refuse(JsClass::RangeError, {}, "CUDA device " + std::to_string(options_.ordinal) + " does not exist (this machine has " + std::to_string(p.count) + ")");
+  }
+  try {
+    use();
+    check(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, options_.ordinal), "device attributes");
+    for (cudaStream_t& s : streams_) check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream creation");
+  } catch (const std::runtime_error& e) {
+    for (cudaStream_t s : streams_) {
+      if (s) cudaStreamDestroy(s);
+    }
+    refuse(JsClass::Error, {}, e.what());
+  }
+}
+
+CudaDevice::~CudaDevice() {
+  use();
+  for (cudaStream_t s : streams_) cudaStreamSynchronize(s);
+  for (auto& b : blas_) b.reset();
+  for (auto& list : events_)
+    for (cudaEvent_t e : list) cudaEventDestroy(e);
+  for (void* p : reservations_) cudaFree(p);
+  for (cudaStream_t s : streams_) cudaStreamDestroy(s);
+}
+
+void CudaDevice::use() const { cudaSetDevice(options_.ordinal); }
+
+Arena CudaDevice::allocate(size_t bytes) {
+  if (limitBytes_ && bytes > *limitBytes_) {
+    Failure f = failureAt(FailureKind::Oom, JsClass::RangeError, {}, "its arena of " + std::to_string(bytes) + " bytes exceeds its memory limit of " +
+                                                                      std::to_string(*limitBytes_) + " bytes");
+    f.arenaBytes = bytes;
+    f.limitBytes = *limitBytes_;
+    throw FailureError(f);
+  }
+  use();
+  Arena arena;
+  arena.bytes = bytes;
+  void* p = nullptr;
+  if (cudaMalloc(&p, std::max<size_t>(bytes, kAlign)) != cudaSuccess) {
+    cudaGetLastError();
+    size_t free = 0, total = 0;
+    cudaMemGetInfo(&free, &total);
+    Failure f = failureAt(FailureKind::Oom, JsClass::Error, {},
+                          "cannot allocate its arena of " + std::to_string(bytes) + " bytes on CUDA device " + std::to_string(options_.ordinal) +
+                              ": out of memory (" + gib(free) + " free of " + gib(total) + ")");
+    f.arenaBytes = bytes;
+    throw FailureError(f);
+  }
+  // Zero-filled, as every arena is, before any stream touches it.
+  if (cudaMemset(p, 0, bytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+    cudaFree(p);
+    refuse(JsClass::Error, {}, "CUDA: cannot clear a new arena");
+  }
+  arena.base = static_cast<uint8_t*>(p);
+  return arena;
+}
+
+void CudaDevice::release(Arena& arena) {
+  if (arena.base == nullptr) return;
+  use();
+  for (cudaStream_t s : streams_) cudaStreamSynchronize(s);
+  cudaFree(arena.base);
+  arena = Arena();
+}
+
+void* CudaDevice::reserve(size_t bytes, const char* what) {
+  void* p = nullptr;
+  if (cudaMalloc(&p, aligned(std::max<size_t>(bytes, 1))) != cudaSuccess) {
+    cudaGetLastError();
+    Failure f = failureAt(FailureKind::Oom, JsClass::Error, {}, std::string("cannot reserve its ") + what + " of " + std::to_string(bytes) + " bytes: out of memory");
+    f.arenaBytes = bytes;
+    throw FailureError(f);
+  }
+  reservations_.push_back(p);
+  reservedBytes_ += aligned(std::max<size_t>(bytes, 1));
+  return p;
+}
+
+void CudaDevice::prepare(const std::vector<const KernelCall*>& calls) {
+  use();
+  bool blas = false;
+  for (const KernelCall* c : calls) {
+    const KernelEntry& k = kernelEntry(c->kernel);
+    if (k.workspace) workspaceBytes_ = std::max(workspaceBytes_, aligned(k.workspace(c->inputs, c->outputs, c->attrs)));
+    blas = blas || k.blas == UsesBlas::Yes;
+  }
+  if (workspaceBytes_ > 0) workspace_ = reserve(workspaceBytes_, "kernel scratch");
+  error_ = static_cast<DeviceError*>(reserve(sizeof(DeviceError), "error record"));
+  check(cudaMemset(error_, 0, sizeof(DeviceError)), "clearing the error record");
+  if (blas) {
+    try {
+      void* ws = reserve(kBlasWorkspaceBytes, "cuBLAS workspace");
+      blas_[0] = std::make_unique<Blas>(streams_[0], ws, kBlasWorkspaceBytes, options_.allowTf32);
+      blas_[1] = std::make_unique<Blas>(streams_[1], nullptr, 0, options_.allowTf32);
+    } catch (const std::runtime_error& e) {
+      refuse(JsClass::Error, {}, e.what());
+    }
+  }
+}
+
+KernelId CudaDevice::resolve(const std::string& op) const {
+  const KernelId id = findKernel(op);
+  if (id < 0) refuse(JsClass::Error, {}, "not implemented: native kernel for op '" + op + "' on device kind " FSM_CUDA_KIND);
+  return id;
+}
+
+void CudaDevice::launch(int stream, KernelCall& call) {
+  use();
+  const KernelEntry& k = kernelEntry(call.kernel);
+  KernelContext ctx;
+  ctx.stream = streams_[stream];
+  ctx.multiprocessors = multiprocessors_;
+  ctx.workspace = workspace_;
+  ctx.workspaceBytes = workspaceBytes_;
+  ctx.blas = blas_[stream].get();
+  ctx.error = error_;
+  ctx.instruction = static_cast<int>(call.instruction);  // -1 for runKernel's calls
+  if (k.blas == UsesBlas::Yes && !ctx.blas) throw std::logic_error("internal: a cuBLAS kernel launched before prepare()");
+  k.launch(ctx, call.inputs, call.outputs, call.attrs);
+}
+
+void CudaDevice::zero(int stream, void* data, size_t bytes) {
+  use();
+  check(cudaMemsetAsync(data, 0, bytes, streams_[stream]), "memset");
+}
+
+void CudaDevice::copyIn(int stream, void* device, const void* host, size_t bytes) {
+  use();
+  check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, streams_[stream]), "copy to the device");
+  check(cudaStreamSynchronize(streams_[stream]), "copy to the device");  // the host buffer may go once we return
+}
+
+void CudaDevice::copyOut(int stream, void* host, const void* device, size_t bytes) {
+  use();
+  check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, streams_[stream]), "copy from the device");
+  check(cudaStreamSynchronize(streams_[stream]), "copy from the device");
+}
+
+void CudaDevice::beginRun() {
+  {
+    std::lock_guard<std::mutex> lk(mutex_);
+    recorded_[0] = recorded_[1] = 0;
+    aborted_ = false;
+  }
+  fault_.reset();
+}
+
+void CudaDevice::endRun() {
+  use();
+  // Everything enqueued must finish before the step counts as done (and before its arena is read).
+  for (cudaStream_t s : streams_) {
+    const cudaError_t e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess && !fault_) fault_ = DeviceFault{-1, std::string("CUDA error while the step ran: ") + cudaGetErrorString(e)};
+  }
+  if (error_ == nullptr || fault_) return;
+  DeviceError e{};
+  if (cudaMemcpy(&e, error_, sizeof e, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    fault_ = DeviceFault{-1, "CUDA error reading the kernels' error record"};
+    return;
+  }
+  if (e.code != kErrorNone) {
+    fault_ = DeviceFault{e.instruction, describe(e)};
+    const DeviceError clear{};
+    cudaMemcpy(error_, &clear, sizeof clear, cudaMemcpyHostToDevice);
+  }
+}
+
+std::optional<DeviceFault> CudaDevice::takeFault() {
+  std::optional<DeviceFault> f = std::move(fault_);
+  fault_.reset();
+  return f;
+}
+
+void CudaDevice::record(int stream) {
+  use();
+  // Only this stream's thread adds to its list, but the other stream's reads it (wait), so both under mutex_;
+  // events are made during the first run and reused after.
+  cudaEvent_t event = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(mutex_);
+    if (recorded_[stream] < events_[stream].size()) event = events_[stream][recorded_[stream]];
+  }
+  if (event == nullptr) {
+    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "event creation");
+    std::lock_guard<std::mutex> lk(mutex_);
+    events_[stream].push_back(event);
+  }
+  check(cudaEventRecord(event, streams_[stream]), "event record");
+  {
+    std::lock_guard<std::mutex> lk(mutex_);
+    recorded_[stream]++;
+  }
+  cv_.notify_all();
+}
+
+bool CudaDevice::wait(int stream, int other, size_t count) {
+  cudaEvent_t event;
+  {
+    std::unique_lock<std::mutex> lk(mutex_);
+    cv_.wait(lk, [&] { return aborted_ || recorded_[other] >= count; });
+    if (recorded_[other] < count) return false;
+    event = events_[other][count - 1];
+  }
+  use();
+  check(cudaStreamWaitEvent(streams_[stream], event, 0), "stream wait");
+  return true;
+}
+
+void CudaDevice::abortWaits() {
+  {
+    std::lock_guard<std::mutex> lk(mutex_);
+    aborted_ = true;
+  }
+  cv_.notify_all();
+}
+
+}  // namespace FSM_CUDA_NS
+}  // namespace fsm

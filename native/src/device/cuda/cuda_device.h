@@ -1,0 +1,90 @@
+// CudaDevice: one GPU (or a share of one: several virtual devices may use the same GPU) — an arena from one
+// cudaMalloc, a compute and a communication stream, the kernels of device/cuda/kernels enqueued on them,
+// the plan's waits as CUDA events, and the scratch and cuBLAS workspaces its kernels need reserved before the
+// first step. The same source builds the emulated kind (FSM_SIMT: "simt"), whose streams are its host threads.
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "device/cuda/blas.h"
+#include "device/cuda/kernel.h"
+#include "device/cuda/runtime.h"
+#include "device/device.h"
+
+namespace fsm {
+namespace FSM_CUDA_NS {
+
+struct CudaOptions {
+  /** The GPU (cudaSetDevice's ordinal). */
+  int ordinal = 0;
+  /** f32 matrix products on TF32 tensor cores (PyTorch's allow_tf32); off: full f32 products. */
+  bool allowTf32 = false;
+};
+
+class CudaDevice final : public Device {
+ public:
+  /** Throws FailureError (description) when the GPU cannot be used: no CUDA device, a bad ordinal. */
+  CudaDevice(CudaOptions options, std::optional<size_t> limitBytes);
+  ~CudaDevice() override;
+
+  const char* kind() const override { return FSM_CUDA_KIND; }
+  Arena allocate(size_t bytes) override;
+  void release(Arena& arena) override;
+  void zero(int stream, void* data, size_t bytes) override;
+  void copyIn(int stream, void* device, const void* host, size_t bytes) override;
+  void copyOut(int stream, void* host, const void* device, size_t bytes) override;
+  KernelId resolve(const std::string& op) const override;
+  void launch(int stream, KernelCall& call) override;
+  void prepare(const std::vector<const KernelCall*>& calls) override;
+  size_t reservedBytes() const override { return reservedBytes_; }
+  void beginRun() override;
+  void endRun() override;
+  std::optional<DeviceFault> takeFault() override;
+  void record(int stream) override;
+  bool wait(int stream, int other, size_t count) override;
+  void abortWaits() override;
+
+ private:
+  /** Makes this device current on the calling host thread (CUDA's current device is per thread). */
+  void use() const;
+  /** Memory outside the arena (workspaces, the error record), counted in reservedBytes. */
+  void* reserve(size_t bytes, const char* what);
+
+  const CudaOptions options_;
+  const std::optional<size_t> limitBytes_;
+  int multiprocessors_ = 1;
+  cudaStream_t streams_[2] = {};
+  std::vector<cudaEvent_t> events_[2];  // events_[s][i]: stream s's i-th record of a run
+  std::vector<void*> reservations_;
+  size_t reservedBytes_ = 0;
+  void* workspace_ = nullptr;  // kernels' scratch: the largest any prepared call needs
+  size_t workspaceBytes_ = 0;
+  std::unique_ptr<Blas> blas_[2];
+  DeviceError* error_ = nullptr;  // device memory
+  std::optional<DeviceFault> fault_;
+
+  // Per-run event state: instructions each stream has enqueued (its records), and whether the run was aborted.
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  size_t recorded_[2] = {0, 0};
+  bool aborted_ = false;
+};
+
+/** GPUs this process sees, and why none when there are none ("no CUDA device (driver: not loaded)"). */
+struct CudaPresence {
+  int count = 0;
+  std::string why;
+  int driverVersion = 0;
+  int runtimeVersion = 0;
+};
+CudaPresence cudaPresence();
+/** GPU `ordinal`'s name, memory, multiprocessors and compute capability. */
+void deviceDescription(int ordinal, std::string& name, size_t& memoryBytes, int& multiprocessors, int& major, int& minor);
+
+}  // namespace FSM_CUDA_NS
+}  // namespace fsm

@@ -1,0 +1,104 @@
+// The CUDA device's kernels, run on the SIMT emulator (device kind "simt": the same sources the GPU build
+// compiles, executed on the host), against the interpreter's on the real graphs the CPU kernels are held to,
+// and against the CPU kernels on the ops a lowered program adds; plus the kernels' own edge cases.
+import { describe, expect, it } from "vitest";
+import { nativeFailure, nativeKernelNames, runNativeKernel, type NativeData, type NativeOperand, type NativeOutput } from "../../src/native/binding.js";
+import { compareStep, STEP_CASES, trainingGraph } from "../support/kernel-step.js";
+import { rng } from "../support/prng.js";
+
+const DEVICE = "simt" as const;
+
+describe("CUDA kernels (on the SIMT emulator) match the interpreter's", () => {
+  for (const [name, overrides, batch, seq] of STEP_CASES) {
+    it(`${name} ${JSON.stringify(overrides)}: every op with a CUDA kernel agrees`, () => {
+      const r = compareStep(trainingGraph(name, overrides), seq, batch, DEVICE);
+      expect(r.mismatches).toEqual([]);
+      expect(r.compared).toBeGreaterThan(0);
+    });
+  }
+
+  it("every op the CPU device has, the CUDA device has", () => {
+    const cuda = new Set(nativeKernelNames(DEVICE));
+    const missing = nativeKernelNames("cpu").filter((op) => !cuda.has(op));
+    expect(missing, `CUDA kernels missing for: ${missing.join(", ")}`).toEqual([]);
+  });
+});
+
+/** Random operands (floats in [-2, 2)) of the given shapes. */
+function floats(shape: readonly number[], seed: number): NativeOperand {
+  const rand = rng(seed);
+  const n = shape.reduce((a, b) => a * b, 1);
+  return { shape, data: Float32Array.from({ length: n }, () => rand() * 4 - 2) };
+}
+
+function both(op: string, inputs: NativeOperand[], attrs: Record<string, number | boolean | string>, outputs: NativeOutput[]): [NativeData[], NativeData[]] {
+  return [runNativeKernel(op, inputs, attrs, outputs), runNativeKernel(op, inputs, attrs, outputs, { device: DEVICE })];
+}
+
+function expectClose(cpu: NativeData[], cuda: NativeData[], rtol = 1e-5, atol = 1e-6): void {
+  expect(cuda.length).toBe(cpu.length);
+  cpu.forEach((c, i) => {
+    const g = cuda[i]!;
+    expect(g.length).toBe(c.length);
+    for (let k = 0; k < c.length; k++) {
+      if (Number.isNaN(c[k])) expect(g[k]).toBeNaN();
+      else if (Math.abs(c[k]! - g[k]!) > atol + rtol * Math.abs(c[k]!)) throw new Error(`output ${i}[${k}]: cpu ${c[k]}, cuda ${g[k]}`);
+    }
+  });
+}
+
+describe("CUDA kernels of lowered programs match the CPU's", () => {
+  it("broadcasting binary ops over every pattern", () => {
+    for (const [a, b, out] of [
+      [[2, 3, 4], [2, 3, 4], [2, 3, 4]],
+      [[2, 3, 4], [4], [2, 3, 4]],
+      [[2, 1, 4], [3, 1], [2, 3, 4]],
+      [[1], [5, 2], [5, 2]],
+    ] as number[][][]) {
+      for (const op of ["add", "sub", "mul", "div"]) {
+        const [cpu, cuda] = both(op, [floats(a!, 1), floats(b!, 2)], {}, [{ shape: out!, dtype: "f32" }]);
+        expect(Array.from(cuda[0]!)).toEqual(Array.from(cpu[0]!));  // one f32 operation: the same bits
+      }
+    }
+  });
+
+  it("the gradient accumulation, scaling, copy and cast ops", () => {
+    const x = floats([1000], 3), y = floats([1000], 4);
+    expectClose(...both("fsm_accumulate", [x, y], { scale: 0.25 }, [{ shape: [1000], dtype: "f32" }]));
+    expectClose(...both("fsm_scale", [x], { scale: -3 }, [{ shape: [1000], dtype: "f32" }]));
+    expectClose(...both("fsm_copy", [x], {}, [{ shape: [1000], dtype: "f32" }]));
+    expectClose(...both("fsm_scale_by", [x, { shape: [], data: Float32Array.of(8) }], { scale: 0.5 }, [{ shape: [1000], dtype: "f32" }]));
+    for (const dtype of ["bf16", "f16"] as const) {
+      const [cpu, cuda] = both("fsm_cast", [x], {}, [{ shape: [1000], dtype }]);
+      expect(Array.from(cuda[0]!)).toEqual(Array.from(cpu[0]!));
+      const back = both("fsm_cast", [{ shape: [1000], data: cpu[0]!, dtype }], {}, [{ shape: [1000], dtype: "f32" }]);
+      expect(Array.from(back[1][0]!)).toEqual(Array.from(back[0][0]!));
+    }
+    const bad = floats([300], 5);
+    (bad.data as Float32Array)[257] = Number.POSITIVE_INFINITY;
+    expectClose(...both("fsm_nonfinite", [x, bad], {}, [{ shape: [], dtype: "f32" }]));
+    expectClose(...both("fsm_nonfinite", [x, y], {}, [{ shape: [], dtype: "f32" }]));
+  });
+});
+
+describe("CUDA kernel edge cases", () => {
+  it("relu keeps NaN as PyTorch does", () => {
+    const out = runNativeKernel("relu", [{ shape: [3], data: Float32Array.of(Number.NaN, -1, 2) }], {}, [{ shape: [3], dtype: "f32" }], { device: DEVICE });
+    expect(Array.from(out[0]!)).toEqual([Number.NaN, 0, 2]);
+  });
+
+  it("an index out of range is the CPU's error, found on the device", () => {
+    const embed = () => runNativeKernel("embedding", [{ data: Int32Array.of(0, 4), shape: [2] }, { data: new Float32Array(6), shape: [3, 2] }], {}, [{ shape: [2, 2], dtype: "f32" }], { device: DEVICE });
+    expect(embed).toThrow("native kernel embedding: embedding index 4 is out of range [0, 3)");
+    try {
+      embed();
+    } catch (e) {
+      expect(nativeFailure(e)).toMatchObject({ kind: "kernel", message: "embedding index 4 is out of range [0, 3)" });
+    }
+  });
+
+  it("the cuda kind without a GPU (or without a cuda build) is a clear error, not a crash", () => {
+    const call = () => runNativeKernel("add", [floats([2], 1), floats([2], 2)], {}, [{ shape: [2], dtype: "f32" }], { device: "cuda" });
+    expect(call).toThrow(/no CUDA device|built without CUDA/);
+  });
+});
