@@ -15,10 +15,11 @@ import { runCommand } from "./commands/run.js";
 import { scheduleCommand } from "./commands/schedule.js";
 import { vizCommand } from "./commands/viz.js";
 import { consolidateCommand } from "./commands/consolidate.js";
+import { devicesCommand } from "./commands/devices.js";
 import { PathError } from "../files/path-kind.js";
 import type { CliIO } from "./io.js";
 
-const COMMANDS: readonly Command[] = [checkCommand, graphCommand, costCommand, compileCommand, explainCommand, scheduleCommand, runCommand, calibrateCommand, consolidateCommand, vizCommand];
+const COMMANDS: readonly Command[] = [checkCommand, graphCommand, costCommand, compileCommand, explainCommand, scheduleCommand, runCommand, calibrateCommand, consolidateCommand, vizCommand, devicesCommand];
 
 /** The version from package.json, found by walking up from this file (src/ in tests, dist/src/ when built). */
 export function version(): string {

@@ -17,6 +17,7 @@ import { readParam, writeParams, type DeviceSlots } from "../lower/param-pieces.
 import { EngineError, type InjectedFault, type RunFailure, type StepEngine } from "./engine-types.js";
 import { deviceEvents, traceMetadata, type TraceEvent } from "./trace.js";
 import { processesHere, WorldError, type ProcessWorld } from "./world.js";
+import type { DeviceKind } from "./device-choice.js";
 
 /** A native failure (structured: kind, device, instruction, op, peers, busy) as an error naming the device and
  *  its plan action; the same fields travel on as data (RunFailure). */
@@ -61,6 +62,8 @@ export interface ClusterEngineOptions {
   readonly timeoutSeconds: number;
   readonly fault?: InjectedFault;
   readonly world: ProcessWorld;
+  /** The devices' kind: cpu virtual devices, CUDA GPUs, or the CUDA device's code emulated (simt). */
+  readonly device: DeviceKind;
 }
 
 /** A plan carrying the arenas compile laid out (memory[p].runtime) must get exactly those here: they are the
@@ -80,7 +83,7 @@ function checkRecordedArenas(plan: Plan, program: ClusterProgram): void {
 }
 
 export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, FloatTensor>, options: ClusterEngineOptions): StepEngine {
-  const { trace, timeoutSeconds, fault, world } = options;
+  const { trace, timeoutSeconds, fault, world, device } = options;
   let ranks: number[];
   try {
     ranks = world.localRanks(plan.cluster.devices);
@@ -98,9 +101,9 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
   const target = local && fault.kind !== "oom" ? faultTarget(program, fault) : undefined;
   const bytes = program.devices.reduce((n, d) => n + d.arenaBytes, 0);
   // Virtual devices share this machine's memory: refuse what it cannot hold rather than fail in the allocator
-  // (the processes of a run on one machine share it too).
+  // (the processes of a run on one machine share it too). A GPU's arena is its own memory's business.
   const limit = (0.8 * totalmem()) / processesHere();
-  if (bytes > limit) {
+  if (device !== "cuda" && bytes > limit) {
     throw new EngineError(
       `engine native: the ${program.devices.length} devices' arenas need ${(bytes / 2 ** 30).toFixed(2)} GiB together but this machine has ${(totalmem() / 2 ** 30).toFixed(1)} GiB; use fewer devices, more micro-batches or a smaller batch`,
     );
@@ -117,6 +120,7 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
       worldSize: plan.cluster.devices,
       ranks,
       ...(world.size > 1 && { communicator: { kind: "mpi" } as const }),
+      ...(device !== "cpu" && { device: { kind: device } }),
       timeoutSeconds,
       memoryLimitBytes,
       blasThreads,

@@ -15,15 +15,16 @@ import { initFromFile } from "../checkpoint/init-weights.js";
 import { clusterEngine } from "./cluster-engine.js";
 import { EngineError, type InjectedFault, type StepEngine } from "./engine-types.js";
 import { processWorld, WorldError, type ProcessWorld } from "./world.js";
+import type { DeviceKind } from "./device-choice.js";
 
 export { EngineError, FAULT_KINDS, type InjectedFault, type StepEngine } from "./engine-types.js";
 
 export const ENGINES = ["native", "native-kernels", "reference"] as const;
 export type Engine = (typeof ENGINES)[number];
 
-function requireNativeKernels(graph: Graph, engine: Engine): void {
-  const missing = [...new Set(graph.ops().map((o) => o.op))].filter((op) => !hasNativeKernel(op));
-  if (missing.length > 0) throw new EngineError(`engine ${engine}: not implemented yet for ops ${missing.join(", ")} (use --engine reference)`);
+function requireNativeKernels(graph: Graph, engine: Engine, device: DeviceKind = "cpu"): void {
+  const missing = [...new Set(graph.ops().map((o) => o.op))].filter((op) => !hasNativeKernel(op, device));
+  if (missing.length > 0) throw new EngineError(`engine ${engine}: not implemented yet on device kind ${device} for ops ${missing.join(", ")}${device === "cpu" ? " (use --engine reference)" : ""}`);
 }
 
 /** native when the addon is built and has a kernel for every op of the graph, else reference. */
@@ -46,10 +47,12 @@ export interface EngineOptions {
   readonly timeoutSeconds?: number;
   /** This run's processes (native; default: this process alone runs every device). */
   readonly world?: ProcessWorld;
+  /** The device kind the native engine's devices are (default cpu; device-choice.ts picks it for fsm run). */
+  readonly device?: DeviceKind;
 }
 
 export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: number, options: EngineOptions = {}): StepEngine {
-  const { trace = false, init, fault, timeoutSeconds = 60 } = options;
+  const { trace = false, init, fault, timeoutSeconds = 60, device = "cpu" } = options;
   let world: ProcessWorld;
   try {
     world = options.world ?? processWorld();
@@ -59,6 +62,7 @@ export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: num
   }
   if (world.size > 1 && engine !== "native") throw new EngineError(`engine ${engine} runs in one process; under mpirun (${world.size} processes) use the native engine`);
   if (trace && engine !== "native") throw new EngineError(`a trace is recorded by the native engine only (not ${engine})`);
+  if (device !== "cpu" && engine !== "native") throw new EngineError(`--device ${device} runs the native engine only (not ${engine})`);
   // The faults strike the native cluster's devices (their threads, communicator and arenas).
   if (fault && engine !== "native") throw new EngineError(`--inject-fault works with the native engine only (not ${engine})`);
   if (engine !== "native" && plan.settings.precision !== "fp32") {
@@ -78,8 +82,8 @@ export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: num
     }
   }
   if (engine === "native") {
-    requireNativeKernels(graph, engine);
-    return clusterEngine(plan, graph, params, { trace, timeoutSeconds, world, ...(fault && { fault }) });
+    requireNativeKernels(graph, engine, device);
+    return clusterEngine(plan, graph, params, { trace, timeoutSeconds, world, device, ...(fault && { fault }) });
   }
   let kernels: ((op: string) => Kernel) | undefined;
   if (engine === "native-kernels") {

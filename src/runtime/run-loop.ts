@@ -13,6 +13,7 @@ import { graphFromJson } from "../plan/graph-from-json.js";
 import { arenasLaidOut, type Plan } from "../plan/plan.js";
 import { createHash } from "node:crypto";
 import { createEngine, defaultEngine, EngineError, type Engine, type InjectedFault, type StepEngine } from "./engines.js";
+import type { DeviceKind } from "./device-choice.js";
 import type { Resumed, RunFailure } from "./engine-types.js";
 import type { TraceEvent } from "./trace.js";
 import { sliceBatch } from "./reference-step.js";
@@ -108,6 +109,8 @@ export interface RunOptions {
   readonly injectFault?: InjectedFault;
   /** This run's processes (default: mpirun's, or this process alone). */
   readonly world?: ProcessWorld;
+  /** The device kind the plan's devices run on (native engine; default cpu). */
+  readonly device?: DeviceKind;
 }
 
 /** The run's batches: synthetic, a token file or .npy files (relative paths are relative to the model's .fsm
@@ -246,6 +249,7 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
       ...(options.trace !== undefined && { trace: options.trace }),
       ...(options.init !== undefined && { init: options.init }),
       ...(options.injectFault && { fault: options.injectFault }),
+      ...(options.device !== undefined && { device: options.device }),
       timeoutSeconds,
       world,
     });

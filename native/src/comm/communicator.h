@@ -55,6 +55,9 @@ class Communicator {
 
   /** "inprocess", "delay": the kind named in descriptions. */
   virtual const char* kind() const = 0;
+  /** Whether its calls take device memory (NCCL's do: GPU buffers, enqueued on the device's stream); the host
+   *  communicators take host memory, so GPU devices reach them through comm/staged.h. */
+  virtual bool takesDeviceMemory() const { return false; }
   virtual int worldSize() const = 0;
 
   /** A handle for the group `ranks` (strictly ascending global ranks), made once before any step: the executor

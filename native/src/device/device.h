@@ -35,6 +35,9 @@ class Device {
 
   /** "cpu": the kind named in descriptions and messages. */
   virtual const char* kind() const = 0;
+  /** Whether its arena's addresses are host memory a communicator may read and write directly (a CPU's); a GPU's
+   *  buffers reach a host communicator through copies (comm/staged.h). */
+  virtual bool hostAddressable() const { return true; }
 
   // --- memory ---
   /** A zero-filled arena, ready so a step never faults pages in. Throws FailureError kind oom (arenaBytes, and

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "comm/create.h"
+#include "comm/staged.h"
 #include "core/async.h"
 #include "core/js_error.h"
 #include "core/parse.h"
@@ -39,6 +40,12 @@ NativeCluster::NativeCluster(const Napi::CallbackInfo& info) : Napi::ObjectWrap<
       ranks.push_back(d.rank);
     }
     std::unique_ptr<Communicator> comm = createCommunicator(program.communicator, program.worldSize, ranks, program.timeoutSeconds);
+    // GPU buffers reach a host communicator through host copies.
+    if (!devices.empty() && !devices.front()->hostAddressable() && !comm->takesDeviceMemory()) {
+      std::map<int, Device*> byRank;
+      for (size_t i = 0; i < devices.size(); i++) byRank[ranks[i]] = devices[i].get();
+      comm = std::make_unique<StagedCommunicator>(std::move(comm), std::move(byRank));
+    }
     executor_ = std::make_unique<Executor>(std::move(program), std::move(devices), std::move(comm));
   });
 }

@@ -9,6 +9,7 @@ import { PlanError } from "../../plan/plan-error.js";
 import type { Plan } from "../../plan/plan.js";
 import { writeAtomically } from "../../plan/serialize.js";
 import { ENGINES, FAULT_KINDS, type InjectedFault } from "../../runtime/engines.js";
+import { chooseDevice, DEVICE_KINDS, DeviceChoiceError, type DeviceChoice, type DeviceKind } from "../../runtime/device-choice.js";
 import { checkProcessCount, RunError, runPlan, type Engine, type StepReport } from "../../runtime/run-loop.js";
 import { launchedProcesses, processWorld, WorldError, type ProcessWorld } from "../../runtime/world.js";
 import { checkReadableDir, checkReadableFile, checkWritableDir, checkWritableFile } from "../../files/path-kind.js";
@@ -25,6 +26,17 @@ const ENGINE_TEXT: Readonly<Record<Engine, string>> = {
   "native-kernels": "native-kernels (C++ kernels, OpenBLAS when built with it, driven action by action on one thread)",
   reference: "reference (TypeScript kernels, in-process, exact; slow)",
 };
+
+/** The header line's count of plan devices of a kind. */
+function devicesText(kind: DeviceKind, n: number): string {
+  const s = n === 1 ? "" : "s";
+  if (kind === "cuda") return `${n} CUDA device${s}`;
+  if (kind === "simt") return `${n} simt device${s} (the CUDA device's code emulated on the CPU)`;
+  return `${n} cpu virtual device${s}`;
+}
+
+/** How the native engine runs on a GPU kind (the engine line). */
+const GPU_ENGINE_TEXT = "native (each device an arena in GPU memory, a compute and a communication stream ordered by events; CUDA kernels, cuBLAS)";
 
 function bar(fraction: number, width = 24): string {
   const full = Math.round(fraction * width);
@@ -46,9 +58,9 @@ function parseFault(text: string): InjectedFault {
 export const runCommand: Command = {
   name: "run",
   summary: "train a model as planned and report each step",
-  usage: `fsm run PLAN|FILE.fsm [--steps N] [--json] [--devices N] [--set KEY=VALUE]... [--save DIR [--save-every N]] [--resume DIR] [--init FILE] [--timeout SECONDS] [--inject-fault KIND@DEVICE[:STEP]]
+  usage: `fsm run PLAN|FILE.fsm [--steps N] [--json] [--device cpu|cuda|simt] [--devices N] [--set KEY=VALUE]... [--save DIR [--save-every N]] [--resume DIR] [--init FILE] [--timeout SECONDS] [--inject-fault KIND@DEVICE[:STEP]]
 
-Runs the plan's training steps on CPU virtual devices: every stage, micro-batch and
+Runs the plan's training steps on its devices: every stage, micro-batch and
 data-parallel replica as planned, parameters from the train section's seed, its
 synthetic data. Given a .fsm file, compiles it for the local CPU first (--devices,
 default 1, and --set as for 'fsm compile'). Prints one line per step (loss, time,
@@ -60,6 +72,10 @@ the interpreter's kernels. All compute the 1-device plan's step up to float roun
 A device whose arena exceeds the plan's device memory is refused before training. A
 failure on any device stops every device with one error naming the step, the device
 and its action; nothing of the failed step is checkpointed; the exit code is 1.
+  --device KIND  cpu (CPU virtual devices), cuda (GPUs: several plan devices may share
+                 one) or simt (the CUDA device's code emulated on the CPU, for tests);
+                 default cuda when the plan is for a GPU profile and a GPU is present,
+                 else cpu (with a note). --device cuda without a GPU is an error
   --steps N      steps to run (default: the train section's steps); after --resume,
                  N more, numbered on from the checkpoint's step
   --engine E     native, native-kernels or reference (default: native)
@@ -109,6 +125,7 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
       { name: "init", value: true },
       { name: "inject-fault", value: true },
       { name: "timeout", value: true },
+      { name: "device", value: true },
     ]);
     if (args.positionals.length !== 1) return -1;
     const steps = integerFlag(args, "steps");
@@ -124,6 +141,13 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
     const timeoutText = flag(args, "timeout");
     if (timeoutText !== undefined && !(/^\d+(\.\d+)?$/.test(timeoutText) && Number(timeoutText) > 0 && Number(timeoutText) <= 1e6)) {
       throw new UsageError(`--timeout must be a number of seconds in (0, 1000000], got '${timeoutText}'`);
+    }
+    const deviceText = flag(args, "device");
+    if (deviceText !== undefined && !(DEVICE_KINDS as readonly string[]).includes(deviceText)) {
+      throw new UsageError(`--device must be one of ${DEVICE_KINDS.join(", ")}, got '${deviceText}'`);
+    }
+    if (deviceText !== undefined && deviceText !== "cpu" && engineText !== undefined && engineText !== "native") {
+      throw new UsageError(`--device ${deviceText} runs the native engine only, not --engine ${engineText}`);
     }
     const faultText = flag(args, "inject-fault");
     const fault = faultText === undefined ? undefined : parseFault(faultText);
@@ -171,9 +195,17 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
       const s = plan.settings;
       // Refused before the header line, on every process alike.
       checkProcessCount(world, plan);
+      let device: DeviceChoice;
+      try {
+        device = chooseDevice(plan, deviceText as DeviceKind | undefined);
+      } catch (e) {
+        if (e instanceof DeviceChoiceError) throw new RunError(e.message);
+        throw e;
+      }
       if (!json) {
         const over = world.size > 1 ? ` over ${world.size} processes (mpirun)` : "";
-        io.stdout(`run ${plan.model.name}: ${plan.cluster.devices} cpu virtual device${plan.cluster.devices === 1 ? "" : "s"}${over} = ${s.stages} stage${s.stages === 1 ? "" : "s"} × ${s.dataParallel} data-parallel, ${s.microBatches} micro-batch${s.microBatches === 1 ? "" : "es"}, ${s.schedule}, shard ${s.shard}\n`);
+        if (device.note) io.stdout(`note: ${device.note}\n`);
+        io.stdout(`run ${plan.model.name}: ${devicesText(device.kind, plan.cluster.devices)}${over} = ${s.stages} stage${s.stages === 1 ? "" : "s"} × ${s.dataParallel} data-parallel, ${s.microBatches} micro-batch${s.microBatches === 1 ? "" : "es"}, ${s.schedule}, shard ${s.shard}\n`);
       }
       let elapsed = 0;
       let offset = 0; // steps done before this run (a resumed checkpoint's)
@@ -197,6 +229,7 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
           ...(initPath !== undefined && { init: initPath }),
           ...(fault && { injectFault: fault }),
           ...(timeoutText !== undefined && { timeoutSeconds: Number(timeoutText) }),
+          device: device.kind,
           steps: total,
           ...(engineText !== undefined && { engine: engineText as Engine }),
           ...(tracePath !== undefined && { trace: true }),
@@ -204,7 +237,8 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
             if (tracePath !== undefined && lead) writeAtomically(tracePath, JSON.stringify({ traceEvents, displayTimeUnit: "ms" }) + "\n");
           },
           onEngine: (engine: Engine) => {
-            if (!json) io.stdout(`engine: ${ENGINE_TEXT[engine]}${world!.size > 1 ? `, and MPI between the ${world!.size} processes` : ""}\n`);
+            const text = engine === "native" && device.kind !== "cpu" ? GPU_ENGINE_TEXT : ENGINE_TEXT[engine];
+            if (!json) io.stdout(`engine: ${text}${world!.size > 1 ? `, and MPI between the ${world!.size} processes` : ""}\n`);
           },
           onResume: (r) => {
             offset = r.step;

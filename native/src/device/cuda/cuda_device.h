@@ -33,6 +33,8 @@ class CudaDevice final : public Device {
   ~CudaDevice() override;
 
   const char* kind() const override { return FSM_CUDA_KIND; }
+  /** No, even emulated (whose memory is the host's): the emulator must meet a GPU's constraints. */
+  bool hostAddressable() const override { return false; }
   Arena allocate(size_t bytes) override;
   void release(Arena& arena) override;
   void zero(int stream, void* data, size_t bytes) override;
