@@ -9,7 +9,8 @@
 // gpt3-175b on 1,024 H100s, 32 programs of 22k: 11 s), so by default ("auto") a plan is laid out only while
 // lowering it creates at most ARENA_BUDGET_SLOTS slots (counted as they are made, so an over-budget plan
 // costs at most that much building and no layout); plans whose op count alone is far above it are not tried.
-// "always" lays out any plan and "never" none.
+// "always" lays out any plan and "never" none. A plan is laid out as its profile's devices run it: a GPU
+// profile's as the CUDA device does (kernels read 16-bit operands directly), the CPU's with widened copies.
 import type { DeviceProfile } from "../cost/profile.js";
 import type { Graph } from "../graph/graph.js";
 import { SlotBudget, SlotBudgetExceeded } from "../lower/device-program.js";
@@ -60,11 +61,6 @@ function replicasLowered(plan: Plan, program: number): number {
 
 export function layOutArenas(plan: Plan, g: Graph, mode: ArenaMode, profile: DeviceProfile, budget = ARENA_BUDGET_SLOTS): LaidOut {
   if (mode === "never") return { plan, skipped: "--arenas never" };
-  // The one device kind built so far (CPU) computes on f32 copies of 16-bit operands; a plan for devices whose
-  // kernels read them directly does not price those copies, and no runtime here lays it out as priced.
-  if (plan.settings.precision !== "fp32" && !profile.widens16BitOperands) {
-    return { plan, skipped: `fsm run's CPU devices widen ${plan.settings.precision} operands to f32, which a plan for ${profile.name} devices does not price (their kernels read them directly)` };
-  }
   // The runtime refuses these (src/runtime/engines.ts): it holds and reduces gradients in fp32.
   if (plan.settings.reduceDtype !== undefined && plan.settings.reduceDtype !== "fp32") {
     return { plan, skipped: `fsm run cannot run this plan yet: it reduces gradients in ${plan.settings.reduceDtype} (train.reduce_dtype), the runtime in fp32` };
@@ -76,7 +72,8 @@ export function layOutArenas(plan: Plan, g: Graph, mode: ArenaMode, profile: Dev
   const ranks = plan.programs.flatMap((p) => p.ranks.slice(0, replicasLowered(plan, p.id))).sort((a, b) => a - b);
   let lowered: ReturnType<typeof lower>;
   try {
-    lowered = lower(plan, g, ranks, mode === "auto" ? new SlotBudget(budget) : undefined);
+    // Laid out as the profile's devices run it: CUDA kernels read 16-bit operands directly, the CPU's widen them.
+    lowered = lower(plan, g, ranks, mode === "auto" ? new SlotBudget(budget) : undefined, { kernels16: !profile.widens16BitOperands });
   } catch (e) {
     if (e instanceof SlotBudgetExceeded) return { plan, skipped: `more than ${e.max / 1000}k slots to lay out; ${over}` };
     // A plan fsm run cannot run yet compiles all the same; it says why.

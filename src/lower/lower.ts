@@ -64,6 +64,23 @@ export interface ClusterProgram {
 
 type Strategy = "none" | "oss" | "sddp" | "fsdp";
 
+/** How the devices that run the program compute. */
+export interface DeviceLoweringOptions {
+  /** Their kernels read and write 16-bit operands directly (CUDA's), computing in f32 inside: mixed-precision
+   *  values stay 16-bit from op to op. Otherwise (the CPU's) every 16-bit operand is widened into an f32
+   *  temporary first and every 16-bit result narrowed from one. */
+  readonly kernels16?: boolean;
+}
+
+/** Ops whose float operands must share one storage type (one cuBLAS product of two of them), with the
+ *  operand positions that take part: an f32 operand among 16-bit ones (a model input) is narrowed first. */
+const SAME_TYPE_OPERANDS: Readonly<Record<string, readonly number[]>> = {
+  matmul: [0, 1],
+  linear: [0, 1],
+  linear_grad_input: [0, 1],
+  linear_grad_weight: [0, 1],
+};
+
 /** The local index of global rank `rank` in a lowered program (an error if this process does not run it). */
 export function localIndex(program: Pick<ClusterProgram, "ranks">, rank: number): number {
   const i = program.ranks.indexOf(rank);
@@ -73,7 +90,7 @@ export function localIndex(program: Pick<ClusterProgram, "ranks">, rank: number)
 
 /** Lowers the step for `ranks` (default: every rank of the plan). Each device's program depends only on the
  *  plan and its rank, so any subset lowers to the same programs the whole world would. */
-export function lower(plan: Plan, g: Graph, ranks: readonly number[] = Array.from({ length: plan.cluster.devices }, (_, r) => r), budget?: SlotBudget): ClusterProgram {
+export function lower(plan: Plan, g: Graph, ranks: readonly number[] = Array.from({ length: plan.cluster.devices }, (_, r) => r), budget?: SlotBudget, options: DeviceLoweringOptions = {}): ClusterProgram {
   if (ranks.length === 0 || ranks.some((r, i) => !Number.isInteger(r) || r < 0 || r >= plan.cluster.devices || (i > 0 && r <= ranks[i - 1]!))) {
     throw new Error(`internal: lower() takes ascending distinct ranks of the plan's ${plan.cluster.devices} devices, got [${ranks.join(", ")}]`);
   }
@@ -94,7 +111,7 @@ export function lower(plan: Plan, g: Graph, ranks: readonly number[] = Array.fro
     program.ranks.forEach((device, replica) => {
       const i = local.get(device);
       if (i === undefined) return;
-      const lowered = new DeviceLowering(plan, g, routes, program, device, replica, budget);
+      const lowered = new DeviceLowering(plan, g, routes, program, device, replica, budget, options);
       for (const piece of order) lowered.piece(piece);
       devices[i] = lowered.b.finish();
       inputs[i] = { replica, slots: lowered.inputSlots };
@@ -152,9 +169,10 @@ class DeviceLowering {
   private readonly direct = new Set<number>();
   private readonly items = new Map<number, UpdateItem[]>();
   private readonly tail: ReturnType<typeof lowerOptimizer>;
-  /** Storage type of float values: f32, or the 16-bit type of mixed precision (kernels still compute in
-   *  f32: 16-bit operands are cast to f32 temporaries, results cast back). */
+  /** Storage type of float values: f32, or the 16-bit type of mixed precision (kernels compute in f32). */
   private readonly half: SlotDType;
+  /** Kernels take 16-bit operands as they are (DeviceLoweringOptions.kernels16); else they are widened and narrowed. */
+  private readonly direct16: boolean;
   /** fsdp under mixed precision: per stage and unit, the 16-bit copy of the rank's shard that is gathered. */
   private readonly computeShards = new Map<string, number>();
   /** fp16: this device's loss-scaling slots (see ClusterProgram.lossScaling). */
@@ -170,6 +188,7 @@ class DeviceLowering {
     private readonly device: number,
     private readonly replica: number,
     budget: SlotBudget | undefined,
+    options: DeviceLoweringOptions,
   ) {
     this.b = new DeviceBuilder(budget);
     const { microBatches: m, microBatchSize: mbs, seq } = plan.settings;
@@ -180,6 +199,7 @@ class DeviceLowering {
     }
     this.strategy = plan.shard.map((s) => (s.ranks.length === 1 ? "none" : (s.strategy as Strategy)));
     this.half = plan.settings.precision === "bf16" ? "bf16" : plan.settings.precision === "fp16" ? "f16" : "f32";
+    this.direct16 = options.kernels16 === true && this.half !== "f32";
     if (plan.settings.precision === "fp16") {
       this.scaling = { inverse: this.b.pin(this.b.slot([])), overflow: this.b.pin(this.b.slot([])) };
       const seeds = g.ops().filter((o) => o.op === "fill" && o.phase === "backward" && o.attrs.value === 1 && g.tensor(o.outputs[0]!).type.shape.length === 0);
@@ -413,8 +433,10 @@ class DeviceLowering {
   private run(k: number, j: number, ops: readonly { id: number; op: string; inputs: readonly TensorId[]; outputs: readonly TensorId[]; attrs: Parameters<typeof concreteAttrs>[0] }[], text: string): void {
     const contributions = this.routes.contributions[k]!;
     for (const o of ops) {
-      // Kernels compute in f32: a 16-bit operand is widened into a temporary first.
-      const ins = o.inputs.map((t) => this.widen(this.read(k, j, t, text), text));
+      // Kernels that compute on f32 operands get a widened temporary of each 16-bit one; 16-bit kernels get
+      // them as they are, except an f32 operand of a product whose other operand is 16-bit, which is narrowed.
+      const read = o.inputs.map((t) => this.read(k, j, t, text));
+      const ins = this.direct16 ? this.sameType(o.op, read, text) : read.map((s) => this.widen(s, text));
       const casts: [number, number][] = [];
       const outs = o.outputs.map((t) => {
         const info = this.g.tensor(t);
@@ -430,7 +452,7 @@ class DeviceLowering {
           this.b.pin(s);
           this.losses.push({ mb: j, slot: s });
         }
-        if (this.b.dtype(s) === "f32" || this.b.dtype(s) === "i32") return s;
+        if (this.direct16 || this.b.dtype(s) === "f32" || this.b.dtype(s) === "i32") return s;
         const wide = this.b.slot(this.shapeOf(t));
         casts.push([wide, s]);
         return wide;
@@ -447,6 +469,19 @@ class DeviceLowering {
       }
       this.direct.delete(o.id);
     }
+  }
+
+  /** The operands of `op` as a 16-bit kernel takes them: those SAME_TYPE_OPERANDS names narrowed to the
+   *  step's 16-bit type when any of them is 16-bit and another is f32. */
+  private sameType(op: string, slots: number[], text: string): number[] {
+    const at = SAME_TYPE_OPERANDS[op];
+    if (!at || !at.some((i) => this.b.dtype(slots[i]!) === this.half) || !at.some((i) => this.b.dtype(slots[i]!) === "f32")) return slots;
+    return slots.map((s, i) => {
+      if (!at.includes(i) || this.b.dtype(s) !== "f32") return s;
+      const narrow = this.b.slot(this.b.shape(s), this.half);
+      this.b.emit(COMPUTE, "fsm_cast", [s], [narrow], {}, text);
+      return narrow;
+    });
   }
 
   /** A 16-bit slot widened into a fresh f32 temporary (other slots as they are). */

@@ -8,6 +8,7 @@ import { createNativeCluster, nativeFailure } from "../native/binding.js";
 import type { Plan } from "../plan/plan.js";
 import { programOfRank } from "../plan/listing.js";
 import { localIndex, lower, type ClusterProgram } from "../lower/lower.js";
+import { getProfile } from "../cost/cluster.js";
 import { faultTarget } from "./fault-target.js";
 import { LossScaler } from "./loss-scaler.js";
 import { CheckpointError, loadCheckpoint, saveCheckpoint } from "../checkpoint/checkpoint.js";
@@ -69,7 +70,16 @@ export interface ClusterEngineOptions {
 /** A plan carrying the arenas compile laid out (memory[p].runtime) must get exactly those here: they are the
  *  memory compile predicted and checked against the device. Another lowering (a plan from another fsm, or an
  *  edited one) is refused rather than run with memory nobody checked. */
-function checkRecordedArenas(plan: Plan, program: ClusterProgram): void {
+function checkRecordedArenas(plan: Plan, program: ClusterProgram, kernels16: boolean): void {
+  // Recorded as the plan's profile runs it (compile/runtime-arenas.ts); a mixed-precision plan for GPUs run on
+  // CPU devices (which widen 16-bit operands) lays out differently, and says so (device-choice.ts).
+  let profileKernels16 = false;
+  try {
+    profileKernels16 = !getProfile(plan.cluster.profile).widens16BitOperands;
+  } catch {
+    // a profile this fsm does not know: its records are checked as the CPU's
+  }
+  if (plan.settings.precision !== "fp32" && profileKernels16 !== kernels16) return;
   program.ranks.forEach((rank, i) => {
     const { program: p, replica } = programOfRank(plan, rank)!;
     const recorded = plan.memory[p.id]!.runtime?.arenaBytes[replica];
@@ -91,8 +101,10 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
     if (e instanceof WorldError) throw new EngineError(e.message);
     throw e;
   }
-  const program = lower(plan, graph, ranks);
-  checkRecordedArenas(plan, program);
+  // CUDA kernels (and their emulation) read 16-bit operands directly; the CPU's compute on widened copies.
+  const kernels16 = device !== "cpu";
+  const program = lower(plan, graph, ranks, undefined, { kernels16 });
+  checkRecordedArenas(plan, program, kernels16);
   if (fault && !(Number.isInteger(fault.device) && fault.device >= 0 && fault.device < plan.cluster.devices)) {
     throw new EngineError(`--inject-fault: the plan has no device ${fault.device} (devices 0..${plan.cluster.devices - 1})`);
   }

@@ -81,11 +81,18 @@ describe("plans that carry no lowered arenas say why", () => {
     expect(always.plan.memory.map((m) => m.runtime)).toEqual(c.plan.memory.map((m) => m.runtime));
   });
 
-  it("a 16-bit plan for GPUs: the CPU runtime widens operands its memory plan does not price", () => {
+  it("a 16-bit plan for GPUs is laid out as the CUDA device runs it (16-bit operands read directly), not as the CPU does", () => {
     const c = compileSample("gpt-tiny", "h100-sxm", { stages: 1, data_parallel: 2, chunks: 1, shard: "fsdp", checkpoint: "never", "train.precision": "bf16" });
-    expect(c.arenasSkipped).toBe("fsm run's CPU devices widen bf16 operands to f32, which a plan for h100-sxm devices does not price (their kernels read them directly)");
-    expect(c.plan.memory.every((m) => m.runtime === undefined)).toBe(true);
-    expect(c.plan.predicted.peakMemoryBytes).toEqual(c.plan.programs.flatMap((p) => p.ranks.map(() => c.plan.memory[p.id]!.arenaBytes)));
+    expect(c.arenasSkipped).toBeUndefined();
+    const g = graphFromJson(c.plan.model.name, c.plan.graph);
+    const gpu = lower(c.plan, g, undefined, undefined, { kernels16: true });
+    const cpu = lower(c.plan, g);
+    c.plan.programs.forEach((p) => p.ranks.forEach((rank, r) => expect(c.plan.memory[p.id]!.runtime!.arenaBytes[r]).toBe(gpu.devices[rank]!.arenaBytes)));
+    // The CPU's widened f32 copies of every 16-bit operand and result cost it more than the GPU's layout.
+    gpu.devices.forEach((d, i) => expect(d.arenaBytes).toBeLessThan(cpu.devices[i]!.arenaBytes));
+    // No 16-bit kernel operand is widened on the GPU: its only casts narrow an f32 model input for a product.
+    const casts = gpu.devices[0]!.instructions.filter((ins) => ins.op === "fsm_cast");
+    for (const ins of casts) expect(gpu.devices[0]!.slots[ins.inputs[0]!]!.dtype).toBe("f32");
   });
 
   it("a plan the runtime refuses (gradients reduced in bf16) is not laid out as if it ran", () => {
