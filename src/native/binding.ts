@@ -42,6 +42,7 @@ interface Addon {
   runKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[], options?: { device?: NativeKernelDevice }): NativeData[];
   kernelNames(kind?: NativeKernelDevice): string[];
   gpuKind(kind: "simt" | "cuda"): NativeGpuKind | null;
+  gpuMemory(kind: "simt" | "cuda", ordinal: number): { freeBytes: number; totalBytes: number };
   timeKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[], repeats: number): number;
 }
 
@@ -189,6 +190,11 @@ export function nativeKernelNames(kind: NativeKernelDevice = "cpu"): string[] {
   return addon().kernelNames(kind);
 }
 
+/** A GPU's free and total memory as the driver reports it now (every process's use counted). */
+export function nativeGpuMemory(kind: "simt" | "cuda", ordinal = 0): { freeBytes: number; totalBytes: number } {
+  return addon().gpuMemory(kind, ordinal);
+}
+
 /** What a CUDA device kind finds here (null: the addon has no cuda build). */
 export function nativeGpuKind(kind: "simt" | "cuda"): NativeGpuKind | null {
   return addon().gpuKind(kind);
@@ -286,9 +292,9 @@ export interface NativeClusterDevice {
  *  front. Both start zero-filled and compute the same bits. */
 export type NativeDeviceKind =
   | { readonly kind: "cpu"; readonly arena?: "heap" | "mmap" }
-  /** A GPU per local device (ordinal: default local index mod the GPUs seen; allowTf32: f32 products on TF32
+  /** A GPU per local device (local device i on GPU (firstOrdinal + i) mod the GPUs seen; allowTf32: f32 products on TF32
    *  tensor cores), or the same device code on the SIMT emulator ("simt", tests). */
-  | { readonly kind: "cuda"; readonly ordinal?: number; readonly allowTf32?: boolean }
+  | { readonly kind: "cuda"; readonly firstOrdinal?: number; readonly allowTf32?: boolean }
   | { readonly kind: "simt" };
 
 /** The communicator between ranks (default inprocess: the ranks are this process's devices). "delay" is the
@@ -300,7 +306,10 @@ export type NativeCommunicatorKind =
   /** Between the processes mpirun started (an addon built with MPI): ranks in contiguous blocks, process p the
    *  ranks [p·L, (p+1)·L); in-process mailboxes between this process's ranks, MPI between processes; the same
    *  ordered sums, so the same bits, as inprocess. */
-  | { readonly kind: "mpi" };
+  | { readonly kind: "mpi" }
+  /** Between GPUs (cuda devices, one per GPU; the GPU build): collectives through NCCL on each device's
+   *  communication stream, sends and receives through the in-process or MPI communicator staged via host memory. */
+  | { readonly kind: "nccl" };
 
 export interface NativeClusterDescription {
   /** This process's devices, at least one: device d is global rank ranks[d]. */

@@ -19,6 +19,7 @@ import { EngineError, type InjectedFault, type RunFailure, type StepEngine } fro
 import { deviceEvents, traceMetadata, type TraceEvent } from "./trace.js";
 import { processesHere, WorldError, type ProcessWorld } from "./world.js";
 import type { DeviceKind } from "./device-choice.js";
+import { placeDevices, PlacementError, type Placement } from "./gpu-placement.js";
 
 /** A native failure (structured: kind, device, instruction, op, peers, busy) as an error naming the device and
  *  its plan action; the same fields travel on as data (RunFailure). */
@@ -122,6 +123,13 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
   }
   // Each device has the plan's device memory (an injected oom sets one device's below its arena).
   const memoryLimitBytes = program.devices.map((d, i) => (fault?.kind === "oom" && fault.device === program.ranks[i] ? Math.floor(d.arenaBytes / 2) : plan.cluster.memoryBytes));
+  let placement: Placement;
+  try {
+    placement = placeDevices(device, ranks.length, world.size);
+  } catch (e) {
+    if (e instanceof PlacementError) throw new EngineError(e.message);
+    throw e;
+  }
   let cluster: ReturnType<typeof createNativeCluster>;
   try {
     // The cores shared out among the devices' compute threads (of every process on this machine): one device
@@ -131,8 +139,7 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
       devices: program.devices,
       worldSize: plan.cluster.devices,
       ranks,
-      ...(world.size > 1 && { communicator: { kind: "mpi" } as const }),
-      ...(device !== "cpu" && { device: { kind: device } }),
+      ...placement,
       timeoutSeconds,
       memoryLimitBytes,
       blasThreads,

@@ -58,6 +58,9 @@ class Communicator {
   /** Whether its calls take device memory (NCCL's do: GPU buffers, enqueued on the device's stream); the host
    *  communicators take host memory, so GPU devices reach them through comm/staged.h. */
   virtual bool takesDeviceMemory() const { return false; }
+  /** Every group is registered: a kind that builds its groups together (NCCL: their unique ids exchanged
+   *  between processes at once) does it here, once, before any step. Throws CommError. */
+  virtual void ready() {}
   virtual int worldSize() const = 0;
 
   /** A handle for the group `ranks` (strictly ascending global ranks), made once before any step: the executor

@@ -1,5 +1,6 @@
 // createCommunicator (create.h): "inprocess", "delay" (comm/testing: the in-process communicator behind
-// seeded random sleeps) and "mpi" (comm/mpi: between processes; only when built with MPI).
+// seeded random sleeps), "mpi" (comm/mpi: between processes; only when built with MPI) and "nccl"
+// (comm/nccl: between GPUs; only in the GPU build).
 #include "comm/create.h"
 
 #include <chrono>
@@ -11,6 +12,9 @@
 #include "core/failure.h"
 #ifdef FSM_HAVE_MPI
 #include "comm/mpi/mpi_communicator.h"
+#endif
+#ifdef FSM_HAVE_CUDA
+#include "comm/nccl/make.h"
 #endif
 
 namespace fsm {
@@ -36,7 +40,8 @@ std::unique_ptr<Communicator> inProcess(int worldSize, const std::vector<int>& l
 
 }  // namespace
 
-std::unique_ptr<Communicator> createCommunicator(const Plugin& p, int worldSize, const std::vector<int>& localRanks, double timeoutSeconds) {
+std::unique_ptr<Communicator> createCommunicator(const Plugin& p, int worldSize, const std::vector<int>& localRanks, double timeoutSeconds,
+                                                 const std::map<int, Device*>& devices) {
   if (p.kind == "inprocess") {
     p.allowOnly({});
     return inProcess(worldSize, localRanks, timeoutSeconds);
@@ -61,7 +66,20 @@ std::unique_ptr<Communicator> createCommunicator(const Plugin& p, int worldSize,
     refuse(JsClass::Error, {}, p.field + ".kind \"mpi\": this fsm was built without MPI (apt-get install -y libopenmpi-dev openmpi-bin, then npm run build:native)");
 #endif
   }
-  refuse(JsClass::TypeError, {}, p.field + ".kind must be \"inprocess\", \"delay\" or \"mpi\", got \"" + p.kind + "\"");
+  if (p.kind == "nccl") {
+    p.allowOnly({});
+#ifdef FSM_HAVE_CUDA
+    try {
+      return nccl::makeNcclCommunicator(worldSize, localRanks, timeoutSeconds, devices);
+    } catch (const CommError& e) {
+      refuse(JsClass::Error, {}, p.field + ": " + e.what());
+    }
+#else
+    (void)devices;
+    refuse(JsClass::Error, {}, p.field + ".kind \"nccl\": this fsm was built without CUDA (install the CUDA toolkit, then npm run build:native)");
+#endif
+  }
+  refuse(JsClass::TypeError, {}, p.field + ".kind must be \"inprocess\", \"delay\", \"mpi\" or \"nccl\", got \"" + p.kind + "\"");
 }
 
 }  // namespace fsm

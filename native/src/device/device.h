@@ -65,6 +65,15 @@ class Device {
   virtual void prepare(const std::vector<const KernelCall*>& calls) { (void)calls; }
   /** Bytes the device holds besides its arenas (prepare's reservations). */
   virtual size_t reservedBytes() const { return 0; }
+  /** How long a run may go without progress before the device gives up on it (a GPU waiting on a peer that
+   *  never comes); the executor passes its communicator timeout. */
+  virtual void setTimeout(double seconds) { (void)seconds; }
+
+  // --- for communicators that enqueue on the device's streams (NCCL) ---
+  /** The kind's own handle of `stream` (a cudaStream_t), or null when its streams are host threads. */
+  virtual void* nativeStream(int stream) { (void)stream; return nullptr; }
+  /** Makes this device the calling thread's current one (cudaSetDevice). */
+  virtual void bindThread() {}
 
   // --- streams and events: stream 0 computes, stream 1 communicates; each is driven by its own host thread ---
   /** A run begins: every stream's completion count restarts at 0 and a previous abort is cleared. Also the

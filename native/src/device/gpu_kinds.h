@@ -33,9 +33,12 @@ struct GpuKindInfo {
 
 #define FSM_DECLARE_GPU_KIND(ns)                                                                                       \
   namespace ns {                                                                                                       \
-  /** A device of this kind for local device `local`; options: ordinal (default: local mod the GPUs seen), allowTf32. */ \
+  /** Local device `local` of this kind; options: firstOrdinal (local device i on GPU (first + i) mod the GPUs   \
+   *  seen; default 0), allowTf32. */                                                                                 \
   std::unique_ptr<Device> makeDevice(const Plugin& plugin, size_t local, std::optional<size_t> limitBytes);              \
   GpuKindInfo kindInfo();                                                                                              \
+  /** GPU `ordinal`'s free and total memory now (cudaMemGetInfo: what the driver reports, every process's use). */    \
+  void memoryInfo(int ordinal, size_t& freeBytes, size_t& totalBytes);                                                  \
   /** Every op this build has a kernel for, sorted. */                                                                 \
   std::vector<std::string> kernelOps();                                                                               \
   }

@@ -130,6 +130,12 @@ Executor::Executor(Program program, std::vector<std::unique_ptr<Device>> devices
     for (Instruction& ins : L->program.instructions) {
       if (!ins.group.empty()) ins.groupHandle = handles.at(ins.group);
     }
+    L->device->setTimeout(timeoutSeconds_);
+  }
+  try {
+    comm_->ready();
+  } catch (const CommError& e) {
+    refuse(JsClass::Error, {}, std::string("the communicator could not set up its groups: ") + e.what());
   }
   direct_ = locals_.size() == 1 && locals_[0]->program.streams[kCommStream].empty();
   // Another process failed: stop every local stream with its cause (an echo: a root cause found here wins),

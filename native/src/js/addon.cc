@@ -19,6 +19,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   env.SetInstanceData(new AddonState());  // deleted by Node when the environment goes away
   exports.Set("buildInfo", Napi::Function::New(env, buildInfo, "buildInfo"));
   exports.Set("gpuKind", Napi::Function::New(env, gpuKind, "gpuKind"));
+  exports.Set("gpuMemory", Napi::Function::New(env, gpuMemory, "gpuMemory"));
   exports.Set("sgemm", Napi::Function::New(env, sgemmSync, "sgemm"));
   exports.Set("sgemmAsync", Napi::Function::New(env, sgemmAsync, "sgemmAsync"));
   exports.Set("setLogger", Napi::Function::New(env, setLogger, "setLogger"));

@@ -92,4 +92,21 @@ Napi::Value gpuKind(const Napi::CallbackInfo& info) {
   });
 }
 
+Napi::Value gpuMemory(const Napi::CallbackInfo& info) {
+  return atBoundary(info.Env(), [&]() -> Napi::Value {
+    const std::string kind = info.Length() > 0 && info[0].IsString() ? info[0].As<Napi::String>().Utf8Value() : "";
+    const int ordinal = info.Length() > 1 && info[1].IsNumber() ? info[1].As<Napi::Number>().Int32Value() : 0;
+    size_t freeBytes = 0, totalBytes = 0;
+    if (kind == "simt") simt::memoryInfo(ordinal, freeBytes, totalBytes);
+#ifdef FSM_HAVE_CUDA
+    else if (kind == "cuda") cuda::memoryInfo(ordinal, freeBytes, totalBytes);
+#endif
+    else refuse(JsClass::TypeError, {}, "gpuMemory(kind, ordinal): kind must be \"simt\" or \"cuda\" (a cuda build)");
+    Napi::Object out = Napi::Object::New(info.Env());
+    out.Set("freeBytes", static_cast<double>(freeBytes));
+    out.Set("totalBytes", static_cast<double>(totalBytes));
+    return out;
+  });
+}
+
 }  // namespace fsm

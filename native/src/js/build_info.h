@@ -12,4 +12,7 @@ Napi::Value buildInfo(const Napi::CallbackInfo& info);
 // major, minor}] } for "simt" or "cuda" (null when this addon has no cuda build).
 Napi::Value gpuKind(const Napi::CallbackInfo& info);
 
+// gpuMemory(kind, ordinal) -> { freeBytes, totalBytes } of a GPU as the driver reports it now.
+Napi::Value gpuMemory(const Napi::CallbackInfo& info);
+
 }  // namespace fsm

@@ -39,11 +39,11 @@ NativeCluster::NativeCluster(const Napi::CallbackInfo& info) : Napi::ObjectWrap<
       devices.push_back(createDevice(program.device, devices.size(), d.memoryLimitBytes, program.blasThreads));
       ranks.push_back(d.rank);
     }
-    std::unique_ptr<Communicator> comm = createCommunicator(program.communicator, program.worldSize, ranks, program.timeoutSeconds);
+    std::map<int, Device*> byRank;
+    for (size_t i = 0; i < devices.size(); i++) byRank[ranks[i]] = devices[i].get();
+    std::unique_ptr<Communicator> comm = createCommunicator(program.communicator, program.worldSize, ranks, program.timeoutSeconds, byRank);
     // GPU buffers reach a host communicator through host copies.
     if (!devices.empty() && !devices.front()->hostAddressable() && !comm->takesDeviceMemory()) {
-      std::map<int, Device*> byRank;
-      for (size_t i = 0; i < devices.size(); i++) byRank[ranks[i]] = devices[i].get();
       comm = std::make_unique<StagedCommunicator>(std::move(comm), std::move(byRank));
     }
     executor_ = std::make_unique<Executor>(std::move(program), std::move(devices), std::move(comm));

@@ -3,10 +3,13 @@
 // DeviceFault.
 #include "device/cuda/cuda_device.h"
 
+#include <chrono>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "core/failure.h"
+#include "core/program.h"
 
 namespace fsm {
 namespace FSM_CUDA_NS {
@@ -220,13 +223,43 @@ void CudaDevice::beginRun() {
   fault_.reset();
 }
 
+void CudaDevice::drain(int s) {
+  size_t done = 0;  // events of this run known complete
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeoutSeconds_));
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(streams_[s]);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) {
+      if (!fault_) fault_ = DeviceFault{-1, std::string("CUDA error while the step ran: ") + cudaGetErrorString(e)};
+      return;
+    }
+    // Progress (another of the stream's events completed) restarts the clock: only a stall times out.
+    size_t recorded;
+    {
+      std::lock_guard<std::mutex> lk(mutex_);
+      recorded = std::min(recorded_[s], events_[s].size());
+    }
+    while (done < recorded && cudaEventQuery(events_[s][done]) == cudaSuccess) {
+      done++;
+      deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeoutSeconds_));
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      if (!fault_) {
+        std::ostringstream m;
+        m << "the GPU made no progress on its " << (s == kComputeStream ? "compute" : "communication") << " stream for " << timeoutSeconds_
+          << " s (after " << done << " of its " << recorded << " instructions): a collective whose peers never came?";
+        fault_ = DeviceFault{static_cast<int64_t>(-1), m.str()};
+      }
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
 void CudaDevice::endRun() {
   use();
   // Everything enqueued must finish before the step counts as done (and before its arena is read).
-  for (cudaStream_t s : streams_) {
-    const cudaError_t e = cudaStreamSynchronize(s);
-    if (e != cudaSuccess && !fault_) fault_ = DeviceFault{-1, std::string("CUDA error while the step ran: ") + cudaGetErrorString(e)};
-  }
+  for (int s = 0; s < kStreams; s++) drain(s);
   if (error_ == nullptr || fault_) return;
   DeviceError e{};
   if (cudaMemcpy(&e, error_, sizeof e, cudaMemcpyDeviceToHost) != cudaSuccess) {

@@ -44,6 +44,9 @@ class CudaDevice final : public Device {
   void launch(int stream, KernelCall& call) override;
   void prepare(const std::vector<const KernelCall*>& calls) override;
   size_t reservedBytes() const override { return reservedBytes_; }
+  void setTimeout(double seconds) override { timeoutSeconds_ = seconds; }
+  void* nativeStream(int stream) override { return reinterpret_cast<void*>(streams_[stream]); }
+  void bindThread() override { use(); }
   void beginRun() override;
   void endRun() override;
   std::optional<DeviceFault> takeFault() override;
@@ -54,6 +57,9 @@ class CudaDevice final : public Device {
  private:
   /** Makes this device current on the calling host thread (CUDA's current device is per thread). */
   void use() const;
+  /** Waits for stream s to finish; a stall of timeoutSeconds_ with none of its events completing is a fault
+   *  (a collective whose peers never came keeps a GPU waiting; the executor's abort then frees it). */
+  void drain(int s);
   /** Memory outside the arena (workspaces, the error record), counted in reservedBytes. */
   void* reserve(size_t bytes, const char* what);
 
@@ -69,6 +75,7 @@ class CudaDevice final : public Device {
   std::unique_ptr<Blas> blas_[2];
   DeviceError* error_ = nullptr;  // device memory
   std::optional<DeviceFault> fault_;
+  double timeoutSeconds_ = 60;
 
   // Per-run event state: instructions each stream has enqueued (its records), and whether the run was aborted.
   std::mutex mutex_;

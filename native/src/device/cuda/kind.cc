@@ -10,19 +10,20 @@ namespace fsm {
 namespace FSM_CUDA_NS {
 
 std::unique_ptr<Device> makeDevice(const Plugin& p, size_t local, std::optional<size_t> limitBytes) {
-  p.allowOnly({"ordinal", "allowTf32"});
+  p.allowOnly({"firstOrdinal", "allowTf32"});
   CudaOptions o;
-  if (p.options.has("ordinal")) {
-    auto it = p.options.numbers.find("ordinal");
+  size_t first = 0;
+  if (p.options.has("firstOrdinal")) {
+    auto it = p.options.numbers.find("firstOrdinal");
     if (it == p.options.numbers.end() || !std::isfinite(it->second) || it->second < 0 || std::floor(it->second) != it->second) {
-      refuse(JsClass::TypeError, {}, p.field + ".ordinal must be a non-negative integer");
+      refuse(JsClass::TypeError, {}, p.field + ".firstOrdinal must be a non-negative integer");
     }
-    o.ordinal = static_cast<int>(it->second);
-  } else {
-    const CudaPresence presence = cudaPresence();
-    if (presence.count == 0) refuse(JsClass::Error, {}, presence.why);
-    o.ordinal = static_cast<int>(local % static_cast<size_t>(presence.count));
+    first = static_cast<size_t>(it->second);
   }
+  // Local device i on GPU (first + i) mod the GPUs seen: several devices share a GPU when there are fewer.
+  const CudaPresence presence = cudaPresence();
+  if (presence.count == 0) refuse(JsClass::Error, {}, presence.why);
+  o.ordinal = static_cast<int>((first + local) % static_cast<size_t>(presence.count));
   if (p.options.has("allowTf32")) {
     auto it = p.options.bools.find("allowTf32");
     if (it == p.options.bools.end()) refuse(JsClass::TypeError, {}, p.field + ".allowTf32 must be a boolean");
@@ -47,6 +48,13 @@ GpuKindInfo kindInfo() {
 }
 
 std::vector<std::string> kernelOps() { return kernelNames(); }
+
+void memoryInfo(int ordinal, size_t& freeBytes, size_t& totalBytes) {
+  const CudaPresence presence = cudaPresence();
+  if (ordinal < 0 || ordinal >= presence.count) refuse(JsClass::RangeError, {}, presence.count == 0 ? presence.why : "CUDA device " + std::to_string(ordinal) + " does not exist");
+  cudaSetDevice(ordinal);
+  if (cudaMemGetInfo(&freeBytes, &totalBytes) != cudaSuccess) refuse(JsClass::Error, {}, "CUDA: cannot read the device's memory");
+}
 
 }  // namespace FSM_CUDA_NS
 }  // namespace fsm

@@ -106,6 +106,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 
+cudaError_t cudaStreamQuery(cudaStream_t) { return cudaSuccess; }
+
+cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
+
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned) {
   *event = new (std::nothrow) EventRecord();
   return *event ? cudaSuccess : cudaErrorMemoryAllocation;

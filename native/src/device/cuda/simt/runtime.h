@@ -16,6 +16,7 @@ constexpr cudaError_t cudaErrorInvalidValue = 1;
 constexpr cudaError_t cudaErrorMemoryAllocation = 2;
 constexpr cudaError_t cudaErrorNoDevice = 100;
 constexpr cudaError_t cudaErrorInvalidDevice = 101;
+constexpr cudaError_t cudaErrorNotReady = 600;
 
 struct StreamRecord;
 struct EventRecord;
@@ -55,6 +56,8 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaStreamQuery(cudaStream_t stream);
+cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);

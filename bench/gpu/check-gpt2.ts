@@ -1,0 +1,78 @@
+// GPT-2 124M in bf16 on one GPU (bench/gpu/check.sh, part 3): the plan compiled for one h200 at batch 8 × 1024
+// (synthetic data, no pipeline, no sharding, no recompute), trained for some steps on the cuda device:
+// median step time, tokens/s and MFU (the plan's model FLOPs per step over the profile's bf16 peak), and the
+// device memory the driver sees the run take (free memory before the run minus free memory after its first
+// step) against the plan's prediction. Prints one JSON object. PyTorch's numbers on the same model, batch and
+// machine come from bench/gpu/pytorch_gpt2.py in the same check.
+import { resolve } from "node:path";
+import { checkFile } from "../../src/check/check.js";
+import { compileModel } from "../../src/compile/compile.js";
+import { getProfile } from "../../src/cost/cluster.js";
+import { nativeGpuMemory } from "../../src/native/binding.js";
+import type { DeviceKind } from "../../src/runtime/device-choice.js";
+import { runPlan } from "../../src/runtime/run-loop.js";
+
+const root = resolve(import.meta.dirname, "../../..");
+const device = (process.argv[2] ?? "cuda") as DeviceKind;
+const steps = Number(process.argv[3] ?? 12);
+const batch = Number(process.argv[4] ?? 8);
+const seq = Number(process.argv[5] ?? 1024);
+const profile = "h200";
+
+const overrides = [
+  `train.batch=${batch}`,
+  `train.seq=${seq}`,
+  "train.data=synthetic()",
+  `train.steps=${steps}`,
+  "train.precision=bf16",
+  "parallel.devices=1",
+  "parallel.stages=1",
+  "parallel.chunks=1",
+  "parallel.shard=none",
+  "parallel.checkpoint=never",
+];
+const model = checkFile(resolve(root, "samples/gpt2-124m.fsm"), { overrides }).model;
+if (!model) throw new Error("gpt2-124m does not check with the GPU check's settings");
+const t0 = performance.now();
+const plan = compileModel(model, { cluster: profile, devices: 1, source: "gpt2-124m", fsmVersion: "gpu-check" }).plan;
+const compileSeconds = (performance.now() - t0) / 1e3;
+
+const gpu = device === "cpu" ? undefined : device;
+const before = gpu ? nativeGpuMemory(gpu, 0) : undefined;
+let afterFirst: { freeBytes: number } | undefined;
+const losses: number[] = [];
+const times: number[] = [];
+await runPlan(plan, {
+  steps,
+  engine: "native",
+  device,
+  onStep: (r) => {
+    losses.push(r.loss);
+    times.push(r.seconds);
+    if (gpu && afterFirst === undefined) afterFirst = nativeGpuMemory(gpu, 0);
+  },
+});
+const warm = times.slice(2).sort((a, b) => a - b);
+const stepSeconds = warm[Math.floor(warm.length / 2)] ?? times[times.length - 1]!;
+const peak = getProfile(profile).peakFlops.bf16;
+const measuredBytes = before && afterFirst ? before.freeBytes - afterFirst.freeBytes : null;
+const predictedBytes = plan.predicted.peakMemoryBytes[0]!;
+process.stdout.write(
+  JSON.stringify({
+    check: "gpt2",
+    device,
+    batch,
+    seq,
+    steps,
+    compileSeconds,
+    losses,
+    stepSeconds,
+    stepSecondsAll: times,
+    tokensPerSecond: (batch * seq) / stepSeconds,
+    flopsPerStep: plan.predicted.flopsPerStep,
+    mfu: plan.predicted.flopsPerStep / stepSeconds / peak,
+    predictedStepSeconds: plan.predicted.stepTimeSeconds,
+    predictedMfu: plan.predicted.mfu,
+    memory: { measuredBytes, predictedBytes, ratio: measuredBytes === null ? null : measuredBytes / predictedBytes, totalBytes: before?.totalBytes ?? null },
+  }) + "\n",
+);

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The GPU checks of issue 16, as one bounded script for a fresh GPU machine (the device tool's H200; prepare
+# .gpu/ here first with bench/gpu/prepare.sh and carry it). Each part has its own time limit and the next
+# runs whatever the last did; every result is JSON under $OUT:
+#   devices.txt   what `fsm devices` finds
+#   kernels.json  every CUDA kernel against a reference on real models, f32 (TF32 off) and bf16 operands
+#   parity.json   gpt-tiny and mlp plans (1 device, 2 pipelined, FSDP over 2) 10 steps on cuda vs the CPU
+#   gpt2.json     gpt2-124m bf16 on one GPU, batch 8 × 1024: step time, tokens/s, MFU, device memory vs plan
+#   pytorch.json  PyTorch's step on the same model, batch and machine: eager and torch.compile
+#   check.log     progress, stderr of every part, nvidia-smi
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$PWD/bench/gpu/out}
+mkdir -p "$OUT"
+LOG="$OUT/check.log"
+log() { echo "[$(date +%T)] $*" >>"$LOG"; echo "$*"; }
+part() {  # part NAME SECONDS COMMAND...: stdout to $OUT/NAME, stderr to the log, a time limit
+  local name=$1 limit=$2; shift 2
+  log "== $name (limit ${limit}s)"
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" >"$OUT/$name" 2>>"$LOG"
+  log "== $name: exit $? after $((SECONDS - t0))s"
+}
+
+# Node.js and the compiled TypeScript, carried.
+if ! command -v node >/dev/null; then
+  mkdir -p /tmp/node-bin && xz -dc .gpu/node.xz >/tmp/node-bin/node && chmod +x /tmp/node-bin/node
+  export PATH=/tmp/node-bin:$PATH
+fi
+[ -e node_modules ] || ln -s .gpu/node_modules node_modules
+[ -e dist ] || cp -r .gpu/dist dist
+log "node $(node --version)"
+
+# cuBLAS (and NCCL) from PyTorch's wheels: fsm loads them at run time.
+NV=$(python3 -c "import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))" 2>/dev/null)/nvidia
+export LD_LIBRARY_PATH=$(find "$NV" -maxdepth 3 -type d -name lib 2>/dev/null | tr '\n' ':')${LD_LIBRARY_PATH:-}
+
+# The addon: the one built here for sm_90 if it loads and sees the GPU; else build it on this machine.
+export FSM_NATIVE_PATH=$PWD/.gpu/addon/fsm_native.node
+if ! node -e 'const b = require(process.env.FSM_NATIVE_PATH); const k = b.gpuKind("cuda"); if (!k || k.devices < 1) process.exit(1)' 2>>"$LOG"; then
+  log "the carried addon does not load or sees no GPU: building here"
+  cmake -S native -B /tmp/fsm-build -G Ninja -DCMAKE_JS_VERSION=8.0.0 "-DCMAKE_JS_INC=$PWD/node_modules/node-api-headers/include;$PWD/node_modules/node-addon-api" \
+    -DCMAKE_CUDA_ARCHITECTURES=90 -DFSM_BLAS=fallback -DFSM_MPI=OFF -DCMAKE_BUILD_TYPE=Release >>"$LOG" 2>&1 && cmake --build /tmp/fsm-build -j16 >>"$LOG" 2>&1
+  export FSM_NATIVE_PATH=/tmp/fsm-build/fsm_native.node
+fi
+part devices.txt 30 node bin/fsm.js devices
+part kernels.json 150 node dist/bench/gpu/check-kernels.js cuda
+part parity.json 120 node dist/bench/gpu/check-parity.js cuda 10
+part gpt2.json 120 node dist/bench/gpu/check-gpt2.js cuda 12 8 1024
+FLOPS=$(node -e 'try { console.log(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).flopsPerStep) } catch { console.log(0) }' "$OUT/gpt2.json")
+PEAK=$(node -e 'import("./dist/src/cost/cluster.js").then((m) => console.log(m.getProfile("h200").peakFlops.bf16))')
+part pytorch.json 240 python3 bench/gpu/pytorch_gpt2.py "{\"batch\": 8, \"seq\": 1024, \"steps\": 12, \"flopsPerStep\": ${FLOPS:-0}, \"peakFlops\": ${PEAK:-0}, \"modes\": [\"eager\", \"compile\"]}"
+nvidia-smi >>"$LOG" 2>&1
+log "done in ${SECONDS}s"
