@@ -4,7 +4,8 @@
 namespace fsm {
 
 void Device::run(int stream, KernelCall& call) {
-  for (size_t k = 0; k < call.outputs.size(); k++) {
+  const bool fills = fillsOutputs(call.kernel);
+  for (size_t k = 0; k < call.outputs.size() && !fills; k++) {
     if (call.zero[k]) zero(stream, call.outputs[k].data, call.outputs[k].bytes());
   }
   launch(stream, call);

@@ -57,8 +57,11 @@ class Device {
   /** Runs (or enqueues) a resolved call (call.kernel) on `stream`; a kernel's own check failing throws
    *  std::exception. Outputs are not zeroed here (run() does that). */
   virtual void launch(int stream, KernelCall& call) = 0;
-  /** The kernel contract in one place: zeroes the outputs `call.zero` flags (outputsToZero), then launches. */
+  /** The kernel contract in one place: zeroes the outputs `call.zero` flags (outputsToZero) unless the kernel
+   *  writes them all anyway (fillsOutputs), then launches. */
   void run(int stream, KernelCall& call);
+  /** Whether `kernel` writes every element of every output, so zeroing them first is wasted work. */
+  virtual bool fillsOutputs(KernelId kernel) const { (void)kernel; return false; }
   /** Told every kernel call of the program once they are bound (operands over the arena), before any run: a
    *  kind reserves what its kernels need besides the arena (a GPU's scratch and cuBLAS workspaces), so nothing
    *  is allocated during a step. Throws FailureError (oom) when that does not fit. */

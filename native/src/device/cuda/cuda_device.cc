@@ -194,6 +194,18 @@ void CudaDevice::launch(int stream, KernelCall& call) {
   ctx.error = error_;
   ctx.instruction = static_cast<int>(call.instruction);  // -1 for runKernel's calls
   if (k.blas == UsesBlas::Yes && !ctx.blas) throw std::logic_error("internal: a cuBLAS kernel launched before prepare()");
+#ifdef FSM_SIMT
+  // A kernel that says it fills its outputs gets them full of NaN bits (-1 for integers) here, not zeros or
+  // stale bytes, so an element it leaves unwritten shows in every comparison. Outputs sharing bytes with an
+  // input are left alone (in place).
+  if (k.fills == FillsOutputs::Yes) {
+    for (const Tensor& o : call.outputs) {
+      bool shared = false;
+      for (const Tensor& i : call.inputs) shared = shared || overlaps(o.data, o.bytes(), i.data, i.bytes());
+      if (!shared) check(cudaMemsetAsync(o.data, 0xff, o.bytes(), streams_[stream]), "memset");
+    }
+  }
+#endif
   k.launch(ctx, call.inputs, call.outputs, call.attrs);
 }
 

@@ -41,6 +41,7 @@ class CudaDevice final : public Device {
   void copyIn(int stream, void* device, const void* host, size_t bytes) override;
   void copyOut(int stream, void* host, const void* device, size_t bytes) override;
   KernelId resolve(const std::string& op) const override;
+  bool fillsOutputs(KernelId kernel) const override { return kernelEntry(kernel).fills == FillsOutputs::Yes; }
   void launch(int stream, KernelCall& call) override;
   void prepare(const std::vector<const KernelCall*>& calls) override;
   size_t reservedBytes() const override { return reservedBytes_; }

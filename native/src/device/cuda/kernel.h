@@ -53,11 +53,15 @@ using WorkspaceFn = size_t (*)(const std::vector<Tensor>& in, const std::vector<
 
 /** Whether a kernel calls cuBLAS (the device then binds a handle to the stream it runs on). */
 enum class UsesBlas : bool { No = false, Yes = true };
+/** Whether a kernel writes every element of every output: then the device skips zeroing them first (a memset
+ *  launch and a pass over the bytes each) — the contract's zeros matter only to kernels that leave some. */
+enum class FillsOutputs : bool { No = false, Yes = true };
 
 struct KernelEntry {
   LaunchFn launch = nullptr;
   WorkspaceFn workspace = nullptr;
   UsesBlas blas = UsesBlas::No;
+  FillsOutputs fills = FillsOutputs::No;
 };
 
 /** The kernel for `op` in this build's table, or -1. */
@@ -67,7 +71,8 @@ const KernelEntry& kernelEntry(KernelId id);
 std::vector<std::string> kernelNames();
 
 struct KernelRegistration {
-  KernelRegistration(const char* op, LaunchFn launch, WorkspaceFn workspace = nullptr, UsesBlas blas = UsesBlas::No);
+  KernelRegistration(const char* op, LaunchFn launch, WorkspaceFn workspace = nullptr, UsesBlas blas = UsesBlas::No,
+                     FillsOutputs fills = FillsOutputs::No);
 };
 
 // --- float operands of any storage ----------------------------------------------------------------------
@@ -121,7 +126,7 @@ unsigned gridDimension(int64_t n, const char* what, int64_t limit = 65535);
 
 #define FSM_CUDA_CONCAT2(a, b) a##b
 #define FSM_CUDA_CONCAT(a, b) FSM_CUDA_CONCAT2(a, b)
-/** REGISTER_CUDA_KERNEL("relu", launchRelu[, workspaceBytes[, UsesBlas::Yes]]); at namespace FSM_CUDA_NS scope in
- *  the kernel's own file. */
+/** REGISTER_CUDA_KERNEL("relu", launchRelu[, workspaceBytes[, UsesBlas::Yes[, FillsOutputs::Yes]]]); at
+ *  namespace FSM_CUDA_NS scope in the kernel's own file. */
 #define REGISTER_CUDA_KERNEL(op, ...) \
   static ::fsm::FSM_CUDA_NS::KernelRegistration FSM_CUDA_CONCAT(fsm_cuda_kernel_, __LINE__)(op, __VA_ARGS__)

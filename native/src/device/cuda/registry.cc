@@ -20,10 +20,10 @@ Table& table() {
 
 }  // namespace
 
-KernelRegistration::KernelRegistration(const char* op, LaunchFn launch, WorkspaceFn workspace, UsesBlas blas) {
+KernelRegistration::KernelRegistration(const char* op, LaunchFn launch, WorkspaceFn workspace, UsesBlas blas, FillsOutputs fills) {
   Table& t = table();
   if (!t.ids.emplace(op, static_cast<KernelId>(t.kernels.size())).second) throw std::logic_error(std::string("CUDA kernel registered twice: ") + op);
-  t.kernels.push_back({launch, workspace, blas});
+  t.kernels.push_back({launch, workspace, blas, fills});
 }
 
 KernelId findKernel(const std::string& op) {

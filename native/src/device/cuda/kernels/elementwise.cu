@@ -90,13 +90,13 @@ void divGradB(const KernelContext& ctx, const std::vector<Tensor>& in, std::vect
 
 }  // namespace
 
-REGISTER_CUDA_KERNEL("add", binary<BinaryOp::Add>);
-REGISTER_CUDA_KERNEL("sub", binary<BinaryOp::Sub>);
-REGISTER_CUDA_KERNEL("mul", binary<BinaryOp::Mul>);
-REGISTER_CUDA_KERNEL("div", binary<BinaryOp::Div>);
-REGISTER_CUDA_KERNEL("scale", scale);
-REGISTER_CUDA_KERNEL("fill", fill);
-REGISTER_CUDA_KERNEL("div_grad_b", divGradB);
+REGISTER_CUDA_KERNEL("add", binary<BinaryOp::Add>, nullptr, UsesBlas::No, FillsOutputs::Yes);
+REGISTER_CUDA_KERNEL("sub", binary<BinaryOp::Sub>, nullptr, UsesBlas::No, FillsOutputs::Yes);
+REGISTER_CUDA_KERNEL("mul", binary<BinaryOp::Mul>, nullptr, UsesBlas::No, FillsOutputs::Yes);
+REGISTER_CUDA_KERNEL("div", binary<BinaryOp::Div>, nullptr, UsesBlas::No, FillsOutputs::Yes);
+REGISTER_CUDA_KERNEL("scale", scale, nullptr, UsesBlas::No, FillsOutputs::Yes);
+REGISTER_CUDA_KERNEL("fill", fill, nullptr, UsesBlas::No, FillsOutputs::Yes);
+REGISTER_CUDA_KERNEL("div_grad_b", divGradB, nullptr, UsesBlas::No, FillsOutputs::Yes);
 
 }  // namespace FSM_CUDA_NS
 }  // namespace fsm
