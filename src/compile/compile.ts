@@ -81,6 +81,8 @@ export interface Compiled {
   readonly search?: SearchResult;
   /** Why step 11 did not lay out the runtime's arenas (the plan then predicts its memory plan's). */
   readonly arenasSkipped?: string;
+  /** What the laid-out arenas' prediction leaves out (a GPU's reservations, without the addon). */
+  readonly arenasNote?: string;
 }
 
 export function compileModel(model: CheckedModel, options: CompileOptions): Compiled {
@@ -99,10 +101,13 @@ export function compileModel(model: CheckedModel, options: CompileOptions): Comp
 function withArenas(compiled: Compiled, mode: ArenaMode): Compiled {
   const laid = layOutArenas(compiled.plan, compiled.training, mode, compiled.cluster.profile);
   // The fit check of step 9 on the laid-out arenas (each program's fullest replica).
-  const arenas = compiled.memory.map((m, p) => ({ ...m, arenaBytes: Math.max(...(laid.plan.memory[p]!.runtime?.arenaBytes ?? [0])) }));
+  const arenas = compiled.memory.map((m, p) => {
+    const r = laid.plan.memory[p]!.runtime;
+    return { ...m, arenaBytes: Math.max(...(r?.arenaBytes.map((a, i) => a + (r.reservedBytes?.[i] ?? 0)) ?? [0])) };
+  });
   const short = shortfall(compiled.programs, arenas, compiled.cluster);
   if (short) throw new MemoryError(short, compiled.cluster.profile.name);
-  return { ...compiled, plan: laid.plan, ...(laid.skipped !== undefined && { arenasSkipped: laid.skipped }) };
+  return { ...compiled, plan: laid.plan, ...(laid.skipped !== undefined && { arenasSkipped: laid.skipped }), ...(laid.note !== undefined && { arenasNote: laid.note }) };
 }
 
 function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {

@@ -15,6 +15,7 @@ import type { DeviceProfile } from "../cost/profile.js";
 import type { Graph } from "../graph/graph.js";
 import { SlotBudget, SlotBudgetExceeded } from "../lower/device-program.js";
 import { lower } from "../lower/lower.js";
+import { gpuReservedBytes } from "../lower/device-reserve.js";
 import { stageOps } from "../lower/stage-ops.js";
 import type { Plan, PlanMemory } from "../plan/plan.js";
 import { actionFromText } from "../schedule/action.js";
@@ -30,6 +31,8 @@ export interface LaidOut {
   readonly plan: Plan;
   /** Why the arenas were not laid out (the plan then predicts its memory plan's arenas). */
   readonly skipped?: string;
+  /** What the laid-out prediction leaves out, when something (a GPU's reservations without the addon). */
+  readonly note?: string;
 }
 
 /** Ops the lowered devices run: each compute action runs its stage's forward or backward ops, for every
@@ -81,14 +84,27 @@ export function layOutArenas(plan: Plan, g: Graph, mode: ArenaMode, profile: Dev
     throw e;
   }
   const device = new Map(lowered.ranks.map((r, i) => [r, lowered.devices[i]!]));
+  // A GPU also holds its kernels' scratch and cuBLAS's workspace (the addon's formulas: without the addon,
+  // the plan says it did not price them).
+  let reserve: ((d: (typeof lowered.devices)[number]) => number) | undefined;
+  let note: string | undefined;
+  if (profile.kind === "cuda") {
+    try {
+      gpuReservedBytes(lowered.devices[0]!);
+      reserve = gpuReservedBytes;
+    } catch (e) {
+      note = `a GPU's kernel scratch and cuBLAS workspace are not priced: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`;
+    }
+  }
   const peak = [...plan.predicted.peakMemoryBytes];
   const memory: PlanMemory[] = plan.memory.map((m, p) => {
     const prog = plan.programs[p]!;
     // Replicas not lowered lay out as the first does.
     const of = (replica: number) => device.get(prog.ranks[replica]!) ?? device.get(prog.ranks[0]!)!;
-    const runtime = { arenaBytes: prog.ranks.map((_, r) => of(r).arenaBytes), liveBytes: prog.ranks.map((_, r) => of(r).liveBytes) };
-    prog.ranks.forEach((rank, r) => (peak[rank] = runtime.arenaBytes[r]!));
+    const reservedBytes = reserve && prog.ranks.map((_, r) => reserve!(of(r)));
+    const runtime = { arenaBytes: prog.ranks.map((_, r) => of(r).arenaBytes), liveBytes: prog.ranks.map((_, r) => of(r).liveBytes), ...(reservedBytes && { reservedBytes }) };
+    prog.ranks.forEach((rank, r) => (peak[rank] = runtime.arenaBytes[r]! + (reservedBytes?.[r] ?? 0)));
     return { ...m, runtime };
   });
-  return { plan: { ...plan, memory, predicted: { ...plan.predicted, peakMemoryBytes: peak } } };
+  return { plan: { ...plan, memory, predicted: { ...plan.predicted, peakMemoryBytes: peak } }, ...(note && { note }) };
 }

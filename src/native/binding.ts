@@ -27,6 +27,14 @@ export interface NativeGpuKind {
   gpus: { name: string; memoryBytes: number; multiprocessors: number; major: number; minor: number }[];
 }
 
+/** A kernel call by its operands' shapes and types alone (no data): what its scratch depends on. */
+export interface NativeKernelShape {
+  readonly op: string;
+  readonly inputs: readonly { readonly shape: readonly number[]; readonly dtype: NativeDType }[];
+  readonly outputs: readonly { readonly shape: readonly number[]; readonly dtype: NativeDType }[];
+  readonly attrs: NativeAttrs;
+}
+
 /** A device kind kernels can run on outside a program (runNativeKernel). */
 export type NativeKernelDevice = "cpu" | "simt" | "cuda";
 
@@ -43,6 +51,7 @@ interface Addon {
   kernelNames(kind?: NativeKernelDevice): string[];
   gpuKind(kind: "simt" | "cuda"): NativeGpuKind | null;
   gpuMemory(kind: "simt" | "cuda", ordinal: number): { freeBytes: number; totalBytes: number };
+  deviceReservedBytes(kind: "simt" | "cuda", calls: readonly NativeKernelShape[]): number;
   timeKernel(op: string, inputs: readonly NativeOperand[], attrs: NativeAttrs, outputs: readonly NativeOutput[], repeats: number): number;
 }
 
@@ -193,6 +202,13 @@ export function nativeKernelNames(kind: NativeKernelDevice = "cpu"): string[] {
 /** A GPU's free and total memory as the driver reports it now (every process's use counted). */
 export function nativeGpuMemory(kind: "simt" | "cuda", ordinal = 0): { freeBytes: number; totalBytes: number } {
   return addon().gpuMemory(kind, ordinal);
+}
+
+/** The bytes a CUDA device reserves besides its arena for a program with these kernel calls: the largest
+ *  scratch any needs (each kernel's own formula), its error record, cuBLAS's workspace when a kernel uses it.
+ *  "simt" gives the same figure as "cuda" (one source), so it serves where the addon has no cuda build. */
+export function nativeDeviceReservedBytes(calls: readonly NativeKernelShape[]): number {
+  return addon().deviceReservedBytes("simt", calls);
 }
 
 /** What a CUDA device kind finds here (null: the addon has no cuda build). */
@@ -349,6 +365,8 @@ export interface NativeClusterHandle {
    *  origin shared by all devices (empty if none; after a failed run, zeros where an instruction never got). */
   timings(device: number): Float64Array;
   arenaBytes(device: number): number;
+  /** What the device holds besides its arena (a GPU's kernel scratch and cuBLAS workspace; 0 on the CPU). */
+  reservedBytes(device: number): number;
   deviceCount(): number;
   /** A fault for the next run only, to test failure handling: `fail` makes the device's instruction throw
    *  "injected fault" where it would start (kind "kernel" or "comm" by the instruction; every other device

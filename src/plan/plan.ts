@@ -401,7 +401,13 @@ export interface PlanMemory {
   /** What `fsm run` allocates, by replica (ranks[r]): each device's arena as lowering lays out its slots, and
    *  the most bytes that layout holds at once. Absent when compile did not lay the arenas out (a plan over
    *  the default's budget, `--arenas never`, one the runtime cannot run, or a plan from before it did). */
-  readonly runtime?: { readonly arenaBytes: readonly number[]; readonly liveBytes: readonly number[] };
+  readonly runtime?: {
+    readonly arenaBytes: readonly number[];
+    readonly liveBytes: readonly number[];
+    /** A GPU device's memory besides its arena (kernel scratch, error record, cuBLAS workspace), by replica;
+     *  absent for devices that hold none (CPUs). */
+    readonly reservedBytes?: readonly number[];
+  };
 }
 
 export interface PlanPrediction {

@@ -39,6 +39,8 @@ export interface PlanSummary {
   readonly memoryFrom: "runtime arenas" | "memory plan";
   /** The memory plan's peaks (most bytes its buffers hold at once), least and most over the programs. */
   readonly memoryPlanPeakBytes: readonly [number, number];
+  /** The most a device reserves besides its arena (a GPU's kernel scratch and cuBLAS workspace; 0: none). */
+  readonly reservedBytes: number;
 }
 
 export function summarizePlan(plan: Plan): PlanSummary {
@@ -79,5 +81,6 @@ export function summarizePlan(plan: Plan): PlanSummary {
     predicted: plan.predicted,
     memoryFrom: arenasLaidOut(plan) ? "runtime arenas" : "memory plan",
     memoryPlanPeakBytes: [Math.min(...plan.memory.map((m) => m.peakBytes)), Math.max(...plan.memory.map((m) => m.peakBytes))],
+    reservedBytes: Math.max(0, ...plan.memory.flatMap((m) => m.runtime?.reservedBytes ?? [])),
   };
 }

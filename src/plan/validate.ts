@@ -336,6 +336,10 @@ function checkRuntimeArenas(v: Json, p: string, replicas: number): void {
   live.forEach((b, r) => {
     if (b > arenas[r]!) fail(`${key(p, "liveBytes")}[${r}]`, `the live bytes (${b}) exceed the arena (${arenas[r]})`);
   });
+  if (o.reservedBytes !== undefined) {
+    const reserved = arrayOf(o.reservedBytes, key(p, "reservedBytes"), nonNegative);
+    if (reserved.length !== replicas) fail(key(p, "reservedBytes"), `expected one entry per replica of the program (${replicas}), got ${reserved.length}`);
+  }
 }
 
 function checkMemory(v: Json, p: string, i: number, actions: number, layers: number, replicas: number): void {

@@ -226,7 +226,8 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
         return { step: m.step, devices: m.devices, resharded: restored.resharded, unverified: restored.unverified };
       },
     },
-    memoryBytes: bytes,
-    deviceMemoryBytes: program.devices.map((d) => d.arenaBytes),
+    // A GPU's device memory is its arena and what it reserves besides (kernel scratch, cuBLAS workspace).
+    memoryBytes: program.devices.reduce((n, d, i) => n + d.arenaBytes + cluster.reservedBytes(i), 0),
+    deviceMemoryBytes: program.devices.map((d, i) => d.arenaBytes + cluster.reservedBytes(i)),
   };
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/kernel_call.h"
 #include "core/program.h"
 #include "device/device.h"
 
@@ -31,6 +32,12 @@ struct GpuKindInfo {
   std::vector<Gpu> gpus;
 };
 
+/** A kernel call named by its op (the kernel not yet resolved). */
+struct OpCall {
+  std::string op;
+  KernelCall call;
+};
+
 #define FSM_DECLARE_GPU_KIND(ns)                                                                                       \
   namespace ns {                                                                                                       \
   /** Local device `local` of this kind; options: firstOrdinal (local device i on GPU (first + i) mod the GPUs   \
@@ -41,6 +48,9 @@ struct GpuKindInfo {
   void memoryInfo(int ordinal, size_t& freeBytes, size_t& totalBytes);                                                  \
   /** Every op this build has a kernel for, sorted. */                                                                 \
   std::vector<std::string> kernelOps();                                                                               \
+  /** What a device reserves besides its arena for a program whose kernel calls are these (their data unused):  \
+   *  CudaDevice::prepare's bytes. Throws FailureError (description) for an op without a kernel. */              \
+  size_t reservedBytesFor(const std::vector<OpCall>& calls);                                                           \
   }
 
 FSM_DECLARE_GPU_KIND(simt)

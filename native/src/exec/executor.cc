@@ -150,6 +150,7 @@ Executor::~Executor() {
 }
 
 size_t Executor::arenaBytes(size_t local) const { return locals_[local]->program.arenaBytes; }
+size_t Executor::reservedBytes(size_t local) const { return locals_[local]->device->reservedBytes(); }
 size_t Executor::slotCount(size_t local) const { return locals_[local]->slots.size(); }
 size_t Executor::instructionCount(size_t local) const { return locals_[local]->program.instructions.size(); }
 const Tensor& Executor::slot(size_t local, size_t id) const { return locals_[local]->slots[id]; }

@@ -48,6 +48,8 @@ class Executor {
 
   size_t localDevices() const { return locals_.size(); }
   size_t arenaBytes(size_t local) const;
+  /** What the device holds besides its arena (Device::reservedBytes: a GPU's scratch and workspaces). */
+  size_t reservedBytes(size_t local) const;
   size_t slotCount(size_t local) const;
   size_t instructionCount(size_t local) const;
   const Tensor& slot(size_t local, size_t id) const;

@@ -26,6 +26,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("logTest", Napi::Function::New(env, logTest, "logTest"));
   exports.Set("runKernel", Napi::Function::New(env, runKernel, "runKernel"));
   exports.Set("kernelNames", Napi::Function::New(env, kernelNames, "kernelNames"));
+  exports.Set("deviceReservedBytes", Napi::Function::New(env, deviceReservedBytes, "deviceReservedBytes"));
   exports.Set("timeKernel", Napi::Function::New(env, timeKernel, "timeKernel"));
   exports.Set("NativeCluster", NativeCluster::Define(env));
   exports.Set("commRun", Napi::Function::New(env, commRun, "commRun"));

@@ -21,6 +21,7 @@ Napi::Function NativeCluster::Define(Napi::Env env) {
                      {InstanceMethod("set", &NativeCluster::Set), InstanceMethod("get", &NativeCluster::Get),
                       InstanceMethod("run", &NativeCluster::Run), InstanceMethod("timings", &NativeCluster::Timings),
                       InstanceMethod("arenaBytes", &NativeCluster::ArenaBytes),
+                      InstanceMethod("reservedBytes", &NativeCluster::ReservedBytes),
                       InstanceMethod("deviceCount", &NativeCluster::DeviceCount),
                       InstanceMethod("injectFault", &NativeCluster::InjectFault),
                       InstanceMethod("communicatorCalls", &NativeCluster::CommunicatorCalls),
@@ -120,6 +121,10 @@ Napi::Value NativeCluster::Timings(const Napi::CallbackInfo& info) {
 
 Napi::Value NativeCluster::ArenaBytes(const Napi::CallbackInfo& info) {
   return atBoundary(info.Env(), [&] { return Napi::Number::New(info.Env(), static_cast<double>(executor_->arenaBytes(device(info[0])))); });
+}
+
+Napi::Value NativeCluster::ReservedBytes(const Napi::CallbackInfo& info) {
+  return atBoundary(info.Env(), [&] { return Napi::Number::New(info.Env(), static_cast<double>(executor_->reservedBytes(device(info[0])))); });
 }
 
 Napi::Value NativeCluster::DeviceCount(const Napi::CallbackInfo& info) {

@@ -22,6 +22,7 @@ class NativeCluster : public Napi::ObjectWrap<NativeCluster> {
   Napi::Value Run(const Napi::CallbackInfo& info);
   Napi::Value Timings(const Napi::CallbackInfo& info);
   Napi::Value ArenaBytes(const Napi::CallbackInfo& info);
+  Napi::Value ReservedBytes(const Napi::CallbackInfo& info);
   Napi::Value DeviceCount(const Napi::CallbackInfo& info);
   Napi::Value InjectFault(const Napi::CallbackInfo& info);
   Napi::Value CommunicatorCalls(const Napi::CallbackInfo& info);

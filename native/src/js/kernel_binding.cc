@@ -195,6 +195,50 @@ Napi::Value timeKernel(const Napi::CallbackInfo& info) {
   });
 }
 
+// deviceReservedBytes(kind, calls: [{op, inputs: [{shape, dtype}], outputs: [{shape, dtype}], attrs}]): the bytes
+// a device of kind "simt" or "cuda" reserves besides its arena for a program with these kernel calls — what
+// compile adds to a GPU plan's predicted memory, from the kernels' own scratch formulas.
+Napi::Value deviceReservedBytes(const Napi::CallbackInfo& info) {
+  return atBoundary(info.Env(), [&]() -> Napi::Value {
+    const char* usage = "deviceReservedBytes(kind: \"simt\" | \"cuda\", calls: {op, inputs, outputs, attrs}[])";
+    if (info.Length() != 2 || !info[0].IsString() || !info[1].IsArray()) refuse(JsClass::TypeError, {}, usage);
+    const std::string kind = info[0].As<Napi::String>().Utf8Value();
+    Napi::Array list = info[1].As<Napi::Array>();
+    std::vector<OpCall> calls;
+    auto tensors = [](const Napi::Value& v, const std::string& what) {
+      std::vector<Tensor> out;
+      if (!v.IsArray()) refuse(JsClass::TypeError, {}, what + " must be an array");
+      Napi::Array a = v.As<Napi::Array>();
+      for (uint32_t i = 0; i < a.Length(); i++) {
+        Napi::Object o = objectOf(a.Get(i), what);
+        Tensor t;
+        t.shape = shapeOf(o.Get("shape"), what);
+        t.dtype = dtypeOf(o.Get("dtype"), what);
+        out.push_back(t);
+      }
+      return out;
+    };
+    for (uint32_t i = 0; i < list.Length(); i++) {
+      const std::string what = "deviceReservedBytes: call " + std::to_string(i);
+      Napi::Object o = objectOf(list.Get(i), what);
+      if (!o.Get("op").IsString()) refuse(JsClass::TypeError, {}, what + ": op must be a string");
+      OpCall c;
+      c.op = o.Get("op").As<Napi::String>().Utf8Value();
+      c.call.inputs = tensors(o.Get("inputs"), what + ": inputs");
+      c.call.outputs = tensors(o.Get("outputs"), what + ": outputs");
+      c.call.attrs = attrsOf(o.Get("attrs"), what);
+      calls.push_back(std::move(c));
+    }
+    size_t bytes = 0;
+    if (kind == "simt") bytes = simt::reservedBytesFor(calls);
+#ifdef FSM_HAVE_CUDA
+    else if (kind == "cuda") bytes = cuda::reservedBytesFor(calls);
+#endif
+    else refuse(JsClass::TypeError, {}, std::string(usage) + ": kind must be simt or cuda (a cuda build)");
+    return Napi::Number::New(info.Env(), static_cast<double>(bytes));
+  });
+}
+
 // kernelNames([kind]): the ops a device kind has kernels for (default cpu); [] for a kind this addon lacks.
 Napi::Value kernelNames(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();

@@ -87,6 +87,7 @@ devices = stages × data_parallel (any one from the other two); the search needs
     let written: { path: string; bytes: number };
     let plan: Plan;
     let skipped: string | undefined;
+    let note: string | undefined;
     try {
       const compiled = compileModel(model, {
         cluster,
@@ -100,6 +101,7 @@ devices = stages × data_parallel (any one from the other two); the search needs
       summary = summarizePlan(compiled.plan);
       plan = compiled.plan;
       skipped = compiled.arenasSkipped;
+      note = compiled.arenasNote;
     } catch (e) {
       if (e instanceof CompileError) {
         io.stderr(`${file}: error: ${e.message}\n`);
@@ -116,6 +118,7 @@ devices = stages × data_parallel (any one from the other two); the search needs
       return 0;
     }
     let text = formatSummary(summary, written, skipped);
+    if (note !== undefined) text += `note: ${note}\n`;
     if (plan.search) text += searchBlock(plan.search).join("\n") + "\n";
     if (args.flags.has("explain")) text += "\n" + explainPlan(plan).join("\n") + "\n";
     io.stdout(text);
@@ -172,7 +175,7 @@ export function formatSummary(s: PlanSummary, written: { path: string; bytes: nu
     `predicted step ${formatSeconds(p.stepTimeSeconds)}, bubble ${pct(p.bubbleFraction)}, exposed communication ${formatSeconds(p.exposedCommSeconds)}`,
     `throughput ${tokens} tokens/s, MFU ${pct(p.mfu)}; peak memory per device ${range(p.peakMemoryBytes)}`,
     s.memoryFrom === "runtime arenas"
-      ? `memory: the arenas fsm run allocates (laid out by its lowering); the memory plan holds ${range(s.memoryPlanPeakBytes)} at its peaks`
+      ? `memory: the arenas fsm run allocates (laid out by its lowering)${s.reservedBytes > 0 ? `, with ${formatBytes(s.reservedBytes)} a GPU reserves besides (kernel scratch, cuBLAS workspace)` : ""}; the memory plan holds ${range(s.memoryPlanPeakBytes)} at its peaks`
       : `memory: the memory plan's arenas; fsm run's own were not laid out${arenasSkipped === undefined ? "" : ` (${arenasSkipped})`}`,
     `wrote ${written.path} (${formatBytes(written.bytes)}, ${s.programs} program${s.programs === 1 ? "" : "s"} shared by ${plural(s.devices, "device")})`,
     "",

@@ -154,14 +154,23 @@ void* CudaDevice::reserve(size_t bytes, const char* what) {
   return p;
 }
 
-void CudaDevice::prepare(const std::vector<const KernelCall*>& calls) {
-  use();
-  bool blas = false;
+Reservations reservationsFor(const std::vector<const KernelCall*>& calls) {
+  Reservations r;
   for (const KernelCall* c : calls) {
     const KernelEntry& k = kernelEntry(c->kernel);
-    if (k.workspace) workspaceBytes_ = std::max(workspaceBytes_, aligned(k.workspace(c->inputs, c->outputs, c->attrs)));
-    blas = blas || k.blas == UsesBlas::Yes;
+    if (k.workspace) r.workspaceBytes = std::max(r.workspaceBytes, aligned(k.workspace(c->inputs, c->outputs, c->attrs)));
+    r.blas = r.blas || k.blas == UsesBlas::Yes;
   }
+  return r;
+}
+
+size_t Reservations::total() const { return workspaceBytes + aligned(sizeof(DeviceError)) + (blas ? kBlasWorkspaceBytes : 0); }
+
+void CudaDevice::prepare(const std::vector<const KernelCall*>& calls) {
+  use();
+  const Reservations r = reservationsFor(calls);
+  const bool blas = r.blas;
+  workspaceBytes_ = r.workspaceBytes;
   if (workspaceBytes_ > 0) workspace_ = reserve(workspaceBytes_, "kernel scratch");
   error_ = static_cast<DeviceError*>(reserve(sizeof(DeviceError), "error record"));
   check(cudaMemset(error_, 0, sizeof(DeviceError)), "clearing the error record");

@@ -85,6 +85,15 @@ class CudaDevice final : public Device {
   bool aborted_ = false;
 };
 
+/** What a device reserves besides its arena for a program's kernel calls (prepare): the largest scratch any
+ *  call needs, the error record, and cuBLAS's workspace when a kernel uses it. */
+struct Reservations {
+  size_t workspaceBytes = 0;
+  bool blas = false;
+  size_t total() const;
+};
+Reservations reservationsFor(const std::vector<const KernelCall*>& calls);
+
 /** GPUs this process sees, and why none when there are none ("no CUDA device (driver: not loaded)"). */
 struct CudaPresence {
   int count = 0;

@@ -49,6 +49,19 @@ GpuKindInfo kindInfo() {
 
 std::vector<std::string> kernelOps() { return kernelNames(); }
 
+size_t reservedBytesFor(const std::vector<OpCall>& calls) {
+  std::vector<KernelCall> resolved;
+  resolved.reserve(calls.size());
+  for (const OpCall& c : calls) {
+    resolved.push_back(c.call);
+    resolved.back().kernel = findKernel(c.op);
+    if (resolved.back().kernel < 0) refuse(JsClass::Error, {}, "not implemented: native kernel for op '" + c.op + "' on device kind " FSM_CUDA_KIND);
+  }
+  std::vector<const KernelCall*> pointers;
+  for (const KernelCall& c : resolved) pointers.push_back(&c);
+  return reservationsFor(pointers).total();
+}
+
 void memoryInfo(int ordinal, size_t& freeBytes, size_t& totalBytes) {
   const CudaPresence presence = cudaPresence();
   if (ordinal < 0 || ordinal >= presence.count) refuse(JsClass::RangeError, {}, presence.count == 0 ? presence.why : "CUDA device " + std::to_string(ordinal) + " does not exist");
