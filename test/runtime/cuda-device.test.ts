@@ -56,6 +56,15 @@ describe("plans on the CUDA device (emulated) compute what CPU devices do", () =
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^run gpt_tiny: 2 simt devices \(the CUDA device's code emulated on the CPU\) = 1 stage × 2 data-parallel/m);
     expect(r.stdout).toMatch(/memory: fullest device \d holds .* \(its arena; the plan's .*, as compile laid it out\)/);
+    // What each device holds (its arena and what the device reserves besides: kernel scratch, cuBLAS's
+    // workspace) is exactly what the plan predicts.
+    const j = await runCli("run", file, "--device", "simt", "--steps", "1", "--json");
+    const summary = (JSON.parse(j.stdout.trim().split("\n").at(-1)!) as { summary: { peakMemoryBytes: number[]; predictedPeakMemoryBytes: number[] } }).summary;
+    expect(summary.peakMemoryBytes).toEqual(summary.predictedPeakMemoryBytes);
+    const plan = JSON.parse((await import("node:fs")).readFileSync(file, "utf8")) as Plan;
+    const reserved = plan.memory[0]!.runtime!.reservedBytes!;
+    expect(reserved[0]).toBeGreaterThanOrEqual(32 * 2 ** 20);  // cuBLAS's workspace at least
+    expect(summary.peakMemoryBytes[0]).toBe(plan.memory[0]!.runtime!.arenaBytes[0]! + reserved[0]!);
   });
 
   it("a kernel failure on one device stops every device with one error naming it", async () => {
