@@ -1,5 +1,6 @@
-// What a CUDA device holds besides a lowered program's arena: the scratch its kernels need (the largest any
-// instruction asks for, by each kernel's own formula in the addon), its error record, and cuBLAS's workspace.
+// What a CUDA device holds besides a lowered program's arena: the scratch its kernels need (per stream, the
+// largest any of its instructions asks for, by each kernel's own formula in the addon), its error record, and
+// cuBLAS's workspace.
 // Compile adds it to a GPU plan's predicted memory, so the plan prices the memory the device takes.
 import { nativeDeviceReservedBytes, type NativeKernelShape } from "../native/binding.js";
 import type { DeviceProgram } from "./device-program.js";
@@ -15,6 +16,7 @@ export function gpuReservedBytes(program: DeviceProgram): number {
       inputs: ins.inputs.map((s) => ({ shape: program.slots[s]!.shape, dtype: program.slots[s]!.dtype })),
       outputs: ins.outputs.map((s) => ({ shape: program.slots[s]!.shape, dtype: program.slots[s]!.dtype })),
       attrs: ins.attrs,
+      stream: ins.stream,
     };
     const key = JSON.stringify(call);
     if (!calls.has(key)) calls.set(key, call);

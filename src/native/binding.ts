@@ -33,6 +33,8 @@ export interface NativeKernelShape {
   readonly inputs: readonly { readonly shape: readonly number[]; readonly dtype: NativeDType }[];
   readonly outputs: readonly { readonly shape: readonly number[]; readonly dtype: NativeDType }[];
   readonly attrs: NativeAttrs;
+  /** The stream it runs on (0 compute, default; 1 communication): each stream has its own scratch. */
+  readonly stream?: 0 | 1;
 }
 
 /** A device kind kernels can run on outside a program (runNativeKernel). */

@@ -21,6 +21,9 @@ struct KernelCall {
   std::vector<uint8_t> zero;
   /** Its instruction in the device's program (-1 outside one): what a device reports an error against. */
   int64_t instruction = -1;
+  /** The stream it runs on (compute 0, communication 1): the two run at once, so a device keeps their
+   *  kernels' scratch apart. */
+  int stream = 0;
 };
 
 /** Which outputs to zero before the kernel runs: all of them, except when the call updates its operands in

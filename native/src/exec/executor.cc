@@ -102,6 +102,7 @@ Executor::Executor(Program program, std::vector<std::unique_ptr<Device>> devices
       ins.call.zero = ins.kind == OpKind::Kernel ? outputsToZero(ins.call.inputs, ins.call.outputs, ins.inPlace)
                                                  : std::vector<uint8_t>(ins.call.outputs.size(), 0);
       ins.call.instruction = static_cast<int64_t>(i);
+      ins.call.stream = ins.stream;
       if (ins.guardSlot >= 0) ins.guard = L.slots[static_cast<size_t>(ins.guardSlot)];
       if (ins.kind == OpKind::Kernel) kernels.push_back(&ins.call);
     }

@@ -195,7 +195,7 @@ Napi::Value timeKernel(const Napi::CallbackInfo& info) {
   });
 }
 
-// deviceReservedBytes(kind, calls: [{op, inputs: [{shape, dtype}], outputs: [{shape, dtype}], attrs}]): the bytes
+// deviceReservedBytes(kind, calls: [{op, inputs: [{shape, dtype}], outputs: [{shape, dtype}], attrs, stream?}]): the bytes
 // a device of kind "simt" or "cuda" reserves besides its arena for a program with these kernel calls — what
 // compile adds to a GPU plan's predicted memory, from the kernels' own scratch formulas.
 Napi::Value deviceReservedBytes(const Napi::CallbackInfo& info) {
@@ -227,6 +227,7 @@ Napi::Value deviceReservedBytes(const Napi::CallbackInfo& info) {
       c.call.inputs = tensors(o.Get("inputs"), what + ": inputs");
       c.call.outputs = tensors(o.Get("outputs"), what + ": outputs");
       c.call.attrs = attrsOf(o.Get("attrs"), what);
+      c.call.stream = o.Get("stream").IsNumber() && o.Get("stream").As<Napi::Number>().Int32Value() == kCommStream ? kCommStream : kComputeStream;
       calls.push_back(std::move(c));
     }
     size_t bytes = 0;

@@ -158,20 +158,25 @@ Reservations reservationsFor(const std::vector<const KernelCall*>& calls) {
   Reservations r;
   for (const KernelCall* c : calls) {
     const KernelEntry& k = kernelEntry(c->kernel);
-    if (k.workspace) r.workspaceBytes = std::max(r.workspaceBytes, aligned(k.workspace(c->inputs, c->outputs, c->attrs)));
+    size_t& ws = r.workspaceBytes[c->stream == kCommStream ? 1 : 0];
+    if (k.workspace) ws = std::max(ws, aligned(k.workspace(c->inputs, c->outputs, c->attrs)));
     r.blas = r.blas || k.blas == UsesBlas::Yes;
   }
   return r;
 }
 
-size_t Reservations::total() const { return workspaceBytes + aligned(sizeof(DeviceError)) + (blas ? kBlasWorkspaceBytes : 0); }
+size_t Reservations::total() const {
+  return workspaceBytes[0] + workspaceBytes[1] + aligned(sizeof(DeviceError)) + (blas ? kBlasWorkspaceBytes : 0);
+}
 
 void CudaDevice::prepare(const std::vector<const KernelCall*>& calls) {
   use();
   const Reservations r = reservationsFor(calls);
   const bool blas = r.blas;
-  workspaceBytes_ = r.workspaceBytes;
-  if (workspaceBytes_ > 0) workspace_ = reserve(workspaceBytes_, "kernel scratch");
+  for (int s = 0; s < kStreams; s++) {
+    workspaceBytes_[s] = r.workspaceBytes[s];
+    if (workspaceBytes_[s] > 0) workspace_[s] = reserve(workspaceBytes_[s], "kernel scratch");
+  }
   error_ = static_cast<DeviceError*>(reserve(sizeof(DeviceError), "error record"));
   check(cudaMemset(error_, 0, sizeof(DeviceError)), "clearing the error record");
   if (blas) {
@@ -197,8 +202,8 @@ void CudaDevice::launch(int stream, KernelCall& call) {
   KernelContext ctx;
   ctx.stream = streams_[stream];
   ctx.multiprocessors = multiprocessors_;
-  ctx.workspace = workspace_;
-  ctx.workspaceBytes = workspaceBytes_;
+  ctx.workspace = workspace_[stream];
+  ctx.workspaceBytes = workspaceBytes_[stream];
   ctx.blas = blas_[stream].get();
   ctx.error = error_;
   ctx.instruction = static_cast<int>(call.instruction);  // -1 for runKernel's calls

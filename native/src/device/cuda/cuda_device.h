@@ -71,8 +71,8 @@ class CudaDevice final : public Device {
   std::vector<cudaEvent_t> events_[2];  // events_[s][i]: stream s's i-th record of a run
   std::vector<void*> reservations_;
   size_t reservedBytes_ = 0;
-  void* workspace_ = nullptr;  // kernels' scratch: the largest any prepared call needs
-  size_t workspaceBytes_ = 0;
+  void* workspace_[2] = {nullptr, nullptr};  // per stream, kernels' scratch: the largest any of its calls needs
+  size_t workspaceBytes_[2] = {0, 0};
   std::unique_ptr<Blas> blas_[2];
   DeviceError* error_ = nullptr;  // device memory
   std::optional<DeviceFault> fault_;
@@ -88,7 +88,8 @@ class CudaDevice final : public Device {
 /** What a device reserves besides its arena for a program's kernel calls (prepare): the largest scratch any
  *  call needs, the error record, and cuBLAS's workspace when a kernel uses it. */
 struct Reservations {
-  size_t workspaceBytes = 0;
+  /** Per stream: the streams run at once, so their kernels' scratch must not share bytes. */
+  size_t workspaceBytes[2] = {0, 0};
   bool blas = false;
   size_t total() const;
 };
