@@ -48,6 +48,18 @@ __device__ __forceinline__ float blockSum(float v, float* scratch) {
   return total;
 }
 
+/** blockSum in double (sums the CPU forms in double); `scratch` is 32 doubles of shared memory. */
+__device__ __forceinline__ double blockSumDouble(double v, double* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  double total = 0.0;
+  for (unsigned w = 0; w < warps; w++) total += scratch[w];
+  return total;
+}
+
 /** The max of v over the block, as blockSum. */
 __device__ __forceinline__ float blockMax(float v, float* scratch) {
   v = warpMax(v);

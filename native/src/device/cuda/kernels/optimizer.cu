@@ -15,18 +15,6 @@ constexpr double kClipEps = 1e-6;
 
 constexpr int kThreads = 256;
 
-// blockSum (device_code.h) in double: the CPU sums squares in double.
-__device__ __forceinline__ double blockSumDouble(double v, double* scratch) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
-  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  __syncthreads();
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  double total = 0.0;
-  for (unsigned w = 0; w < warps; w++) total += scratch[w];
-  return total;
-}
-
 // --- sum_squares: Σ x² in two passes: each block's share into a partial, then the partials in order ---------
 
 // Blocks for n elements: about kItemsPerBlock each, at most kMaxBlocks. From the size alone, so the workspace

@@ -1,11 +1,15 @@
 // The SIMT emulator (fiber.h): blocks run one after another on the calling host thread; inside a block every
-// thread is a ucontext fiber with its own guarded stack, and a scheduler resumes them round-robin. A fiber
-// gives up the host thread only at a barrier, so code between barriers runs as one uninterrupted piece, and
-// a pass in which no fiber can move means a barrier that some thread never reaches.
+// thread is a fiber with its own guarded stack, and a scheduler resumes them round-robin. A fiber gives up the
+// host thread only at a barrier, so code between barriers runs as one uninterrupted piece, and a pass in which
+// no fiber can move means a barrier that some thread never reaches. Switching is a few instructions on x86-64
+// (callee-saved registers and the stack pointer: fibers of one host thread share its signal mask and floating
+// point state, which ucontext would save and restore with a system call each switch); ucontext elsewhere.
 #include "device/cuda/simt/fiber.h"
 
 #include <sys/mman.h>
+#if !defined(__x86_64__)
 #include <ucontext.h>
+#endif
 
 #include <algorithm>
 #include <sstream>
@@ -23,8 +27,43 @@ constexpr size_t kSlotBytes = 16;
 
 enum class State { Running, AtBlockBarrier, AtWarpBarrier, Done };
 
+#if defined(__x86_64__)
+// A context is the saved stack pointer; the callee-saved registers sit on the stack it points to.
+struct Context {
+  void* sp = nullptr;
+};
+extern "C" void fsm_simt_switch(void** save, void* resume);
+// Saves rbp, rbx, r12-r15 on the current stack, stores its pointer in *save (rdi), continues on resume (rsi).
+asm(R"(
+  .text
+  .p2align 4
+  .type fsm_simt_switch, @function
+fsm_simt_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size fsm_simt_switch, .-fsm_simt_switch
+)");
+void switchTo(Context& from, Context& to) { fsm_simt_switch(&from.sp, to.sp); }
+#else
+using Context = ucontext_t;
+void switchTo(Context& from, Context& to) { swapcontext(&from, &to); }
+#endif
+
 struct Fiber {
-  ucontext_t context;
+  Context context;
   State state = State::Running;
   uint64_t waitGeneration = 0;
   uint64_t exchanges = 0;  // warp exchanges this thread made (picks the exchange buffer's half)
@@ -42,7 +81,7 @@ struct Host {
   std::vector<void*> stacks;  // each kGuardBytes + kStackBytes, guard first
   std::vector<Fiber> fibers = std::vector<Fiber>(kMaxThreads);
   Warp warps[kMaxThreads / kWarp];
-  ucontext_t scheduler;
+  Context scheduler;
   unsigned threads = 0;
   unsigned blockArrived = 0;
   uint64_t blockGeneration = 0;
@@ -80,7 +119,7 @@ Host& inGrid(const char* what) {
   return *h;
 }
 
-void yieldToScheduler(Host& h) { swapcontext(&h.current->context, &h.scheduler); }
+void yieldToScheduler(Host& h) { switchTo(h.current->context, h.scheduler); }
 
 void fiberMain() {
   Host& h = *tlsHost;
@@ -92,7 +131,12 @@ void fiberMain() {
     if (h.error.empty()) h.error = "unknown exception in a kernel thread";
   }
   h.current->state = State::Done;
-  // uc_link returns to the scheduler.
+#if defined(__x86_64__)
+  // Nothing to return to: back to the scheduler, never to be resumed.
+  switchTo(h.current->context, h.scheduler);
+  __builtin_unreachable();
+#endif
+  // (ucontext: uc_link returns to the scheduler.)
 }
 
 std::string where(const ThreadView& v) {
@@ -133,11 +177,23 @@ __attribute__((noinline)) void startFiber(Host& h, Fiber& f, unsigned t, dim3 gr
   f.view.gridDim = grid;
   f.view.linear = t;
   f.view.threadIdx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+#if defined(__x86_64__)
+  // The new stack, as fsm_simt_switch pops it: six zeroed registers, then fiberMain as the return address at a
+  // 16-byte boundary (so fiberMain starts as if called: rsp ≡ 8 mod 16).
+  auto* top = reinterpret_cast<uintptr_t*>(static_cast<unsigned char*>(h.stack(t)) + kStackBytes);
+  top -= 2;
+  top[0] = reinterpret_cast<uintptr_t>(&fiberMain);
+  top[1] = 0;
+  top -= 6;
+  for (int i = 0; i < 6; i++) top[i] = 0;
+  f.context.sp = top;
+#else
   getcontext(&f.context);
   f.context.uc_stack.ss_sp = h.stack(t);
   f.context.uc_stack.ss_size = kStackBytes;
   f.context.uc_link = &h.scheduler;
   makecontext(&f.context, fiberMain, 0);
+#endif
 }
 
 void runBlock(Host& h, dim3 grid, dim3 block, uint3 blockIdx) {
@@ -155,7 +211,7 @@ void runBlock(Host& h, dim3 grid, dim3 block, uint3 blockIdx) {
       if (f.state == State::AtWarpBarrier && f.waitGeneration == h.warps[t / kWarp].generation) continue;
       f.state = State::Running;
       h.current = &f;
-      swapcontext(&h.scheduler, &f.context);
+      switchTo(h.scheduler, f.context);
       h.current = nullptr;
       moved = true;
       if (f.state == State::Done) done++;
