@@ -30,6 +30,7 @@ const overrides = [
   "parallel.chunks=1",
   "parallel.shard=none",
   "parallel.checkpoint=never",
+  "parallel.reshard_after_forward=false",
 ];
 const model = checkFile(resolve(root, "samples/gpt2-124m.fsm"), { overrides }).model;
 if (!model) throw new Error("gpt2-124m does not check with the GPU check's settings");
