@@ -659,7 +659,7 @@ describe("native cluster", () => {
       ["an option the cuda kind lacks", { device: { kind: "simt", arena: "heap" } as never }, /^device: device kind simt has no option 'arena'$/],
       ["an unknown arena route", { device: { kind: "cpu", arena: "disk" } as never }, /^device\.arena must be "heap" or "mmap"$/],
       ["an option the device kind lacks", { device: { kind: "cpu", arenas: "mmap" } as never }, /^device: device kind cpu has no option 'arenas'$/],
-      ["an unknown communicator kind", { communicator: { kind: "tcp" } as never }, /^communicator\.kind must be "inprocess", "delay" or "mpi", got "tcp"$/],
+      ["an unknown communicator kind", { communicator: { kind: "tcp" } as never }, /^communicator\.kind must be "inprocess", "delay", "mpi" or "nccl", got "tcp"$/],
       // Outside mpirun (a world of one process), an mpi communicator cannot be given a world of 2 in one process.
       ["mpi for ranks the processes cannot hold", { communicator: { kind: "mpi" }, worldSize: 4, ranks: [0, 1] }, /^communicator: the mpi communicator runs contiguous blocks of ranks|^communicator\.kind "mpi": this fsm was built without MPI/],
       ["a delay without a seed", { communicator: { kind: "delay", maxMicros: 5 } as never }, /^communicator\.seed must be an integer in \[0, /],

@@ -133,3 +133,6 @@ void launchOn(void (*kernel)(Params...), dim3 grid, dim3 block, size_t sharedByt
 
 }  // namespace simt
 }  // namespace fsm
+
+// nvcuda::wmma's tile products (device/cuda/tensor_cores.h names them for kernels).
+#include "device/cuda/simt/wmma.h"
