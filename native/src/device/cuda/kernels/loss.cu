@@ -1,8 +1,7 @@
-// Losses on the CUDA device, as device/cpu/kernels/loss.cc: mean cross-entropy over rows (torch's default) and
-// mean squared error, and their gradients scaled by the incoming scalar gradient (a device tensor, read in the
-// kernel). Cross-entropy takes a block a row (vocabularies of 50k: max, then Σ exp, as block reductions); each
-// row's loss goes to the workspace in double and one block adds them in row order, so the mean is the same
-// every run. A target out of range is reported as the CPU's error (that row adds nothing).
+// Loss kernels on the CUDA device, as device/cpu/kernels/loss.cc: mean cross-entropy over rows (a row per
+// block, its log-sum-exp in one read; per-row losses through the workspace into a fixed-order mean) and mean
+// squared error (per-block partial sums, then a fixed-order total), with their gradients scaled by the incoming
+// scalar gradient, which is read on the device.
 #include "device/cuda/device_code.h"
 
 namespace fsm {
@@ -10,116 +9,148 @@ namespace FSM_CUDA_NS {
 namespace {
 
 constexpr int kThreads = 256;
+/** The most partial sums a reduction over elements leaves for its final pass (mse_loss's workspace). */
+constexpr int64_t kMaxPartials = 1024;
 
-/** log Σ exp of one row, max-subtracted; the whole block computes it, every thread gets it. */
-__device__ __forceinline__ float rowLogSumExp(Floats x, int64_t base, int64_t v, float* scratch) {
-  float m = -INFINITY;
-  for (int64_t c = threadIdx.x; c < v; c += blockDim.x) m = fmaxf(m, x[base + c]);
-  m = blockMax(m, scratch);
-  float s = 0.0f;
-  for (int64_t c = threadIdx.x; c < v; c += blockDim.x) s += expf(x[base + c] - m);
-  return m + logf(blockSum(s, scratch));
+/** A running max m and Σ exp(x − m), so a row is read once for both. */
+struct MaxSum {
+  float max = -INFINITY;
+  float sum = 0.0f;
+  __device__ void add(float x) {
+    if (x > max) {
+      sum = sum * expf(max - x) + 1.0f;
+      max = x;
+    } else if (x != -INFINITY) {  // −∞ adds nothing (and would make −∞ − −∞ a NaN before any finite x)
+      sum += expf(x - max);
+    }
+  }
+};
+
+/** Row r's max and Σ exp(x − max) over the block: each thread's running pair, rescaled to the row's max.
+ *  Every thread of the block must call it (it holds barriers). */
+__device__ MaxSum rowMaxSum(Floats x, int64_t base, int64_t v, float* scratch) {
+  MaxSum mine;
+  for (int64_t c = threadIdx.x; c < v; c += blockDim.x) mine.add(x[base + c]);
+  MaxSum row;
+  row.max = blockMax(mine.max, scratch);
+  row.sum = blockSum(mine.max == -INFINITY ? 0.0f : mine.sum * expf(mine.max - row.max), scratch);
+  return row;
 }
 
-__global__ void rowLossKernel(Floats x, const int32_t* t, double* losses, int64_t rows, int64_t v, DeviceError* error, int instruction) {
+/** Reports target t of row r when it is outside [0, v); true when it is inside. */
+__device__ bool targetInRange(int32_t t, int64_t v, DeviceError* error, int instruction) {
+  if (t >= 0 && t < v) return true;
+  reportError(error, kErrorTargetIndex, instruction, t, v);
+  return false;
+}
+
+// losses[r] = lse(row r) − row r[target]: a block a row.
+__global__ void crossEntropyRowsKernel(Floats x, const int32_t* targets, float* losses, int64_t rows, int64_t v, DeviceError* error, int instruction) {
   __shared__ float scratch[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const int32_t target = t[r];
-    const float lse = rowLogSumExp(x, r * v, v, scratch);
+    const int64_t base = r * v;
+    const MaxSum ms = rowMaxSum(x, base, v, scratch);
     if (threadIdx.x == 0) {
-      const bool ok = target >= 0 && target < v;
-      if (!ok) reportError(error, kErrorTargetIndex, instruction, target, v);
-      losses[r] = ok ? static_cast<double>(lse) - static_cast<double>(x[r * v + target]) : 0.0;
+      const int32_t t = targets[r];
+      losses[r] = targetInRange(t, v, error, instruction) ? ms.max + logf(ms.sum) - x[base + t] : NAN;
     }
   }
 }
 
-// One block: Σ values (each thread a fixed stride of them, then the fixed tree), scaled, into y[0].
-__global__ void meanKernel(const double* values, int64_t n, double scale, FloatsOut y) {
-  __shared__ double scratch[32];
-  double s = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += values[i];
-  s = blockSumDouble(s, scratch);
-  if (threadIdx.x == 0) y.set(0, static_cast<float>(s * scale));
+// out = Σ parts[0..count) / divisor, in one block, in a fixed order.
+__global__ void totalKernel(const float* parts, int64_t count, float divisor, FloatsOut out) {
+  __shared__ float scratch[32];
+  float s = 0.0f;
+  for (int64_t k = threadIdx.x; k < count; k += blockDim.x) s += parts[k];
+  s = blockSum(s, scratch);
+  if (threadIdx.x == 0) out.set(0, s / divisor);
 }
+
+// dx = (softmax(row) − onehot(target))·dloss/rows; dloss is a device scalar.
+__global__ void crossEntropyGradKernel(Floats dloss, Floats x, const int32_t* targets, FloatsOut dx, int64_t rows, int64_t v, DeviceError* error,
+                                       int instruction) {
+  __shared__ float scratch[32];
+  const float scale = dloss[0] / static_cast<float>(rows);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t base = r * v;
+    const MaxSum ms = rowMaxSum(x, base, v, scratch);
+    const int32_t t = targets[r];
+    if (threadIdx.x == 0) targetInRange(t, v, error, instruction);
+    for (int64_t c = threadIdx.x; c < v; c += blockDim.x) {
+      dx.set(base + c, (expf(x[base + c] - ms.max) / ms.sum - (c == t ? 1.0f : 0.0f)) * scale);
+    }
+  }
+}
+
+// Block b's share of Σ (a − b)², a grid-stride sum, into parts[b].
+__global__ void squaredErrorPartsKernel(Floats a, Floats b, float* parts, int64_t n) {
+  __shared__ float scratch[32];
+  float s = 0.0f;
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < n; k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float d = a[k] - b[k];
+    s += d * d;
+  }
+  s = blockSum(s, scratch);
+  if (threadIdx.x == 0) parts[blockIdx.x] = s;
+}
+
+// dx = 2·(a − b)·dloss/n, in double and rounded once, as the CPU.
+__global__ void mseGradKernel(Floats dloss, Floats a, Floats b, FloatsOut dx, int64_t n) {
+  const double scale = 2.0 * static_cast<double>(dloss[0]) / static_cast<double>(n);
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < n; k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    dx.set(k, static_cast<float>((static_cast<double>(a[k]) - b[k]) * scale));
+  }
+}
+
+/** Threads a block for a row of v logits: more for a large vocabulary. */
+int rowThreads(int64_t v) { return v > 8 * 1024 ? 1024 : kThreads; }
 
 size_t crossEntropyWorkspace(const std::vector<Tensor>& in, const std::vector<Tensor>&, const Attrs&) {
-  return static_cast<size_t>(in[1].numel()) * sizeof(double);
+  return sizeof(float) * static_cast<size_t>(in[1].numel());
 }
 
-void crossEntropy(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
+// cross_entropy(logits[..., V], targets[...] i32): mean over rows of lse(row) − row[target].
+void crossEntropy(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
   const int64_t v = in[0].shape.back();
   const int64_t rows = in[1].numel();
-  if (ctx.workspaceBytes < crossEntropyWorkspace(in, out, attrs)) throw std::logic_error("internal: cross_entropy launched without its workspace");
-  double* losses = static_cast<double*>(ctx.workspace);
+  float* losses = static_cast<float*>(ctx.workspace);
   if (rows > 0) {
-    launch(ctx, rowLossKernel, dim3(blocksFor(ctx, rows, 1)), dim3(kThreads), 0, floatsIn(in[0]), intsIn(in[1]), losses, rows, v, ctx.error, ctx.instruction);
+    launch(ctx, crossEntropyRowsKernel, dim3(blocksFor(ctx, rows, 1)), dim3(rowThreads(v)), 0, floatsIn(in[0], "logits"), intsIn(in[1]), losses, rows, v,
+           ctx.error, ctx.instruction);
   }
-  launch(ctx, meanKernel, dim3(1), dim3(kThreads), 0, static_cast<const double*>(losses), rows, 1.0 / static_cast<double>(rows), floatsOut(out[0]));
+  launch(ctx, totalKernel, dim3(1), dim3(1024), 0, static_cast<const float*>(losses), rows, static_cast<float>(rows), floatsOut(out[0]));
 }
 
-// (softmax − onehot(target)) · dloss / rows, a block a row.
-__global__ void crossEntropyGradKernel(Floats dloss, Floats x, const int32_t* t, FloatsOut y, int64_t rows, int64_t v, DeviceError* error, int instruction) {
-  __shared__ float scratch[32];
-  const float scale = static_cast<float>(static_cast<double>(dloss[0]) / static_cast<double>(rows));
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const int32_t target = t[r];
-    if (threadIdx.x == 0 && (target < 0 || target >= v)) reportError(error, kErrorTargetIndex, instruction, target, v);
-    const float lse = rowLogSumExp(x, r * v, v, scratch);
-    for (int64_t c = threadIdx.x; c < v; c += blockDim.x) y.set(r * v + c, (expf(x[r * v + c] - lse) - (c == target ? 1.0f : 0.0f)) * scale);
-  }
-}
-
+// cross_entropy_grad(dloss, logits, targets).
 void crossEntropyGrad(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
   const int64_t v = in[1].shape.back();
   const int64_t rows = in[2].numel();
   if (rows == 0) return;
-  launch(ctx, crossEntropyGradKernel, dim3(blocksFor(ctx, rows, 1)), dim3(kThreads), 0, floatsIn(in[0]), floatsIn(in[1]), intsIn(in[2]), floatsOut(out[0]), rows,
-         v, ctx.error, ctx.instruction);
+  launch(ctx, crossEntropyGradKernel, dim3(blocksFor(ctx, rows, 1)), dim3(rowThreads(v)), 0, floatsIn(in[0], "dloss"), floatsIn(in[1], "logits"),
+         intsIn(in[2]), floatsOut(out[0]), rows, v, ctx.error, ctx.instruction);
 }
 
-// --- mean squared error ------------------------------------------------------------------------------------
+/** Blocks of mse_loss's first pass: from the size alone (so the sum's order, and its bits, are the same on any
+ *  GPU), at least 4 elements a thread, at most kMaxPartials blocks (enough to fill an H200 several times). */
+unsigned partialBlocks(int64_t n) { return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + 4 * kThreads - 1) / (4 * kThreads), kMaxPartials))); }
 
-// Blocks from the size alone (so the workspace and the summation order do not depend on the device).
-constexpr int64_t kItemsPerBlock = 16 * kThreads;
-constexpr int64_t kMaxBlocks = 1024;
-int64_t squareBlocks(int64_t n) { return std::max<int64_t>(1, std::min(kMaxBlocks, (n + kItemsPerBlock - 1) / kItemsPerBlock)); }
+size_t mseWorkspace(const std::vector<Tensor>&, const std::vector<Tensor>&, const Attrs&) { return sizeof(float) * kMaxPartials; }
 
-__global__ void squaredErrorKernel(Floats a, Floats b, int64_t n, double* partial) {
-  __shared__ double scratch[32];
-  double s = 0.0;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const double d = static_cast<double>(a[i]) - static_cast<double>(b[i]);
-    s += d * d;
-  }
-  s = blockSumDouble(s, scratch);
-  if (threadIdx.x == 0) partial[blockIdx.x] = s;
-}
-
-size_t mseWorkspace(const std::vector<Tensor>& in, const std::vector<Tensor>&, const Attrs&) {
-  return static_cast<size_t>(squareBlocks(in[0].numel())) * sizeof(double);
-}
-
-void mseLoss(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
+// mse_loss(a, b): mean of (a − b)².
+void mseLoss(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
   const int64_t n = in[0].numel();
-  const int64_t blocks = squareBlocks(n);
-  if (ctx.workspaceBytes < mseWorkspace(in, out, attrs)) throw std::logic_error("internal: mse_loss launched without its workspace");
-  double* partial = static_cast<double*>(ctx.workspace);
-  launch(ctx, squaredErrorKernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, floatsIn(in[0]), floatsIn(in[1]), n, partial);
-  launch(ctx, meanKernel, dim3(1), dim3(kThreads), 0, static_cast<const double*>(partial), blocks, 1.0 / static_cast<double>(n), floatsOut(out[0]));
+  float* parts = static_cast<float*>(ctx.workspace);
+  const unsigned blocks = partialBlocks(n);
+  launch(ctx, squaredErrorPartsKernel, dim3(blocks), dim3(kThreads), 0, floatsIn(in[0], "a"), floatsIn(in[1], "b"), parts, n);
+  launch(ctx, totalKernel, dim3(1), dim3(1024), 0, static_cast<const float*>(parts), static_cast<int64_t>(blocks), static_cast<float>(n), floatsOut(out[0]));
 }
 
-// 2·(a − b)·dloss / numel.
-__global__ void mseGradKernel(Floats dloss, Floats a, Floats b, FloatsOut y, int64_t n) {
-  const double scale = 2.0 * static_cast<double>(dloss[0]) / static_cast<double>(n);
-  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < n; k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    y.set(k, static_cast<float>((static_cast<double>(a[k]) - static_cast<double>(b[k])) * scale));
-  }
-}
-
+// mse_loss_grad(dloss, a, b).
 void mseLossGrad(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
   const int64_t n = in[1].numel();
-  launch(ctx, mseGradKernel, dim3(blocksFor(ctx, n, kThreads)), dim3(kThreads), 0, floatsIn(in[0]), floatsIn(in[1]), floatsIn(in[2]), floatsOut(out[0]), n);
+  if (n == 0) return;
+  launch(ctx, mseGradKernel, dim3(blocksFor(ctx, n, kThreads)), dim3(kThreads), 0, floatsIn(in[0], "dloss"), floatsIn(in[1], "a"), floatsIn(in[2], "b"),
+         floatsOut(out[0]), n);
 }
 
 }  // namespace

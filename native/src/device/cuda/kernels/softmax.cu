@@ -1,7 +1,7 @@
-// Softmax along any dimension on the CUDA device, and its gradient from the output, as
-// device/cpu/kernels/softmax.cc: the tensor as [outer, n, inner] around the axis. A contiguous axis (inner 1)
-// gets a block a line (max-subtracted exponentials, block sums); a strided one a thread a line, whose reads
-// are coalesced across the neighbouring lines.
+// Softmax along any dimension (max-subtracted) and its gradient from the output on the CUDA device, as
+// device/cpu/kernels/softmax.cc. The tensor is viewed as [outer, n, inner] around the axis: along the last
+// dimension (inner 1) a row goes to a warp, or a block for long rows; otherwise a thread walks a strided line,
+// neighbouring threads taking neighbouring lines so reads stay coalesced.
 #include "device/cuda/device_code.h"
 
 namespace fsm {
@@ -9,7 +9,98 @@ namespace FSM_CUDA_NS {
 namespace {
 
 constexpr int kThreads = 256;
+/** Rows up to this long go a warp each; longer ones a block each. */
+constexpr int64_t kWarpRowMax = 1024;
 
+struct WarpRows {
+  __device__ static int64_t first() { return static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; }
+  __device__ static int64_t stride() { return static_cast<int64_t>(gridDim.x) * (blockDim.x / 32); }
+  __device__ static int rank() { return threadIdx.x % 32; }
+  __device__ static int size() { return 32; }
+  __device__ static float sum(float v, float*) { return warpSum(v); }
+  __device__ static float max(float v, float*) { return warpMax(v); }
+};
+
+/** The whole block on a row; every thread walks the same rows, so the reductions' barriers are reached by all. */
+struct BlockRows {
+  __device__ static int64_t first() { return blockIdx.x; }
+  __device__ static int64_t stride() { return gridDim.x; }
+  __device__ static int rank() { return threadIdx.x; }
+  __device__ static int size() { return blockDim.x; }
+  __device__ static float sum(float v, float* scratch) { return blockSum(v, scratch); }
+  __device__ static float max(float v, float* scratch) { return blockMax(v, scratch); }
+};
+
+/** A running max m and Σ exp(x − m), so a line is read once for both. */
+struct MaxSum {
+  float max = -INFINITY;
+  float sum = 0.0f;
+  __device__ void add(float x) {
+    if (x > max) {
+      sum = sum * expf(max - x) + 1.0f;
+      max = x;
+    } else if (x != -INFINITY) {  // −∞ adds nothing (and would make −∞ − −∞ a NaN before any finite x)
+      sum += expf(x - max);
+    }
+  }
+};
+
+/** A row's max and Σ exp(x − max) over the team: each member's running pair, rescaled to the team's max. */
+template <class Team>
+__device__ MaxSum rowMaxSum(Floats x, int64_t base, int64_t n, float* scratch) {
+  MaxSum mine;
+  for (int64_t c = Team::rank(); c < n; c += Team::size()) mine.add(x[base + c]);
+  MaxSum row;
+  row.max = Team::max(mine.max, scratch);
+  row.sum = Team::sum(mine.max == -INFINITY ? 0.0f : mine.sum * expf(mine.max - row.max), scratch);
+  return row;
+}
+
+template <class Team>
+__global__ void softmaxRowsKernel(Floats x, FloatsOut y, int64_t rows, int64_t n) {
+  __shared__ float scratch[32];
+  for (int64_t r = Team::first(); r < rows; r += Team::stride()) {
+    const int64_t base = r * n;
+    const MaxSum ms = rowMaxSum<Team>(x, base, n, scratch);
+    for (int64_t c = Team::rank(); c < n; c += Team::size()) y.set(base + c, expf(x[base + c] - ms.max) / ms.sum);
+  }
+}
+
+__global__ void softmaxStridedKernel(Floats x, FloatsOut y, int64_t outer, int64_t n, int64_t inner) {
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < outer * inner; k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t base = k / inner * n * inner + k % inner;
+    MaxSum ms;
+    for (int64_t i = 0; i < n; i++) ms.add(x[base + i * inner]);
+    for (int64_t i = 0; i < n; i++) y.set(base + i * inner, expf(x[base + i * inner] - ms.max) / ms.sum);
+  }
+}
+
+// dx = y·(dy − Σ dy·y) along the axis.
+template <class Team>
+__global__ void softmaxGradRowsKernel(Floats dy, Floats y, FloatsOut dx, int64_t rows, int64_t n) {
+  __shared__ float scratch[32];
+  for (int64_t r = Team::first(); r < rows; r += Team::stride()) {
+    const int64_t base = r * n;
+    float dot = 0.0f;
+    for (int64_t c = Team::rank(); c < n; c += Team::size()) dot += dy[base + c] * y[base + c];
+    dot = Team::sum(dot, scratch);
+    for (int64_t c = Team::rank(); c < n; c += Team::size()) dx.set(base + c, y[base + c] * (dy[base + c] - dot));
+  }
+}
+
+__global__ void softmaxGradStridedKernel(Floats dy, Floats y, FloatsOut dx, int64_t outer, int64_t n, int64_t inner) {
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < outer * inner; k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t base = k / inner * n * inner + k % inner;
+    float dot = 0.0f;
+    for (int64_t i = 0; i < n; i++) dot += dy[base + i * inner] * y[base + i * inner];
+    for (int64_t i = 0; i < n; i++) {
+      const int64_t e = base + i * inner;
+      dx.set(e, y[e] * (dy[e] - dot));
+    }
+  }
+}
+
+/** The tensor as [outer, n, inner] around the axis `dim` (negative counts from the end). */
 struct Around {
   int64_t outer = 1, n = 1, inner = 1;
 };
@@ -23,70 +114,30 @@ Around around(const std::vector<int64_t>& shape, double dim) {
   return r;
 }
 
-__global__ void rowsKernel(Floats x, FloatsOut y, int64_t lines, int64_t n) {
-  __shared__ float scratch[32];
-  for (int64_t l = blockIdx.x; l < lines; l += gridDim.x) {
-    const int64_t base = l * n;
-    float m = -INFINITY;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, x[base + i]);
-    m = blockMax(m, scratch);
-    float s = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += expf(x[base + i] - m);
-    const float inv = 1.0f / blockSum(s, scratch);
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) y.set(base + i, expf(x[base + i] - m) * inv);
-  }
-}
-
-__global__ void stridedKernel(Floats x, FloatsOut y, int64_t outer, int64_t n, int64_t inner) {
-  for (int64_t l = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; l < outer * inner; l += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t base = l / inner * n * inner + l % inner;
-    float m = -INFINITY;
-    for (int64_t i = 0; i < n; i++) m = fmaxf(m, x[base + i * inner]);
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s += expf(x[base + i * inner] - m);
-    const float inv = 1.0f / s;
-    for (int64_t i = 0; i < n; i++) y.set(base + i * inner, expf(x[base + i * inner] - m) * inv);
+/** Launches the row kernel (a warp or a block a row) when the axis is innermost, the strided one otherwise. */
+template <typename RowsKernel, typename StridedKernel, typename... Args>
+void byLayout(const KernelContext& ctx, const Around& g, RowsKernel warpRows, RowsKernel blockRows, StridedKernel strided, Args... args) {
+  if (g.outer * g.n * g.inner == 0) return;
+  if (g.inner == 1 && g.n <= kWarpRowMax) {
+    launch(ctx, warpRows, dim3(blocksFor(ctx, g.outer, kThreads / 32)), dim3(kThreads), 0, args..., g.outer, g.n);
+  } else if (g.inner == 1) {
+    launch(ctx, blockRows, dim3(blocksFor(ctx, g.outer, 1)), dim3(g.n > 8 * 1024 ? 1024 : kThreads), 0, args..., g.outer, g.n);
+  } else {
+    launch(ctx, strided, dim3(blocksFor(ctx, g.outer * g.inner, kThreads)), dim3(kThreads), 0, args..., g.outer, g.n, g.inner);
   }
 }
 
 void softmax(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
   const Around g = around(in[0].shape, attrs.number("dim"));
-  if (g.inner == 1) launch(ctx, rowsKernel, dim3(blocksFor(ctx, g.outer, 1)), dim3(kThreads), 0, floatsIn(in[0]), floatsOut(out[0]), g.outer, g.n);
-  else launch(ctx, stridedKernel, dim3(blocksFor(ctx, g.outer * g.inner, kThreads)), dim3(kThreads), 0, floatsIn(in[0]), floatsOut(out[0]), g.outer, g.n, g.inner);
+  byLayout(ctx, g, softmaxRowsKernel<WarpRows>, softmaxRowsKernel<BlockRows>, softmaxStridedKernel, floatsIn(in[0], "x"),
+                              floatsOut(out[0]));
 }
 
-// dx = y·(dy − Σ dy·y) along the axis.
-__global__ void gradRowsKernel(Floats dy, Floats y, FloatsOut dx, int64_t lines, int64_t n) {
-  __shared__ float scratch[32];
-  for (int64_t l = blockIdx.x; l < lines; l += gridDim.x) {
-    const int64_t base = l * n;
-    float s = 0.0f;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += dy[base + i] * y[base + i];
-    const float dot = blockSum(s, scratch);
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) dx.set(base + i, y[base + i] * (dy[base + i] - dot));
-  }
-}
-
-__global__ void gradStridedKernel(Floats dy, Floats y, FloatsOut dx, int64_t outer, int64_t n, int64_t inner) {
-  for (int64_t l = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; l < outer * inner; l += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t base = l / inner * n * inner + l % inner;
-    float dot = 0.0f;
-    for (int64_t i = 0; i < n; i++) dot += dy[base + i * inner] * y[base + i * inner];
-    for (int64_t i = 0; i < n; i++) {
-      const int64_t k = base + i * inner;
-      dx.set(k, y[k] * (dy[k] - dot));
-    }
-  }
-}
-
+// Operands dy, y.
 void softmaxGrad(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
   const Around g = around(in[1].shape, attrs.number("dim"));
-  if (g.inner == 1) {
-    launch(ctx, gradRowsKernel, dim3(blocksFor(ctx, g.outer, 1)), dim3(kThreads), 0, floatsIn(in[0]), floatsIn(in[1]), floatsOut(out[0]), g.outer, g.n);
-  } else {
-    launch(ctx, gradStridedKernel, dim3(blocksFor(ctx, g.outer * g.inner, kThreads)), dim3(kThreads), 0, floatsIn(in[0]), floatsIn(in[1]),
-           floatsOut(out[0]), g.outer, g.n, g.inner);
-  }
+  byLayout(ctx, g, softmaxGradRowsKernel<WarpRows>, softmaxGradRowsKernel<BlockRows>, softmaxGradStridedKernel,
+                                      floatsIn(in[0], "dy"), floatsIn(in[1], "y"), floatsOut(out[0]));
 }
 
 }  // namespace
