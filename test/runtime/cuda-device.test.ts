@@ -67,6 +67,22 @@ describe("plans on the CUDA device (emulated) compute what CPU devices do", () =
     expect(summary.peakMemoryBytes[0]).toBe(plan.memory[0]!.runtime!.arenaBytes[0]! + reserved[0]!);
   });
 
+  it("a traced step is timed on the device (events around each instruction), every event inside its step", async () => {
+    const p = plan("gpt-tiny", { "train.precision": "fp32", stages: 1, data_parallel: 2, chunks: 2, shard: "fsdp" }, 2);
+    let events: import("../../src/runtime/trace.js").TraceEvent[] = [];
+    const seconds: number[] = [];
+    await runPlan(p, { steps: 2, engine: "native", device: "simt", trace: true, onStep: (r) => seconds.push(r.seconds), onDone: (_e, t) => (events = t) });
+    const timed = events.filter((e) => e.ph === "X");
+    expect(new Set(timed.map((e) => `${e.pid}:${e.tid}`))).toEqual(new Set(["0:0", "0:1", "1:0", "1:1"]));
+    for (const step of [1, 2]) {
+      const mine = timed.filter((e) => e.args?.step === step);
+      const from = Math.min(...mine.map((e) => e.ts!));
+      const to = Math.max(...mine.map((e) => e.ts! + e.dur!));
+      for (const e of mine) expect(e.dur!).toBeGreaterThanOrEqual(0);
+      expect((to - from) / 1e6).toBeLessThanOrEqual(seconds[step - 1]! * 1.05 + 1e-3);
+    }
+  });
+
   it("a kernel failure on one device stops every device with one error naming it", async () => {
     const p = plan("gpt-tiny", { "train.precision": "fp32", stages: 2, data_parallel: 1, chunks: 2, shard: "none" }, 2);
     await expect(runPlan(p, { steps: 2, engine: "native", device: "simt", injectFault: { kind: "kernel", device: 1, step: 1 }, timeoutSeconds: 20 })).rejects.toThrow(

@@ -85,6 +85,15 @@ class Device {
   /** The run is over (every stream stopped): undoes beginRun's settings. A kind whose streams run
    *  asynchronously (CUDA) waits for them here. */
   virtual void endRun() = 0;
+  // --- traces: a kind whose streams run asynchronously (CUDA) times instructions itself ---
+  /** Whether instruction timings come from the device (the host's clock would time enqueueing only). */
+  virtual bool timesOnDevice() const { return false; }
+  /** The run to come is traced (before beginRun): a device that times itself marks its start. */
+  virtual void setTracing(bool on) { (void)on; }
+  /** Marks where instruction i of `stream` starts (begin) or ends on the device. */
+  virtual void traceMark(int stream, size_t instruction, bool begin) { (void)stream; (void)instruction; (void)begin; }
+  /** After endRun: per instruction [start, end] in seconds from the run's start on the device. */
+  virtual void traceTimings(std::vector<double>& timings) { (void)timings; }
   /** An error found by endRun (nothing for kinds whose kernels throw where they fail), cleared by the call. */
   virtual std::optional<DeviceFault> takeFault() { return std::nullopt; }
   /** Marks the next instruction of `stream` complete (a CUDA device records the stream's next event). */

@@ -181,6 +181,7 @@ std::optional<Failure> Executor::run(bool trace) {
   echo_ = false;
   first_ = Failure();
   for (auto& L : locals_) {
+    L->device->setTracing(tracing_);
     L->device->beginRun();
     L->inKernel[0] = L->inKernel[1] = -1;  // a stream aborted mid-kernel last run left its mark
     if (tracing_) L->timings.assign(L->program.instructions.size() * 2, 0.0);
@@ -205,6 +206,8 @@ std::optional<Failure> Executor::run(bool trace) {
   for (size_t d = 0; d < locals_.size(); d++) {
     Local& L = *locals_[d];
     L.device->endRun();
+    // A device that runs asynchronously timed its instructions itself (the host saw only their enqueueing).
+    if (tracing_ && L.device->timesOnDevice()) L.device->traceTimings(L.timings);
     // Found only now that the device's streams are done (a GPU kernel's check): a failure like any other,
     // unless the step failed already (then it is likely that failure's consequence).
     if (std::optional<DeviceFault> f = L.device->takeFault(); f && !failed_) {
@@ -290,6 +293,7 @@ void Executor::runStream(size_t d, int s) {
       }
       if (failed_.load(std::memory_order_acquire)) break;
       if (tracing_) L.timings[2 * i] = std::chrono::duration<double>(Clock::now() - origin_).count();
+      if (tracing_ && dev.timesOnDevice()) dev.traceMark(s, i, true);
       if (ins.kind == OpKind::Kernel) {
         L.kernelSince[s] = nowNs();
         L.inKernel[s] = static_cast<int64_t>(i);
@@ -315,6 +319,7 @@ void Executor::runStream(size_t d, int s) {
       if (injected && fault_ == Fault::NaN) poisonWithNaN(dev, s, ins.call.outputs);
       L.inKernel[s] = -1;
       if (tracing_) L.timings[2 * i + 1] = skip ? L.timings[2 * i] : std::chrono::duration<double>(Clock::now() - origin_).count();
+      if (tracing_ && dev.timesOnDevice()) dev.traceMark(s, i, false);
       dev.record(s);
     }
   } catch (const CommError& e) {

@@ -3,6 +3,7 @@
 // DeviceFault.
 #include "device/cuda/cuda_device.h"
 
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 #include <string>
@@ -96,6 +97,9 @@ CudaDevice::~CudaDevice() {
   for (auto& b : blas_) b.reset();
   for (auto& list : events_)
     for (cudaEvent_t e : list) cudaEventDestroy(e);
+  for (cudaEvent_t e : traceEvents_)
+    if (e) cudaEventDestroy(e);
+  if (traceOrigin_) cudaEventDestroy(traceOrigin_);
   for (void* p : reservations_) cudaFree(p);
   for (cudaStream_t s : streams_) cudaStreamDestroy(s);
 }
@@ -247,6 +251,40 @@ void CudaDevice::beginRun() {
     aborted_ = false;
   }
   fault_.reset();
+  if (tracing_) {
+    use();
+    if (!traceOrigin_) check(cudaEventCreateWithFlags(&traceOrigin_, cudaEventDefault), "event creation");
+    // Both streams start after the origin (the communication stream waits on it), so every time is after it.
+    check(cudaEventRecord(traceOrigin_, streams_[0]), "event record");
+    check(cudaStreamWaitEvent(streams_[1], traceOrigin_, 0), "stream wait");
+    std::fill(traceMarked_.begin(), traceMarked_.end(), 0);
+  }
+}
+
+void CudaDevice::traceMark(int stream, size_t instruction, bool begin) {
+  use();
+  const size_t k = 2 * instruction + (begin ? 0 : 1);
+  cudaEvent_t e;
+  {
+    // The two streams mark different instructions, but may grow the lists at once.
+    std::lock_guard<std::mutex> lk(mutex_);
+    if (traceEvents_.size() <= k) {
+      traceEvents_.resize(2 * (instruction + 1), nullptr);
+      traceMarked_.resize(traceEvents_.size(), 0);
+    }
+    if (!traceEvents_[k]) check(cudaEventCreateWithFlags(&traceEvents_[k], cudaEventDefault), "event creation");
+    e = traceEvents_[k];
+    traceMarked_[k] = 1;
+  }
+  check(cudaEventRecord(e, streams_[stream]), "event record");
+}
+
+void CudaDevice::traceTimings(std::vector<double>& timings) {
+  use();
+  for (size_t k = 0; k < timings.size() && k < traceEvents_.size(); k++) {
+    float ms = 0;
+    if (traceMarked_[k] && cudaEventElapsedTime(&ms, traceOrigin_, traceEvents_[k]) == cudaSuccess) timings[k] = ms / 1e3;
+  }
 }
 
 void CudaDevice::drain(int s) {

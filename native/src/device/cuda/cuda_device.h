@@ -51,6 +51,10 @@ class CudaDevice final : public Device {
   void beginRun() override;
   void endRun() override;
   std::optional<DeviceFault> takeFault() override;
+  bool timesOnDevice() const override { return true; }
+  void setTracing(bool on) override { tracing_ = on; }
+  void traceMark(int stream, size_t instruction, bool begin) override;
+  void traceTimings(std::vector<double>& timings) override;
   void record(int stream) override;
   bool wait(int stream, int other, size_t count) override;
   void abortWaits() override;
@@ -77,6 +81,12 @@ class CudaDevice final : public Device {
   DeviceError* error_ = nullptr;  // device memory
   std::optional<DeviceFault> fault_;
   double timeoutSeconds_ = 60;
+  // Traced runs: an event when the run starts (on the compute stream), and a start and an end event per
+  // instruction (made on first use, timing enabled; an instruction not reached keeps none).
+  bool tracing_ = false;
+  cudaEvent_t traceOrigin_ = nullptr;
+  std::vector<cudaEvent_t> traceEvents_;  // [2·i] start, [2·i + 1] end
+  std::vector<uint8_t> traceMarked_;
 
   // Per-run event state: instructions each stream has enqueued (its records), and whether the run was aborted.
   std::mutex mutex_;
