@@ -3,6 +3,8 @@
 
 #include <stdexcept>
 
+#include "core/tensor.h"
+
 namespace fsm {
 
 std::string shapeString(const std::vector<int64_t>& s) {
@@ -24,6 +26,15 @@ std::vector<int64_t> broadcastStrides(const std::vector<int64_t>& from, const st
     s *= f;
   }
   return st;
+}
+
+AroundAxis aroundAxis(const std::vector<int64_t>& shape, double dim) {
+  const int64_t a = axisOf(dim, static_cast<int64_t>(shape.size()));
+  AroundAxis r;
+  for (int64_t i = 0; i < a; i++) r.outer *= shape[i];
+  r.n = shape[a];
+  for (size_t i = static_cast<size_t>(a) + 1; i < shape.size(); i++) r.inner *= shape[i];
+  return r;
 }
 
 std::vector<int64_t> stridesOf(const std::vector<int64_t>& shape) {

@@ -15,6 +15,13 @@ std::vector<int64_t> broadcastStrides(const std::vector<int64_t>& from, const st
 /** Row-major strides of a shape. */
 std::vector<int64_t> stridesOf(const std::vector<int64_t>& shape);
 
+/** A tensor viewed as [outer, n, inner] around one axis: element i of line (o, j) is at (o·n + i)·inner + j. */
+struct AroundAxis {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+/** `shape` around axis `dim` (negative counts from the end; throws when out of range). */
+AroundAxis aroundAxis(const std::vector<int64_t>& shape, double dim);
+
 /** "[2,3]". */
 std::string shapeString(const std::vector<int64_t>& shape);
 

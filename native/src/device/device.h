@@ -43,6 +43,8 @@ class Device {
   /** A zero-filled arena, ready so a step never faults pages in. Throws FailureError kind oom (arenaBytes, and
    *  limitBytes when over the device's memory limit); the caller adds which device. */
   virtual Arena allocate(size_t bytes) = 0;
+  /** Throws the oom FailureError every kind gives for an arena over the device's memory limit (when one is set). */
+  static void refuseOverLimit(size_t bytes, std::optional<size_t> limitBytes);
   virtual void release(Arena& arena) = 0;
   /** Zeroes `bytes` at `data` (device memory), ordered on `stream`. */
   virtual void zero(int stream, void* data, size_t bytes) = 0;

@@ -25,13 +25,7 @@ CpuDevice::CpuDevice(ArenaRoute route, std::optional<size_t> limitBytes, int bla
     : route_(route), limitBytes_(limitBytes), blasThreads_(blasThreads) {}
 
 Arena CpuDevice::allocate(size_t bytes) {
-  if (limitBytes_ && bytes > *limitBytes_) {
-    Failure f = failureAt(FailureKind::Oom, JsClass::RangeError, {}, "its arena of " + std::to_string(bytes) + " bytes exceeds its memory limit of " +
-                                                                      std::to_string(*limitBytes_) + " bytes");
-    f.arenaBytes = bytes;
-    f.limitBytes = *limitBytes_;
-    throw FailureError(f);
-  }
+  refuseOverLimit(bytes, limitBytes_);
   Arena arena;
   arena.bytes = bytes;
   if (route_ == ArenaRoute::Mmap) {

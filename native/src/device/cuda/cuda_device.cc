@@ -107,13 +107,7 @@ CudaDevice::~CudaDevice() {
 void CudaDevice::use() const { cudaSetDevice(options_.ordinal); }
 
 Arena CudaDevice::allocate(size_t bytes) {
-  if (limitBytes_ && bytes > *limitBytes_) {
-    Failure f = failureAt(FailureKind::Oom, JsClass::RangeError, {}, "its arena of " + std::to_string(bytes) + " bytes exceeds its memory limit of " +
-                                                                      std::to_string(*limitBytes_) + " bytes");
-    f.arenaBytes = bytes;
-    f.limitBytes = *limitBytes_;
-    throw FailureError(f);
-  }
+  refuseOverLimit(bytes, limitBytes_);
   use();
   Arena arena;
   arena.bytes = bytes;

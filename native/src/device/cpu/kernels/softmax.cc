@@ -4,27 +4,14 @@
 #include <limits>
 #include <vector>
 
+#include "core/strides.h"
 #include "device/cpu/registry.h"
 
 namespace fsm {
 namespace {
 
-/** The tensor as [outer, n, inner] around the axis: element i of line (o, j) is at (o·n + i)·inner + j. */
-struct Around {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-
-Around around(const std::vector<int64_t>& shape, double dim) {
-  const int64_t a = axisOf(dim, static_cast<int64_t>(shape.size()));
-  Around r;
-  for (int64_t i = 0; i < a; i++) r.outer *= shape[i];
-  r.n = shape[a];
-  for (size_t i = static_cast<size_t>(a) + 1; i < shape.size(); i++) r.inner *= shape[i];
-  return r;
-}
-
 void softmax(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
-  const Around g = around(in[0].shape, attrs.number("dim"));
+  const AroundAxis g = aroundAxis(in[0].shape, attrs.number("dim"));
   const float* x = in[0].f32();
   float* y = out[0].f32();
   std::vector<double> e(static_cast<size_t>(g.n));  // one line's exponentials
@@ -42,7 +29,7 @@ void softmax(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attr
 
 // Operands dy, y: dx = y·(dy − Σ dy·y) along dim.
 void softmaxGrad(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
-  const Around g = around(in[1].shape, attrs.number("dim"));
+  const AroundAxis g = aroundAxis(in[1].shape, attrs.number("dim"));
   const float* dy = in[0].f32();
   const float* y = in[1].f32();
   float* dx = out[0].f32();

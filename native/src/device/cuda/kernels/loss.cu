@@ -2,7 +2,7 @@
 // block, its log-sum-exp in one read; per-row losses through the workspace into a fixed-order mean) and mean
 // squared error (per-block partial sums, then a fixed-order total), with their gradients scaled by the incoming
 // scalar gradient, which is read on the device.
-#include "device/cuda/device_code.h"
+#include "device/cuda/rows.h"
 
 namespace fsm {
 namespace FSM_CUDA_NS {
@@ -11,31 +11,6 @@ namespace {
 constexpr int kThreads = 256;
 /** The most partial sums a reduction over elements leaves for its final pass (mse_loss's workspace). */
 constexpr int64_t kMaxPartials = 1024;
-
-/** A running max m and Σ exp(x − m), so a row is read once for both. */
-struct MaxSum {
-  float max = -INFINITY;
-  float sum = 0.0f;
-  __device__ void add(float x) {
-    if (x > max) {
-      sum = sum * expf(max - x) + 1.0f;
-      max = x;
-    } else if (x != -INFINITY) {  // −∞ adds nothing (and would make −∞ − −∞ a NaN before any finite x)
-      sum += expf(x - max);
-    }
-  }
-};
-
-/** Row r's max and Σ exp(x − max) over the block: each thread's running pair, rescaled to the row's max.
- *  Every thread of the block must call it (it holds barriers). */
-__device__ MaxSum rowMaxSum(Floats x, int64_t base, int64_t v, float* scratch) {
-  MaxSum mine;
-  for (int64_t c = threadIdx.x; c < v; c += blockDim.x) mine.add(x[base + c]);
-  MaxSum row;
-  row.max = blockMax(mine.max, scratch);
-  row.sum = blockSum(mine.max == -INFINITY ? 0.0f : mine.sum * expf(mine.max - row.max), scratch);
-  return row;
-}
 
 /** Reports target t of row r when it is outside [0, v); true when it is inside. */
 __device__ bool targetInRange(int32_t t, int64_t v, DeviceError* error, int instruction) {
@@ -49,7 +24,7 @@ __global__ void crossEntropyRowsKernel(Floats x, const int32_t* targets, float* 
   __shared__ float scratch[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t base = r * v;
-    const MaxSum ms = rowMaxSum(x, base, v, scratch);
+    const MaxSum ms = rowMaxSum<BlockRows>(x, base, v, scratch);
     if (threadIdx.x == 0) {
       const int32_t t = targets[r];
       losses[r] = targetInRange(t, v, error, instruction) ? ms.max + logf(ms.sum) - x[base + t] : NAN;
@@ -73,7 +48,7 @@ __global__ void crossEntropyGradKernel(Floats dloss, Floats x, const int32_t* ta
   const float scale = dloss[0] / static_cast<float>(rows);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t base = r * v;
-    const MaxSum ms = rowMaxSum(x, base, v, scratch);
+    const MaxSum ms = rowMaxSum<BlockRows>(x, base, v, scratch);
     const int32_t t = targets[r];
     if (threadIdx.x == 0) targetInRange(t, v, error, instruction);
     for (int64_t c = threadIdx.x; c < v; c += blockDim.x) {

@@ -2,35 +2,13 @@
 // (biased variance) and rms_norm, their input gradients (a row per warp, or per block for long rows, the row's
 // statistics recomputed from x) and their weight gradients (Σ over rows of dy·x̂ as a deterministic column
 // reduction through the workspace). Statistics are two-pass (mean, then Σ(x − mean)²) in f32.
-#include "device/cuda/device_code.h"
+#include "device/cuda/rows.h"
 
 namespace fsm {
 namespace FSM_CUDA_NS {
 namespace {
 
 constexpr int kThreads = 256;
-/** Rows up to this long go a warp each (kThreads / 32 rows a block); longer ones a block each. */
-constexpr int64_t kWarpRowMax = 1024;
-
-/** A row's team when rows are short: one warp, several rows a block. */
-struct WarpRows {
-  __device__ static int64_t first() { return static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; }
-  __device__ static int64_t stride() { return static_cast<int64_t>(gridDim.x) * (blockDim.x / 32); }
-  __device__ static int rank() { return threadIdx.x % 32; }
-  __device__ static int size() { return 32; }
-  __device__ static float sum(float v, float*) { return warpSum(v); }
-};
-
-/** A row's team when rows are long: the whole block (every thread of it walks the same rows, so the block
- *  reductions' barriers are reached by all). */
-struct BlockRows {
-  __device__ static int64_t first() { return blockIdx.x; }
-  __device__ static int64_t stride() { return gridDim.x; }
-  __device__ static int rank() { return threadIdx.x; }
-  __device__ static int size() { return blockDim.x; }
-  __device__ static float sum(float v, float* scratch) { return blockSum(v, scratch); }
-};
-
 struct RowStats {
   float mean;  // 0 for rms_norm
   float rstd;  // 1/√(var + eps) or 1/√(mean(x²) + eps)

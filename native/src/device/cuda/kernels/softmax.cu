@@ -2,59 +2,14 @@
 // device/cpu/kernels/softmax.cc. The tensor is viewed as [outer, n, inner] around the axis: along the last
 // dimension (inner 1) a row goes to a warp, or a block for long rows; otherwise a thread walks a strided line,
 // neighbouring threads taking neighbouring lines so reads stay coalesced.
-#include "device/cuda/device_code.h"
+#include "core/strides.h"
+#include "device/cuda/rows.h"
 
 namespace fsm {
 namespace FSM_CUDA_NS {
 namespace {
 
 constexpr int kThreads = 256;
-/** Rows up to this long go a warp each; longer ones a block each. */
-constexpr int64_t kWarpRowMax = 1024;
-
-struct WarpRows {
-  __device__ static int64_t first() { return static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; }
-  __device__ static int64_t stride() { return static_cast<int64_t>(gridDim.x) * (blockDim.x / 32); }
-  __device__ static int rank() { return threadIdx.x % 32; }
-  __device__ static int size() { return 32; }
-  __device__ static float sum(float v, float*) { return warpSum(v); }
-  __device__ static float max(float v, float*) { return warpMax(v); }
-};
-
-/** The whole block on a row; every thread walks the same rows, so the reductions' barriers are reached by all. */
-struct BlockRows {
-  __device__ static int64_t first() { return blockIdx.x; }
-  __device__ static int64_t stride() { return gridDim.x; }
-  __device__ static int rank() { return threadIdx.x; }
-  __device__ static int size() { return blockDim.x; }
-  __device__ static float sum(float v, float* scratch) { return blockSum(v, scratch); }
-  __device__ static float max(float v, float* scratch) { return blockMax(v, scratch); }
-};
-
-/** A running max m and Σ exp(x − m), so a line is read once for both. */
-struct MaxSum {
-  float max = -INFINITY;
-  float sum = 0.0f;
-  __device__ void add(float x) {
-    if (x > max) {
-      sum = sum * expf(max - x) + 1.0f;
-      max = x;
-    } else if (x != -INFINITY) {  // −∞ adds nothing (and would make −∞ − −∞ a NaN before any finite x)
-      sum += expf(x - max);
-    }
-  }
-};
-
-/** A row's max and Σ exp(x − max) over the team: each member's running pair, rescaled to the team's max. */
-template <class Team>
-__device__ MaxSum rowMaxSum(Floats x, int64_t base, int64_t n, float* scratch) {
-  MaxSum mine;
-  for (int64_t c = Team::rank(); c < n; c += Team::size()) mine.add(x[base + c]);
-  MaxSum row;
-  row.max = Team::max(mine.max, scratch);
-  row.sum = Team::sum(mine.max == -INFINITY ? 0.0f : mine.sum * expf(mine.max - row.max), scratch);
-  return row;
-}
 
 template <class Team>
 __global__ void softmaxRowsKernel(Floats x, FloatsOut y, int64_t rows, int64_t n) {
@@ -100,23 +55,10 @@ __global__ void softmaxGradStridedKernel(Floats dy, Floats y, FloatsOut dx, int6
   }
 }
 
-/** The tensor as [outer, n, inner] around the axis `dim` (negative counts from the end). */
-struct Around {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-
-Around around(const std::vector<int64_t>& shape, double dim) {
-  const int64_t a = axisOf(dim, static_cast<int64_t>(shape.size()));
-  Around r;
-  for (int64_t i = 0; i < a; i++) r.outer *= shape[i];
-  r.n = shape[a];
-  for (size_t i = static_cast<size_t>(a) + 1; i < shape.size(); i++) r.inner *= shape[i];
-  return r;
-}
 
 /** Launches the row kernel (a warp or a block a row) when the axis is innermost, the strided one otherwise. */
 template <typename RowsKernel, typename StridedKernel, typename... Args>
-void byLayout(const KernelContext& ctx, const Around& g, RowsKernel warpRows, RowsKernel blockRows, StridedKernel strided, Args... args) {
+void byLayout(const KernelContext& ctx, const AroundAxis& g, RowsKernel warpRows, RowsKernel blockRows, StridedKernel strided, Args... args) {
   if (g.outer * g.n * g.inner == 0) return;
   if (g.inner == 1 && g.n <= kWarpRowMax) {
     launch(ctx, warpRows, dim3(blocksFor(ctx, g.outer, kThreads / 32)), dim3(kThreads), 0, args..., g.outer, g.n);
@@ -128,14 +70,14 @@ void byLayout(const KernelContext& ctx, const Around& g, RowsKernel warpRows, Ro
 }
 
 void softmax(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
-  const Around g = around(in[0].shape, attrs.number("dim"));
+  const AroundAxis g = aroundAxis(in[0].shape, attrs.number("dim"));
   byLayout(ctx, g, softmaxRowsKernel<WarpRows>, softmaxRowsKernel<BlockRows>, softmaxStridedKernel, floatsIn(in[0], "x"),
                               floatsOut(out[0]));
 }
 
 // Operands dy, y.
 void softmaxGrad(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
-  const Around g = around(in[1].shape, attrs.number("dim"));
+  const AroundAxis g = aroundAxis(in[1].shape, attrs.number("dim"));
   byLayout(ctx, g, softmaxGradRowsKernel<WarpRows>, softmaxGradRowsKernel<BlockRows>, softmaxGradStridedKernel,
                                       floatsIn(in[0], "dy"), floatsIn(in[1], "y"), floatsOut(out[0]));
 }
