@@ -1,5 +1,5 @@
 // GPU check, part 1 (bench/gpu/check.sh): every CUDA kernel against a reference on one training step of real
-// models — f32 operands (TF32 off) at rtol 1e-4 / atol 1e-5, then bf16 operands at rtol 1e-2 / atol 1e-2 of the
+// models — f32 operands (TF32 off) at rtol 1e-4 / atol 1e-5, then bf16 operands at rtol 1e-2 / atol 5e-2 of the
 // output's RMS (bf16 keeps 8 bits; the reference computes on the same rounded values) — and which CPU kernels
 // the CUDA device lacks. Prints one JSON object; exit 0 when every comparison passes.
 import { resolve } from "node:path";
@@ -11,6 +11,8 @@ import { buildTrainingGraph } from "../../src/passes/autodiff.js";
 
 const root = resolve(import.meta.dirname, "../../..");
 const device = (process.argv[2] ?? "cuda") as NativeKernelDevice;
+// "small": the samples alone (a rehearsal on the emulated device, where real sizes take too long).
+const small = process.argv[3] === "small";
 
 function graphOf(file: string): Graph {
   const r = checkFile(resolve(root, file));
@@ -21,14 +23,14 @@ function graphOf(file: string): Graph {
 // [file, batch, seq, reference]: the small samples against the interpreter; real sizes against the CPU kernels.
 const CASES: [string, number, number | undefined, "interpreter" | "cpu"][] = [
   ["samples/mlp.fsm", 8, undefined, "interpreter"],
-  ["samples/gpt-tiny.fsm", 4, 64, "interpreter"],
+  ["samples/gpt-tiny.fsm", 4, 16, "interpreter"],  // its positions table holds 16
   ["bench/gpu/models/llama-small.fsm", 1, 256, "cpu"],
   ["bench/gpu/models/gpt2-slice.fsm", 1, 512, "cpu"],
 ];
 
 const results: unknown[] = [];
 let ok = true;
-for (const [file, batch, seq, reference] of CASES) {
+for (const [file, batch, seq, reference] of small ? CASES.filter((c) => c[0].startsWith("samples/")) : CASES) {
   const g = graphOf(file);
   for (const operands of ["f32", "bf16"] as const) {
     const t0 = performance.now();

@@ -8,6 +8,8 @@
 #   gpt2.json     gpt2-124m bf16 on one GPU, batch 8 × 1024: step time, tokens/s, MFU, device memory vs plan
 #   pytorch.json  PyTorch's step on the same model, batch and machine: eager and torch.compile
 #   check.log     progress, stderr of every part, nvidia-smi
+# DEVICE=simt runs the same parts on the emulated CUDA device at toy sizes: a rehearsal of this script on a
+# machine without a GPU (its figures mean nothing).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/bench/gpu/out}
@@ -35,20 +37,25 @@ log "node $(node --version)"
 NV=$(python3 -c "import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))" 2>/dev/null)/nvidia
 export LD_LIBRARY_PATH=$(find "$NV" -maxdepth 3 -type d -name lib 2>/dev/null | tr '\n' ':')${LD_LIBRARY_PATH:-}
 
+DEVICE=${DEVICE:-cuda}
+if [ "$DEVICE" = simt ]; then SIZES=(small 1 1 8); else SIZES=(all 12 8 1024); fi
+
 # The addon: the one built here for sm_90 if it loads and sees the GPU; else build it on this machine.
 export FSM_NATIVE_PATH=$PWD/.gpu/addon/fsm_native.node
-if ! node -e 'const b = require(process.env.FSM_NATIVE_PATH); const k = b.gpuKind("cuda"); if (!k || k.devices < 1) process.exit(1)' 2>>"$LOG"; then
+if [ "$DEVICE" = simt ]; then
+  log "rehearsal on the emulated device"
+elif ! node -e 'const b = require(process.env.FSM_NATIVE_PATH); const k = b.gpuKind("cuda"); if (!k || k.devices < 1) process.exit(1)' 2>>"$LOG"; then
   log "the carried addon does not load or sees no GPU: building here"
   cmake -S native -B /tmp/fsm-build -G Ninja -DCMAKE_JS_VERSION=8.0.0 "-DCMAKE_JS_INC=$PWD/node_modules/node-api-headers/include;$PWD/node_modules/node-addon-api" \
     -DCMAKE_CUDA_ARCHITECTURES=90 -DFSM_BLAS=fallback -DFSM_MPI=OFF -DCMAKE_BUILD_TYPE=Release >>"$LOG" 2>&1 && cmake --build /tmp/fsm-build -j16 >>"$LOG" 2>&1
   export FSM_NATIVE_PATH=/tmp/fsm-build/fsm_native.node
 fi
 part devices.txt 30 node bin/fsm.js devices
-part kernels.json 150 node dist/bench/gpu/check-kernels.js cuda
-part parity.json 120 node dist/bench/gpu/check-parity.js cuda 10
-part gpt2.json 120 node dist/bench/gpu/check-gpt2.js cuda 12 8 1024
+part kernels.json 120 node dist/bench/gpu/check-kernels.js "$DEVICE" "${SIZES[0]}"
+part parity.json 90 node dist/bench/gpu/check-parity.js "$DEVICE" 10
+part gpt2.json "$([ "$DEVICE" = simt ] && echo 400 || echo 90)" node dist/bench/gpu/check-gpt2.js "$DEVICE" "${SIZES[1]}" "${SIZES[2]}" "${SIZES[3]}"
 FLOPS=$(node -e 'try { console.log(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).flopsPerStep) } catch { console.log(0) }' "$OUT/gpt2.json")
 PEAK=$(node -e 'import("./dist/src/cost/cluster.js").then((m) => console.log(m.getProfile("h200").peakFlops.bf16))')
-part pytorch.json 240 python3 bench/gpu/pytorch_gpt2.py "{\"batch\": 8, \"seq\": 1024, \"steps\": 12, \"flopsPerStep\": ${FLOPS:-0}, \"peakFlops\": ${PEAK:-0}, \"modes\": [\"eager\", \"compile\"]}"
+part pytorch.json 170 python3 bench/gpu/pytorch_gpt2.py "{\"batch\": ${SIZES[2]}, \"seq\": ${SIZES[3]}, \"steps\": ${SIZES[1]}, \"flopsPerStep\": ${FLOPS:-0}, \"peakFlops\": ${PEAK:-0}, \"modes\": [\"eager\", \"compile\"]}"
 nvidia-smi >>"$LOG" 2>&1
 log "done in ${SECONDS}s"

@@ -87,7 +87,11 @@ def run(mode):
     return out
 
 
-result = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0), "batch": B, "seq": S}
+result = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None, "batch": B, "seq": S}
+if not torch.cuda.is_available():
+    result["error"] = "PyTorch sees no CUDA device"
+    print(json.dumps(result))
+    sys.exit(1)
 for mode in cfg.get("modes", ["eager", "compile"]):
     try:
         result[mode] = run(mode)

@@ -39,8 +39,10 @@ export interface KernelParityOptions {
   /** f32 operands (default), or bf16: float operands rounded to bf16 and passed as such, float outputs bf16
    *  except parameter gradients and the loss (f32, as lowering keeps them), optimizer ops in f32. */
   readonly operands?: "f32" | "bf16";
-  /** Tolerance: |got − want| ≤ atol + rtol·|want| (f32 defaults 1e-4 and 1e-5; bf16 defaults 1e-2 and 1e-2
-   *  of the output's root mean square, since bf16 keeps 8 bits). */
+  /** Tolerance: |got − want| ≤ atol + rtol·|want| (f32 defaults 1e-4 and 1e-5; bf16 defaults 1e-2 and 5e-2
+   *  of the output's root mean square: bf16 keeps 8 bits, and a kernel that rounds its intermediates to bf16
+   *  as tensor cores take them — attention's probabilities and output gradient — spreads errors of a few
+   *  percent of the RMS over elements near zero). */
   readonly rtol?: number;
   readonly atol?: number;
   /** What drives the step and is compared against: the interpreter (default: exact, slow on large models) or
@@ -105,7 +107,7 @@ export function compareKernels(g: Graph, options: KernelParityOptions): KernelPa
         const a = w.data;
         const raw: NativeData = got[i]!;
         const n = outDtype(i) === "bf16" ? fromBf16Bits(raw as Uint16Array) : raw;
-        const atol = options.atol ?? (bf16 ? 1e-2 * rms(a) : 1e-5);
+        const atol = options.atol ?? (bf16 ? 5e-2 * rms(a) : 1e-5);
         let worst = n.length === a.length ? 0 : Number.POSITIVE_INFINITY;
         for (let k = 0; k < a.length && k < n.length; k++) {
           const e = Math.abs(a[k]! - n[k]!) / (atol + rtol * Math.abs(a[k]!));

@@ -3,6 +3,7 @@
 // and against the CPU kernels on the ops a lowered program adds; plus the kernels' own edge cases.
 import { describe, expect, it } from "vitest";
 import { nativeFailure, nativeGpuKind, nativeKernelNames, runNativeKernel, type NativeData, type NativeOperand, type NativeOutput } from "../../src/native/binding.js";
+import { compareKernels } from "../../src/native/kernel-parity.js";
 import { compareStep, STEP_CASES, trainingGraph } from "../support/kernel-step.js";
 import { rng } from "../support/prng.js";
 
@@ -14,6 +15,16 @@ describe("CUDA kernels (on the SIMT emulator) match the interpreter's", () => {
       const r = compareStep(trainingGraph(name, overrides), seq, batch, DEVICE);
       expect(r.mismatches).toEqual([]);
       expect(r.compared).toBeGreaterThan(0);
+    });
+  }
+
+  // What mixed precision feeds the kernels (and the GPU check measures): 16-bit operands, the tensor-core
+  // attention among them, each op against the interpreter on the same rounded values.
+  for (const name of ["gpt-tiny", "llama-tiny"]) {
+    it(`${name} with bf16 operands: every op within bf16's tolerance`, () => {
+      const r = compareKernels(trainingGraph(name, {}), { batch: 4, seq: name === "gpt-tiny" ? 16 : 8, device: DEVICE, operands: "bf16" });
+      expect(r.mismatches).toEqual([]);
+      expect(r.worstByOp.get("attention_grad_input")).toBeGreaterThan(0);
     });
   }
 
