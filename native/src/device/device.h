@@ -98,6 +98,9 @@ class Device {
   virtual void traceTimings(std::vector<double>& timings) { (void)timings; }
   /** An error found by endRun (nothing for kinds whose kernels throw where they fail), cleared by the call. */
   virtual std::optional<DeviceFault> takeFault() { return std::nullopt; }
+  /** The completion counts of `stream` the other stream will wait for (ascending), told once before any run:
+   *  a kind that records an event per completion (CUDA) records only these. */
+  virtual void expectWaits(int stream, const std::vector<size_t>& counts) { (void)stream; (void)counts; }
   /** Marks the next instruction of `stream` complete (a CUDA device records the stream's next event). */
   virtual void record(int stream) = 0;
   /** Makes `stream` wait until `other` has recorded `count` completions (a CUDA device waits on that event with

@@ -2,6 +2,7 @@
 // loop (waits as events, guards, injected faults, tracing, busy marks), and the first-error abort.
 #include "exec/executor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -139,6 +140,21 @@ Executor::Executor(Program program, std::vector<std::unique_ptr<Device>> devices
     refuse(JsClass::Error, {}, std::string("the communicator could not set up its groups: ") + e.what());
   }
   direct_ = locals_.size() == 1 && locals_[0]->program.streams[kCommStream].empty();
+  // Which completions each stream's waits name: those the other stream reaches a new maximum on.
+  for (const auto& L : locals_) {
+    std::vector<size_t> counts[kStreams];
+    for (int s = 0; s < kStreams; s++) {
+      size_t waited = 0;
+      for (size_t i : L->program.streams[s]) {
+        const size_t need = L->program.instructions[i].need[1 - s];
+        if (need > waited) counts[1 - s].push_back(waited = need);
+      }
+    }
+    for (int s = 0; s < kStreams; s++) {
+      std::sort(counts[s].begin(), counts[s].end());
+      L->device->expectWaits(s, counts[s]);
+    }
+  }
   // Another process failed: stop every local stream with its cause (an echo: a root cause found here wins),
   // including streams waiting on an event or stuck, which no communicator call would wake.
   comm_->onRemoteAbort([this](const std::string& text) { fail(fsm::failureAt(FailureKind::Aborted, JsClass::Error, {}, text), true); });

@@ -55,6 +55,7 @@ class CudaDevice final : public Device {
   void setTracing(bool on) override { tracing_ = on; }
   void traceMark(int stream, size_t instruction, bool begin) override;
   void traceTimings(std::vector<double>& timings) override;
+  void expectWaits(int stream, const std::vector<size_t>& counts) override;
   void record(int stream) override;
   bool wait(int stream, int other, size_t count) override;
   void abortWaits() override;
@@ -72,7 +73,10 @@ class CudaDevice final : public Device {
   const std::optional<size_t> limitBytes_;
   int multiprocessors_ = 1;
   cudaStream_t streams_[2] = {};
-  std::vector<cudaEvent_t> events_[2];  // events_[s][i]: stream s's i-th record of a run
+  // events_[s][i]: the event of stream s's (i+1)-th completion, when the other stream waits for it (null when
+  // nothing does: recording an event per instruction would cost as much host time as the launch).
+  std::vector<cudaEvent_t> events_[2];
+  std::vector<uint8_t> waitedOn_[2];  // by count; empty: not told (every completion gets its event)
   std::vector<void*> reservations_;
   size_t reservedBytes_ = 0;
   void* workspace_[2] = {nullptr, nullptr};  // per stream, kernels' scratch: the largest any of its calls needs
