@@ -53,6 +53,30 @@ await runPlan(plan, {
     if (gpu && afterFirst === undefined) afterFirst = nativeGpuMemory(gpu, 0);
   },
 });
+// Where a step's time goes: one more step, traced on the device, its instructions' times summed by op (the
+// compute stream's kernels; the communication stream's, if any, apart).
+const byOp = new Map<string, { seconds: number; count: number }>();
+let tracedStep = 0;
+await runPlan(plan, {
+  steps: 2,
+  engine: "native",
+  device,
+  trace: true,
+  onStep: (r) => (tracedStep = r.seconds),
+  onDone: (engine) => {
+    for (const { program, timings } of engine.lastTimings?.() ?? []) {
+      program.instructions.forEach((ins, i) => {
+        const key = `${ins.stream === 0 ? "" : "comm: "}${ins.op}`;
+        const e = byOp.get(key) ?? { seconds: 0, count: 0 };
+        e.seconds += timings[2 * i + 1]! - timings[2 * i]!;
+        e.count++;
+        byOp.set(key, e);
+      });
+    }
+  },
+});
+const timeByOp = [...byOp].sort((a, b) => b[1].seconds - a[1].seconds).slice(0, 20).map(([op, e]) => ({ op, ms: e.seconds * 1e3, count: e.count }));
+
 const warm = times.slice(2).sort((a, b) => a - b);
 const stepSeconds = warm[Math.floor(warm.length / 2)] ?? times[times.length - 1]!;
 const peak = getProfile(profile).peakFlops.bf16;
@@ -74,6 +98,8 @@ process.stdout.write(
     mfu: plan.predicted.flopsPerStep / stepSeconds / peak,
     predictedStepSeconds: plan.predicted.stepTimeSeconds,
     predictedMfu: plan.predicted.mfu,
+    tracedStepSeconds: tracedStep,
+    timeByOp,
     memory: { measuredBytes, predictedBytes, ratio: measuredBytes === null ? null : measuredBytes / predictedBytes, totalBytes: before?.totalBytes ?? null },
   }) + "\n",
 );

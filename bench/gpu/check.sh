@@ -5,7 +5,8 @@
 #   devices.txt   what `fsm devices` finds
 #   kernels.json  every CUDA kernel against a reference on real models, f32 (TF32 off) and bf16 operands
 #   parity.json   gpt-tiny and mlp plans (1 device, 2 pipelined, FSDP over 2) 10 steps on cuda vs the CPU
-#   gpt2.json     gpt2-124m bf16 on one GPU, batch 8 × 1024: step time, tokens/s, MFU, device memory vs plan
+#   gpt2.json     gpt2-124m bf16 on one GPU, batch 8 × 1024: step time, tokens/s, MFU, device memory vs plan,
+#                 and a traced step's time by op (where to look first)
 #   pytorch.json  PyTorch's step on the same model, batch and machine: eager and torch.compile
 #   check.log     progress, stderr of every part, nvidia-smi
 # DEVICE=simt runs the same parts on the emulated CUDA device at toy sizes: a rehearsal of this script on a
@@ -51,11 +52,11 @@ elif ! node -e 'const b = require(process.env.FSM_NATIVE_PATH); const k = b.gpuK
   export FSM_NATIVE_PATH=/tmp/fsm-build/fsm_native.node
 fi
 part devices.txt 30 node bin/fsm.js devices
-part kernels.json 120 node dist/bench/gpu/check-kernels.js "$DEVICE" "${SIZES[0]}"
+part kernels.json 110 node dist/bench/gpu/check-kernels.js "$DEVICE" "${SIZES[0]}"
 part parity.json 90 node dist/bench/gpu/check-parity.js "$DEVICE" 10
-part gpt2.json "$([ "$DEVICE" = simt ] && echo 400 || echo 90)" node dist/bench/gpu/check-gpt2.js "$DEVICE" "${SIZES[1]}" "${SIZES[2]}" "${SIZES[3]}"
+part gpt2.json "$([ "$DEVICE" = simt ] && echo 400 || echo 120)" node dist/bench/gpu/check-gpt2.js "$DEVICE" "${SIZES[1]}" "${SIZES[2]}" "${SIZES[3]}"
 FLOPS=$(node -e 'try { console.log(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).flopsPerStep) } catch { console.log(0) }' "$OUT/gpt2.json")
 PEAK=$(node -e 'import("./dist/src/cost/cluster.js").then((m) => console.log(m.getProfile("h200").peakFlops.bf16))')
-part pytorch.json 170 python3 bench/gpu/pytorch_gpt2.py "{\"batch\": ${SIZES[2]}, \"seq\": ${SIZES[3]}, \"steps\": ${SIZES[1]}, \"flopsPerStep\": ${FLOPS:-0}, \"peakFlops\": ${PEAK:-0}, \"modes\": [\"eager\", \"compile\"]}"
+part pytorch.json 150 python3 bench/gpu/pytorch_gpt2.py "{\"batch\": ${SIZES[2]}, \"seq\": ${SIZES[3]}, \"steps\": ${SIZES[1]}, \"flopsPerStep\": ${FLOPS:-0}, \"peakFlops\": ${PEAK:-0}, \"modes\": [\"eager\", \"compile\"]}"
 nvidia-smi >>"$LOG" 2>&1
 log "done in ${SECONDS}s"
