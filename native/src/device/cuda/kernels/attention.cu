@@ -606,6 +606,32 @@ __device__ __forceinline__ void stageRows(uint16_t* tile, const uint16_t* src, i
     copy16(tile + r * LD + c, src + r * hd + c);
   }
 }
+
+/** A warp's two 16×16 products with chunk n of two staged tiles: s = xa·(chunk of xs)ᵀ and dp = ya·(chunk of
+ *  ys)ᵀ over the head's nd 16-wide slices (the backward's scores and dP), stored to the warp's shared sc and
+ *  dpc (f32, row-major) for the per-element work that follows. */
+template <class C, typename E>
+__device__ __forceinline__ void scoresAndDp(const FragA<E>* xa, const uint16_t* xs, const FragA<E>* ya, const uint16_t* ys, int n, int64_t nd,
+                                            float* sc, float* dpc) {
+  namespace wm = fsmwmma;
+  FragC s, dp;
+  wm::fill_fragment(s, 0.0f);
+  wm::fill_fragment(dp, 0.0f);
+  FSM_UNROLL
+  for (int t = 0; t < C::kDims; t++) {
+    if (t < nd) {
+      FragBt<E> xb, yb;
+      wm::load_matrix_sync(xb, elements<E>(xs + n * 16 * C::kLd + t * 16), C::kLd);
+      wm::mma_sync(s, xa[t], xb, s);
+      wm::load_matrix_sync(yb, elements<E>(ys + n * 16 * C::kLd + t * 16), C::kLd);
+      wm::mma_sync(dp, ya[t], yb, dp);
+    }
+  }
+  __syncwarp();  // the last chunk's readers are done with sc, dpc
+  wm::store_matrix_sync(sc, s, C::kLdC, wm::mem_row_major);
+  wm::store_matrix_sync(dpc, dp, C::kLdC, wm::mem_row_major);
+  __syncwarp();
+}
 #endif
 
 // Forward on tensor cores, one block per (query tile, batch · head), 16 query rows a warp: per key step the
@@ -795,23 +821,7 @@ __global__ void __launch_bounds__(kTileThreads) flashBackwardKVTc(FlashTc f, con
       FSM_UNROLL
       for (int n = 0; n < C::kStep / 16; n++) {
         if (f.causal && i0 + 16 * n + 15 < k0) continue;  // every query of the chunk is before every key of the warp
-        FragC s, dp;
-        wm::fill_fragment(s, 0.0f);
-        wm::fill_fragment(dp, 0.0f);
-        FSM_UNROLL
-        for (int t = 0; t < C::kDims; t++) {
-          if (t < nd) {
-            FragBt<E> qb, ob;
-            wm::load_matrix_sync(qb, elements<E>(qs + n * 16 * C::kLd + t * 16), C::kLd);
-            wm::mma_sync(s, ka[t], qb, s);
-            wm::load_matrix_sync(ob, elements<E>(dos + n * 16 * C::kLd + t * 16), C::kLd);
-            wm::mma_sync(dp, va[t], ob, dp);
-          }
-        }
-        __syncwarp();  // the last chunk's readers are done with sc, dpc
-        wm::store_matrix_sync(sc, s, C::kLdC, wm::mem_row_major);
-        wm::store_matrix_sync(dpc, dp, C::kLdC, wm::mem_row_major);
-        __syncwarp();
+        scoresAndDp<C, E>(ka, qs, va, dos, n, nd, sc, dpc);  // sᵀ and dpᵀ: keys by rows
         for (int c = 8 * half; c < 8 * half + 8; c++) {
           const int q = n * 16 + c;
           const int64_t i = i0 + q;
@@ -901,23 +911,7 @@ __global__ void __launch_bounds__(kTileThreads) flashBackwardQTc(FlashTc f, cons
     FSM_UNROLL
     for (int n = 0; n < C::kStep / 16; n++) {
       if (f.causal && j0 + 16 * n > r0 + 15) continue;  // every key of the chunk is after every query of the warp
-      FragC s, dp;
-      wm::fill_fragment(s, 0.0f);
-      wm::fill_fragment(dp, 0.0f);
-      FSM_UNROLL
-      for (int t = 0; t < C::kDims; t++) {
-        if (t < nd) {
-          FragBt<E> kb, vb;
-          wm::load_matrix_sync(kb, elements<E>(ks + n * 16 * C::kLd + t * 16), C::kLd);
-          wm::mma_sync(s, qa[t], kb, s);
-          wm::load_matrix_sync(vb, elements<E>(vs + n * 16 * C::kLd + t * 16), C::kLd);
-          wm::mma_sync(dp, oa[t], vb, dp);
-        }
-      }
-      __syncwarp();  // the last chunk's readers are done with sc, dpc
-      wm::store_matrix_sync(sc, s, C::kLdC, wm::mem_row_major);
-      wm::store_matrix_sync(dpc, dp, C::kLdC, wm::mem_row_major);
-      __syncwarp();
+      scoresAndDp<C, E>(qa, ks, oa, vs, n, nd, sc, dpc);
       for (int c = 8 * half; c < 8 * half + 8; c++) {
         const int64_t key = j0 + n * 16 + c;
         const float p = i < S && key < S && (!f.causal || key <= i) ? exp2f(sc[r * C::kLdC + c] * f.scaleLog2 - rowLse) : 0.0f;
