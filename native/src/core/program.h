@@ -57,6 +57,9 @@ struct Instruction {
   size_t need[kStreams] = {0, 0};
 
   // --- bound by the executor once the device has an arena and the communicator the group ---
+  /** The completions of the other stream to wait for before starting (0: none beyond those waited for by an
+   *  earlier instruction of this stream): need[other] where it is a new maximum along the stream. */
+  size_t waitFor = 0;
   /** Kernel id, operand tensors over the arena (comm ops use its inputs/outputs too), attributes, zero flags. */
   KernelCall call;
   Tensor guard;  // data == nullptr: unguarded

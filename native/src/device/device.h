@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/kernel_call.h"
+#include "core/program.h"
 #include "core/tensor.h"
 
 namespace fsm {
@@ -64,15 +65,22 @@ class Device {
   void run(int stream, KernelCall& call);
   /** Whether `kernel` writes every element of every output, so zeroing them first is wasted work. */
   virtual bool fillsOutputs(KernelId kernel) const { (void)kernel; return false; }
-  /** Told every kernel call of the program once they are bound (operands over the arena), before any run: a
-   *  kind reserves what its kernels need besides the arena (a GPU's scratch and cuBLAS workspaces), so nothing
-   *  is allocated during a step. Throws FailureError (oom) when that does not fit. */
-  virtual void prepare(const std::vector<const KernelCall*>& calls) { (void)calls; }
+  /** What the device is told of its program once it is bound, before any run. */
+  struct Preparation {
+    /** Every kernel call, operands over the arena: a kind reserves what its kernels need besides the arena (a
+     *  GPU's scratch and cuBLAS workspaces), so nothing is allocated during a step. */
+    std::vector<const KernelCall*> calls;
+    /** Per stream, ascending: the completion counts of it the other stream waits for (a kind that records an
+     *  event per completion, CUDA, records only these). */
+    std::vector<size_t> waitedFor[kStreams];
+    /** How long a run may go without progress before the device gives up on it (a GPU waiting on a peer that
+     *  never comes): the communicator's timeout. */
+    double timeoutSeconds = 60;
+  };
+  /** Throws FailureError (oom) when the reservations do not fit. */
+  virtual void prepare(const Preparation& p) { (void)p; }
   /** Bytes the device holds besides its arenas (prepare's reservations). */
   virtual size_t reservedBytes() const { return 0; }
-  /** How long a run may go without progress before the device gives up on it (a GPU waiting on a peer that
-   *  never comes); the executor passes its communicator timeout. */
-  virtual void setTimeout(double seconds) { (void)seconds; }
 
   // --- for communicators that enqueue on the device's streams (NCCL) ---
   /** The kind's own handle of `stream` (a cudaStream_t), or null when its streams are host threads. */
@@ -82,25 +90,21 @@ class Device {
 
   // --- streams and events: stream 0 computes, stream 1 communicates; each is driven by its own host thread ---
   /** A run begins: every stream's completion count restarts at 0 and a previous abort is cleared. Also the
-   *  place for per-run settings a kind holds while a step runs (the CPU's BLAS threads). */
-  virtual void beginRun() = 0;
+   *  place for per-run settings a kind holds while a step runs (the CPU's BLAS threads). `traced`: the run's
+   *  instructions are timed (a device that times them itself marks the run's start). */
+  virtual void beginRun(bool traced) = 0;
   /** The run is over (every stream stopped): undoes beginRun's settings. A kind whose streams run
    *  asynchronously (CUDA) waits for them here. */
   virtual void endRun() = 0;
   // --- traces: a kind whose streams run asynchronously (CUDA) times instructions itself ---
   /** Whether instruction timings come from the device (the host's clock would time enqueueing only). */
   virtual bool timesOnDevice() const { return false; }
-  /** The run to come is traced (before beginRun): a device that times itself marks its start. */
-  virtual void setTracing(bool on) { (void)on; }
   /** Marks where instruction i of `stream` starts (begin) or ends on the device. */
   virtual void traceMark(int stream, size_t instruction, bool begin) { (void)stream; (void)instruction; (void)begin; }
   /** After endRun: per instruction [start, end] in seconds from the run's start on the device. */
   virtual void traceTimings(std::vector<double>& timings) { (void)timings; }
   /** An error found by endRun (nothing for kinds whose kernels throw where they fail), cleared by the call. */
   virtual std::optional<DeviceFault> takeFault() { return std::nullopt; }
-  /** The completion counts of `stream` the other stream will wait for (ascending), told once before any run:
-   *  a kind that records an event per completion (CUDA) records only these. */
-  virtual void expectWaits(int stream, const std::vector<size_t>& counts) { (void)stream; (void)counts; }
   /** Marks the next instruction of `stream` complete (a CUDA device records the stream's next event). */
   virtual void record(int stream) = 0;
   /** Makes `stream` wait until `other` has recorded `count` completions (a CUDA device waits on that event with

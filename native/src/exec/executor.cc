@@ -2,7 +2,6 @@
 // loop (waits as events, guards, injected faults, tracing, busy marks), and the first-error abort.
 #include "exec/executor.h"
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -94,7 +93,8 @@ Executor::Executor(Program program, std::vector<std::unique_ptr<Device>> devices
       throw located(e.failure(), whereOf(L.program, d));
     }
     for (const Slot& s : L.program.slots) L.slots.push_back(s.at(L.arena.base));
-    std::vector<const KernelCall*> kernels;
+    Device::Preparation prep;
+    prep.timeoutSeconds = timeoutSeconds_;
     for (size_t i = 0; i < L.program.instructions.size(); i++) {
       Instruction& ins = L.program.instructions[i];
       for (uint32_t id : ins.inputSlots) ins.call.inputs.push_back(L.slots[id]);
@@ -105,10 +105,19 @@ Executor::Executor(Program program, std::vector<std::unique_ptr<Device>> devices
       ins.call.instruction = static_cast<int64_t>(i);
       ins.call.stream = ins.stream;
       if (ins.guardSlot >= 0) ins.guard = L.slots[static_cast<size_t>(ins.guardSlot)];
-      if (ins.kind == OpKind::Kernel) kernels.push_back(&ins.call);
+      if (ins.kind == OpKind::Kernel) prep.calls.push_back(&ins.call);
+    }
+    // The waits a stream makes: where an instruction needs more of the other stream than any before it (so each
+    // list comes out ascending).
+    for (int s = 0; s < kStreams; s++) {
+      size_t waited = 0;
+      for (size_t i : L.program.streams[s]) {
+        Instruction& ins = L.program.instructions[i];
+        if (ins.need[1 - s] > waited) prep.waitedFor[1 - s].push_back(ins.waitFor = waited = ins.need[1 - s]);
+      }
     }
     try {
-      L.device->prepare(kernels);
+      L.device->prepare(prep);
     } catch (const FailureError& e) {
       throw located(e.failure(), whereOf(L.program, d));
     }
@@ -132,7 +141,6 @@ Executor::Executor(Program program, std::vector<std::unique_ptr<Device>> devices
     for (Instruction& ins : L->program.instructions) {
       if (!ins.group.empty()) ins.groupHandle = handles.at(ins.group);
     }
-    L->device->setTimeout(timeoutSeconds_);
   }
   try {
     comm_->ready();
@@ -140,21 +148,6 @@ Executor::Executor(Program program, std::vector<std::unique_ptr<Device>> devices
     refuse(JsClass::Error, {}, std::string("the communicator could not set up its groups: ") + e.what());
   }
   direct_ = locals_.size() == 1 && locals_[0]->program.streams[kCommStream].empty();
-  // Which completions each stream's waits name: those the other stream reaches a new maximum on.
-  for (const auto& L : locals_) {
-    std::vector<size_t> counts[kStreams];
-    for (int s = 0; s < kStreams; s++) {
-      size_t waited = 0;
-      for (size_t i : L->program.streams[s]) {
-        const size_t need = L->program.instructions[i].need[1 - s];
-        if (need > waited) counts[1 - s].push_back(waited = need);
-      }
-    }
-    for (int s = 0; s < kStreams; s++) {
-      std::sort(counts[s].begin(), counts[s].end());
-      L->device->expectWaits(s, counts[s]);
-    }
-  }
   // Another process failed: stop every local stream with its cause (an echo: a root cause found here wins),
   // including streams waiting on an event or stuck, which no communicator call would wake.
   comm_->onRemoteAbort([this](const std::string& text) { fail(fsm::failureAt(FailureKind::Aborted, JsClass::Error, {}, text), true); });
@@ -197,8 +190,7 @@ std::optional<Failure> Executor::run(bool trace) {
   echo_ = false;
   first_ = Failure();
   for (auto& L : locals_) {
-    L->device->setTracing(tracing_);
-    L->device->beginRun();
+    L->device->beginRun(tracing_);
     L->inKernel[0] = L->inKernel[1] = -1;  // a stream aborted mid-kernel last run left its mark
     if (tracing_) L->timings.assign(L->program.instructions.size() * 2, 0.0);
   }
@@ -296,17 +288,13 @@ void Executor::runStream(size_t d, int s) {
   Local& L = *locals_[d];
   Device& dev = *L.device;
   const int other = 1 - s;
-  size_t waited = 0;  // completions of the other stream already waited for
   size_t current = 0;
   try {
     for (size_t i : L.program.streams[s]) {
       current = i;
       Instruction& ins = L.program.instructions[i];
       // The other stream either gets there (parsing ruled out cycles) or the run fails, which wakes this wait.
-      if (ins.need[other] > waited) {
-        if (!dev.wait(s, other, ins.need[other])) break;
-        waited = ins.need[other];
-      }
+      if (ins.waitFor > 0 && !dev.wait(s, other, ins.waitFor)) break;
       if (failed_.load(std::memory_order_acquire)) break;
       if (tracing_) L.timings[2 * i] = std::chrono::duration<double>(Clock::now() - origin_).count();
       if (tracing_ && dev.timesOnDevice()) dev.traceMark(s, i, true);

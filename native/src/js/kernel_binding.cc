@@ -142,8 +142,10 @@ void invokeOn(Call& c, const std::string& kind) {
   }
   for (Tensor& t : dc.outputs) t.data = arena.base + at[k++];
   dc.zero.assign(dc.outputs.size(), 0);
-  dev->prepare({&dc});
-  dev->beginRun();
+  Device::Preparation prep;
+  prep.calls = {&dc};
+  dev->prepare(prep);
+  dev->beginRun(false);
   try {
     dev->run(kComputeStream, dc);
   } catch (const std::exception& e) {

@@ -72,7 +72,7 @@ void CpuDevice::launch(int, KernelCall& call) {
   cpuKernel(call.kernel)(call.inputs, call.outputs, call.attrs);
 }
 
-void CpuDevice::beginRun() {
+void CpuDevice::beginRun(bool) {
   {
     std::lock_guard<std::mutex> lk(mutex_);
     completed_[0] = completed_[1] = 0;

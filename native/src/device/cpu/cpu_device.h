@@ -32,7 +32,7 @@ class CpuDevice final : public Device {
   void copyOut(int stream, void* host, const void* device, size_t bytes) override;
   KernelId resolve(const std::string& op) const override;
   void launch(int stream, KernelCall& call) override;
-  void beginRun() override;
+  void beginRun(bool traced) override;
   void endRun() override;
   void record(int stream) override;
   bool wait(int stream, int other, size_t count) override;

@@ -168,9 +168,15 @@ size_t Reservations::total() const {
   return workspaceBytes[0] + workspaceBytes[1] + aligned(sizeof(DeviceError)) + (blas ? kBlasWorkspaceBytes : 0);
 }
 
-void CudaDevice::prepare(const std::vector<const KernelCall*>& calls) {
+void CudaDevice::prepare(const Preparation& p) {
   use();
-  const Reservations r = reservationsFor(calls);
+  timeoutSeconds_ = p.timeoutSeconds;
+  for (int s = 0; s < kStreams; s++) {
+    const std::vector<size_t>& counts = p.waitedFor[s];
+    waitedOn_[s].assign(counts.empty() ? 1 : counts.back() + 1, 0);
+    for (size_t c : counts) waitedOn_[s][c] = 1;
+  }
+  const Reservations r = reservationsFor(p.calls);
   const bool blas = r.blas;
   for (int s = 0; s < kStreams; s++) {
     workspaceBytes_[s] = r.workspaceBytes[s];
@@ -239,7 +245,8 @@ void CudaDevice::copyOut(int stream, void* host, const void* device, size_t byte
   check(cudaStreamSynchronize(streams_[stream]), "copy from the device");
 }
 
-void CudaDevice::beginRun() {
+void CudaDevice::beginRun(bool traced) {
+  tracing_ = traced;
   {
     std::lock_guard<std::mutex> lk(mutex_);
     recorded_[0] = recorded_[1] = 0;
@@ -336,11 +343,6 @@ std::optional<DeviceFault> CudaDevice::takeFault() {
   std::optional<DeviceFault> f = std::move(fault_);
   fault_.reset();
   return f;
-}
-
-void CudaDevice::expectWaits(int stream, const std::vector<size_t>& counts) {
-  waitedOn_[stream].assign(counts.empty() ? 1 : counts.back() + 1, 0);
-  for (size_t c : counts) waitedOn_[stream][c] = 1;
 }
 
 void CudaDevice::record(int stream) {

@@ -43,19 +43,16 @@ class CudaDevice final : public Device {
   KernelId resolve(const std::string& op) const override;
   bool fillsOutputs(KernelId kernel) const override { return kernelEntry(kernel).fills == FillsOutputs::Yes; }
   void launch(int stream, KernelCall& call) override;
-  void prepare(const std::vector<const KernelCall*>& calls) override;
+  void prepare(const Preparation& p) override;
   size_t reservedBytes() const override { return reservedBytes_; }
-  void setTimeout(double seconds) override { timeoutSeconds_ = seconds; }
   void* nativeStream(int stream) override { return reinterpret_cast<void*>(streams_[stream]); }
   void bindThread() override { use(); }
-  void beginRun() override;
+  void beginRun(bool traced) override;
   void endRun() override;
   std::optional<DeviceFault> takeFault() override;
   bool timesOnDevice() const override { return true; }
-  void setTracing(bool on) override { tracing_ = on; }
   void traceMark(int stream, size_t instruction, bool begin) override;
   void traceTimings(std::vector<double>& timings) override;
-  void expectWaits(int stream, const std::vector<size_t>& counts) override;
   void record(int stream) override;
   bool wait(int stream, int other, size_t count) override;
   void abortWaits() override;
@@ -76,7 +73,7 @@ class CudaDevice final : public Device {
   // events_[s][i]: the event of stream s's (i+1)-th completion, when the other stream waits for it (null when
   // nothing does: recording an event per instruction would cost as much host time as the launch).
   std::vector<cudaEvent_t> events_[2];
-  std::vector<uint8_t> waitedOn_[2];  // by count; empty: not told (every completion gets its event)
+  std::vector<uint8_t> waitedOn_[2];  // by count (prepare); empty: not told (every completion gets its event)
   std::vector<void*> reservations_;
   size_t reservedBytes_ = 0;
   void* workspace_[2] = {nullptr, nullptr};  // per stream, kernels' scratch: the largest any of its calls needs
