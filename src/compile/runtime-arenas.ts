@@ -86,12 +86,12 @@ export function layOutArenas(plan: Plan, g: Graph, mode: ArenaMode, profile: Dev
   const device = new Map(lowered.ranks.map((r, i) => [r, lowered.devices[i]!]));
   // A GPU also holds its kernels' scratch and cuBLAS's workspace (the addon's formulas: without the addon,
   // the plan says it did not price them).
-  let reserve: ((d: (typeof lowered.devices)[number]) => number) | undefined;
+  // Once per lowered device (replicas not lowered share their first replica's program).
+  let reserved: Map<(typeof lowered.devices)[number], number> | undefined;
   let note: string | undefined;
   if (profile.kind === "cuda") {
     try {
-      gpuReservedBytes(lowered.devices[0]!);
-      reserve = gpuReservedBytes;
+      reserved = new Map(lowered.devices.map((d) => [d, gpuReservedBytes(d)]));
     } catch (e) {
       note = `a GPU's kernel scratch and cuBLAS workspace are not priced: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`;
     }
@@ -101,7 +101,7 @@ export function layOutArenas(plan: Plan, g: Graph, mode: ArenaMode, profile: Dev
     const prog = plan.programs[p]!;
     // Replicas not lowered lay out as the first does.
     const of = (replica: number) => device.get(prog.ranks[replica]!) ?? device.get(prog.ranks[0]!)!;
-    const reservedBytes = reserve && prog.ranks.map((_, r) => reserve!(of(r)));
+    const reservedBytes = reserved && prog.ranks.map((_, r) => reserved!.get(of(r))!);
     const runtime = { arenaBytes: prog.ranks.map((_, r) => of(r).arenaBytes), liveBytes: prog.ranks.map((_, r) => of(r).liveBytes), ...(reservedBytes && { reservedBytes }) };
     prog.ranks.forEach((rank, r) => (peak[rank] = runtime.arenaBytes[r]! + (reservedBytes?.[r] ?? 0)));
     return { ...m, runtime };

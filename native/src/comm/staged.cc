@@ -27,10 +27,15 @@ StagedCommunicator::Staging& StagedCommunicator::staging(int rank) {
   return it->second;
 }
 
-float* StagedCommunicator::out(Staging& s, std::vector<float>& buffer, const float* data, size_t count) {
+float* StagedCommunicator::room(std::vector<float>& buffer, size_t count) {
   if (buffer.size() < count) buffer.resize(count);
-  if (count > 0) s.device->copyOut(kCommStream, buffer.data(), data, count * sizeof(float));
   return buffer.data();
+}
+
+float* StagedCommunicator::out(Staging& s, std::vector<float>& buffer, const float* data, size_t count) {
+  float* h = room(buffer, count);
+  if (count > 0) s.device->copyOut(kCommStream, h, data, count * sizeof(float));
+  return h;
 }
 
 void StagedCommunicator::in(Staging& s, float* data, const float* host, size_t count) {
@@ -49,8 +54,7 @@ void StagedCommunicator::doReduceScatter(int rank, GroupHandle group, const floa
   // The input holds a chunk per member: its size is the output's times the group's.
   const size_t total = countPerRank * groupSizeOf(group);
   const float* h = out(s, s.in, input, total);
-  if (s.out.size() < countPerRank) s.out.resize(countPerRank);
-  inner_->reduceScatter(rank, group, h, s.out.data(), countPerRank, op);
+  inner_->reduceScatter(rank, group, h, room(s.out, countPerRank), countPerRank, op);
   in(s, output, s.out.data(), countPerRank);
 }
 
@@ -58,14 +62,13 @@ void StagedCommunicator::doAllGather(int rank, GroupHandle group, const float* i
   Staging& s = staging(rank);
   const float* h = out(s, s.in, input, countPerRank);
   const size_t total = countPerRank * groupSizeOf(group);
-  if (s.out.size() < total) s.out.resize(total);
-  inner_->allGather(rank, group, h, s.out.data(), countPerRank);
+  inner_->allGather(rank, group, h, room(s.out, total), countPerRank);
   in(s, output, s.out.data(), total);
 }
 
 void StagedCommunicator::doBroadcast(int rank, GroupHandle group, int root, float* data, size_t count) {
   Staging& s = staging(rank);
-  float* h = rank == root ? out(s, s.in, data, count) : (s.in.size() < count ? (s.in.resize(count), s.in.data()) : s.in.data());
+  float* h = rank == root ? out(s, s.in, data, count) : room(s.in, count);
   inner_->broadcast(rank, group, root, h, count);
   if (rank != root) in(s, data, h, count);
 }
@@ -84,8 +87,7 @@ void StagedCommunicator::doSend(int rank, int peer, int tag, const float* data, 
 
 void StagedCommunicator::doRecv(int rank, int peer, int tag, float* data, size_t count) {
   Staging& s = staging(rank);
-  if (s.out.size() < count) s.out.resize(count);
-  inner_->recv(rank, peer, tag, s.out.data(), count);
+  inner_->recv(rank, peer, tag, room(s.out, count), count);
   in(s, data, s.out.data(), count);
 }
 

@@ -47,6 +47,8 @@ class StagedCommunicator final : public Communicator {
     std::vector<float> in, out;
   };
   Staging& staging(int rank);
+  /** `buffer`, grown to hold `count` floats. */
+  static float* room(std::vector<float>& buffer, size_t count);
   /** Host copy of `count` floats of device memory at `data` into `buffer`. */
   float* out(Staging& s, std::vector<float>& buffer, const float* data, size_t count);
   void in(Staging& s, float* data, const float* host, size_t count);

@@ -55,12 +55,12 @@ NcclCommunicator::NcclCommunicator(int worldSize, std::map<int, Device*> devices
   }
 }
 
+// (An aborted communicator's were aborted and dropped already.)
 NcclCommunicator::~NcclCommunicator() {
   for (Group& g : groups_)
     for (auto& [rank, c] : g.comms) {
       devices_.at(rank)->bindThread();
-      if (aborted_) api_.commAbort(c);
-      else api_.commDestroy(c);
+      api_.commDestroy(c);
     }
 }
 

@@ -63,14 +63,10 @@ CudaPresence cudaPresence() {
   return p;
 }
 
-void deviceDescription(int ordinal, std::string& name, size_t& memoryBytes, int& multiprocessors, int& major, int& minor) {
+GpuKindInfo::Gpu deviceDescription(int ordinal) {
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, ordinal), "device properties");
-  name = prop.name;
-  memoryBytes = prop.totalGlobalMem;
-  multiprocessors = prop.multiProcessorCount;
-  major = prop.major;
-  minor = prop.minor;
+  return {prop.name, prop.totalGlobalMem, prop.multiProcessorCount, prop.major, prop.minor};
 }
 
 CudaDevice::CudaDevice(CudaOptions options, std::optional<size_t> limitBytes) : options_(options), limitBytes_(limitBytes) {
@@ -290,7 +286,8 @@ void CudaDevice::traceTimings(std::vector<double>& timings) {
 }
 
 void CudaDevice::drain(int s) {
-  size_t done = 0;  // events of this run known complete
+  size_t done = 0;       // completions looked at (those without an event pass)
+  size_t confirmed = 0;  // completions known done: up to the last event found complete
   auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeoutSeconds_));
   for (;;) {
     const cudaError_t e = cudaStreamQuery(streams_[s]);
@@ -306,14 +303,17 @@ void CudaDevice::drain(int s) {
       recorded = std::min(recorded_[s], events_[s].size());
     }
     while (done < recorded && (events_[s][done] == nullptr || cudaEventQuery(events_[s][done]) == cudaSuccess)) {
+      if (events_[s][done] != nullptr) {
+        confirmed = done + 1;
+        deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeoutSeconds_));
+      }
       done++;
-      deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeoutSeconds_));
     }
     if (std::chrono::steady_clock::now() > deadline) {
       if (!fault_) {
         std::ostringstream m;
         m << "the GPU made no progress on its " << (s == kComputeStream ? "compute" : "communication") << " stream for " << timeoutSeconds_
-          << " s (after " << done << " of its " << recorded << " instructions): a collective whose peers never came?";
+          << " s (at least " << confirmed << " of its " << recorded << " instructions done): a collective whose peers never came?";
         fault_ = DeviceFault{static_cast<int64_t>(-1), m.str()};
       }
       return;

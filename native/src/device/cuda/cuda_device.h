@@ -15,6 +15,7 @@
 #include "device/cuda/kernel.h"
 #include "device/cuda/runtime.h"
 #include "device/device.h"
+#include "device/gpu_kinds.h"
 
 namespace fsm {
 namespace FSM_CUDA_NS {
@@ -115,7 +116,7 @@ struct CudaPresence {
 };
 CudaPresence cudaPresence();
 /** GPU `ordinal`'s name, memory, multiprocessors and compute capability. */
-void deviceDescription(int ordinal, std::string& name, size_t& memoryBytes, int& multiprocessors, int& major, int& minor);
+GpuKindInfo::Gpu deviceDescription(int ordinal);
 
 }  // namespace FSM_CUDA_NS
 }  // namespace fsm

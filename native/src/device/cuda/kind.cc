@@ -39,11 +39,7 @@ GpuKindInfo kindInfo() {
   info.none = p.why;
   info.driverVersion = p.driverVersion;
   info.runtimeVersion = p.runtimeVersion;
-  for (int d = 0; d < p.count; d++) {
-    GpuKindInfo::Gpu g;
-    deviceDescription(d, g.name, g.memoryBytes, g.multiprocessors, g.major, g.minor);
-    info.gpus.push_back(g);
-  }
+  for (int d = 0; d < p.count; d++) info.gpus.push_back(deviceDescription(d));
   return info;
 }
 
