@@ -6,28 +6,13 @@
 // bounded relative to each output's RMS.
 import { describe, expect, it } from "vitest";
 import { createNativeCluster, runNativeKernel, type NativeAttrs, type NativeData, type NativeOperand, type NativeOutput } from "../../src/native/binding.js";
-import { rng } from "../support/prng.js";
+import { attentionName as name, attentionOperands, floats, narrow, SIMT, widen, type AttentionCase } from "../support/simt-kernels.js";
 
-const DEVICE = "simt" as const;
+const DEVICE = SIMT;
 type Half = "bf16" | "f16";
 
-/** Random f32 values in [-scale, scale). */
-function floats(shape: readonly number[], seed: number, scale = 2): NativeOperand {
-  const rand = rng(seed);
-  const n = shape.reduce((a, b) => a * b, 1);
-  return { shape, data: Float32Array.from({ length: n }, () => (rand() * 2 - 1) * scale) };
-}
 
-/** An operand stored as bf16 or f16 (rounded on the CPU by fsm_cast), and the f32 values it holds. */
-function narrow(op: NativeOperand, dtype: Half): { half: NativeOperand; wide: NativeOperand } {
-  const bits = runNativeKernel("fsm_cast", [op], {}, [{ shape: op.shape, dtype }])[0]!;
-  const half = { shape: op.shape, data: bits, dtype };
-  return { half, wide: { shape: op.shape, data: widen(half) } };
-}
 
-function widen(op: NativeOperand): Float32Array {
-  return runNativeKernel("fsm_cast", [op], {}, [{ shape: op.shape, dtype: "f32" }])[0] as Float32Array;
-}
 
 /** fsm_wmma_tile (a CUDA-only op: runKernel resolves ops on the CPU first, a cluster on its own device kind) on
  *  one simt device: d = (a·b + c)·scale, a and b 16-bit [16, ld] tiles, c and d f32, each slot 256-byte aligned. */
@@ -100,34 +85,15 @@ describe("the emulated WMMA tile product (fsm_wmma_tile) is a dot product in f32
   });
 });
 
-interface AttentionCase {
-  B: number;
-  S: number;
-  heads: number;
-  kv: number;
-  hd: number;
-  causal: boolean;
-  rope: boolean;
-  bias: boolean;
-}
 
-function name(c: AttentionCase): string {
-  return `B ${c.B} S ${c.S} heads ${c.heads}/${c.kv} hd ${c.hd}${c.causal ? " causal" : ""}${c.rope ? " rope" : ""}${c.bias ? " bias" : ""}`;
-}
 
-/** attention's and attention_grad_input's operands for a case, 16-bit and widened, weights at a real init's scale. */
+/** attention's and attention_grad_input's operands for a case, 16-bit and widened, and their outputs: dqkv in
+ *  W_qkv's type (dx = dqkv·W_qkv is one cuBLAS product of one type); dx and the context f32. */
 function operands(c: AttentionCase, dtype: Half, seed: number) {
-  const d = c.heads * c.hd, W = (c.heads + 2 * c.kv) * c.hd, ws = 1 / Math.sqrt(d);
-  const x = narrow(floats([c.B, c.S, d], seed, 1.5), dtype), wqkv = narrow(floats([W, d], seed + 1, 1.5 * ws), dtype);
-  const bqkv = narrow(floats([W], seed + 2, 0.5), dtype), wproj = narrow(floats([d, d], seed + 3, ws), dtype);
-  const bproj = narrow(floats([d], seed + 4, 0.5), dtype), dy = narrow(floats([c.B, c.S, d], seed + 5), dtype);
-  const attrs = { heads: c.heads, kv_heads: c.kv, causal: c.causal, rope: c.rope, bias: c.bias };
-  const forward = c.bias ? [x, wqkv, bqkv, wproj, bproj] : [x, wqkv, wproj];
-  const backward = c.bias ? [dy, x, wqkv, bqkv, wproj] : [dy, x, wqkv, wproj];
-  const y: NativeOutput = { shape: [c.B, c.S, d], dtype: "f32" };
-  // dqkv in W_qkv's type (dx = dqkv·W_qkv is one cuBLAS product of one type); dx and the context f32.
-  const grads: NativeOutput[] = [{ shape: [c.B, c.S, d], dtype: "f32" }, { shape: [c.B, c.S, W], dtype }, { shape: [c.B, c.S, d], dtype: "f32" }];
-  return { attrs, forward, backward, y, grads };
+  const o = attentionOperands(c, seed, (op: NativeOperand) => narrow(op, dtype));
+  const y: NativeOutput = { shape: [c.B, c.S, o.d], dtype: "f32" };
+  const grads: NativeOutput[] = [{ shape: [c.B, c.S, o.d], dtype: "f32" }, { shape: [c.B, c.S, o.W], dtype }, { shape: [c.B, c.S, o.d], dtype: "f32" }];
+  return { ...o, y, grads };
 }
 
 /** Per output, the error's RMS and its largest magnitude, each over the RMS of the CPU's output (Infinity for a

@@ -13,22 +13,15 @@ import {
   type NativeOutput,
 } from "../../src/native/binding.js";
 import { rng } from "../support/prng.js";
+import { both, expectClose as closeTo, floats, SIMT } from "../support/simt-kernels.js";
 
-const DEVICE = "simt" as const;
+const DEVICE = SIMT;
+const expectClose = (cpu: NativeData[], cuda: NativeData[], rtol = 1e-5, atol = 1e-6): void => closeTo(cpu, cuda, rtol, atol);
 
-/** Random floats in [-2, 2) of the given shape. */
-function floats(shape: readonly number[], seed: number, scale = 2): NativeOperand {
-  const rand = rng(seed);
-  const n = shape.reduce((a, b) => a * b, 1);
-  return { shape, data: Float32Array.from({ length: n }, () => (rand() * 2 - 1) * scale) };
-}
 
 const scalar = (v: number): NativeOperand => ({ shape: [], data: Float32Array.of(v) });
 const f32Out = (shape: readonly number[]): NativeOutput => ({ shape, dtype: "f32" });
 
-function both(op: string, inputs: NativeOperand[], attrs: NativeAttrs, outputs: NativeOutput[]): [NativeData[], NativeData[]] {
-  return [runNativeKernel(op, inputs, attrs, outputs), runNativeKernel(op, inputs, attrs, outputs, { device: DEVICE })];
-}
 
 function bits(a: NativeData): number[] {
   return a instanceof Uint16Array ? Array.from(a) : Array.from(new Uint32Array(a.buffer, a.byteOffset, a.length));
@@ -40,19 +33,6 @@ function expectSame(cpu: NativeData[], cuda: NativeData[]): void {
   cpu.forEach((c, i) => expect(bits(cuda[i]!), `output ${i}`).toEqual(bits(c)));
 }
 
-function expectClose(cpu: NativeData[], cuda: NativeData[], rtol = 1e-5, atol = 1e-6): void {
-  expect(cuda.length).toBe(cpu.length);
-  cpu.forEach((c, i) => {
-    const g = cuda[i]!;
-    expect(g.length).toBe(c.length);
-    for (let k = 0; k < c.length; k++) {
-      const want = c[k]!, got = g[k]!;
-      if (Number.isNaN(want)) expect(got, `output ${i}[${k}]`).toBeNaN();
-      else if (!Number.isFinite(want)) expect(got, `output ${i}[${k}]`).toBe(want);
-      else if (!(Math.abs(want - got) <= atol + rtol * Math.abs(want))) throw new Error(`output ${i}[${k}]: cpu ${want}, cuda ${got}`);
-    }
-  });
-}
 
 /** What a call throws on each device: the same message. */
 function expectSameError(op: string, inputs: NativeOperand[], attrs: NativeAttrs, outputs: NativeOutput[], message: string): void {

@@ -2,12 +2,13 @@
 // compiles, executed on the host), against the interpreter's on the real graphs the CPU kernels are held to,
 // and against the CPU kernels on the ops a lowered program adds; plus the kernels' own edge cases.
 import { describe, expect, it } from "vitest";
-import { nativeFailure, nativeGpuKind, nativeKernelNames, runNativeKernel, type NativeData, type NativeOperand, type NativeOutput } from "../../src/native/binding.js";
+import { nativeFailure, nativeGpuKind, nativeKernelNames, runNativeKernel, type NativeData } from "../../src/native/binding.js";
 import { compareKernels } from "../../src/native/kernel-parity.js";
 import { compareStep, STEP_CASES, trainingGraph } from "../support/kernel-step.js";
-import { rng } from "../support/prng.js";
+import { both, expectClose as closeTo, floats, SIMT } from "../support/simt-kernels.js";
 
-const DEVICE = "simt" as const;
+const DEVICE = SIMT;
+const expectClose = (cpu: NativeData[], cuda: NativeData[], rtol = 1e-5, atol = 1e-6): void => closeTo(cpu, cuda, rtol, atol);
 
 describe("CUDA kernels (on the SIMT emulator) match the interpreter's", () => {
   for (const [name, overrides, batch, seq] of STEP_CASES) {
@@ -35,28 +36,8 @@ describe("CUDA kernels (on the SIMT emulator) match the interpreter's", () => {
   });
 });
 
-/** Random operands (floats in [-2, 2)) of the given shapes. */
-function floats(shape: readonly number[], seed: number): NativeOperand {
-  const rand = rng(seed);
-  const n = shape.reduce((a, b) => a * b, 1);
-  return { shape, data: Float32Array.from({ length: n }, () => rand() * 4 - 2) };
-}
 
-function both(op: string, inputs: NativeOperand[], attrs: Record<string, number | boolean | string>, outputs: NativeOutput[]): [NativeData[], NativeData[]] {
-  return [runNativeKernel(op, inputs, attrs, outputs), runNativeKernel(op, inputs, attrs, outputs, { device: DEVICE })];
-}
 
-function expectClose(cpu: NativeData[], cuda: NativeData[], rtol = 1e-5, atol = 1e-6): void {
-  expect(cuda.length).toBe(cpu.length);
-  cpu.forEach((c, i) => {
-    const g = cuda[i]!;
-    expect(g.length).toBe(c.length);
-    for (let k = 0; k < c.length; k++) {
-      if (Number.isNaN(c[k])) expect(g[k]).toBeNaN();
-      else if (Math.abs(c[k]! - g[k]!) > atol + rtol * Math.abs(c[k]!)) throw new Error(`output ${i}[${k}]: cpu ${c[k]}, cuda ${g[k]}`);
-    }
-  });
-}
 
 describe("CUDA kernels of lowered programs match the CPU's", () => {
   it("broadcasting binary ops over every pattern", () => {

@@ -5,44 +5,22 @@
 // not a multiple of the tile.
 import { describe, expect, it } from "vitest";
 import { runNativeKernel, type NativeData, type NativeOperand, type NativeOutput } from "../../src/native/binding.js";
-import { rng } from "../support/prng.js";
+import { attentionName as name, attentionOperands, both, expectClose as closeTo, floats, narrow, SIMT, widen, type AttentionCase } from "../support/simt-kernels.js";
 
-const DEVICE = "simt" as const;
-const RTOL = 1e-4;
-const ATOL = 1e-5;
+const DEVICE = SIMT;
+const expectClose = (cpu: NativeData[], cuda: NativeData[], rtol = 1e-4, atol = 1e-5): void => closeTo(cpu, cuda, rtol, atol);
 
-/** Random f32 operands in [-scale, scale). */
-function floats(shape: readonly number[], seed: number, scale = 2): NativeOperand {
-  const rand = rng(seed);
-  const n = shape.reduce((a, b) => a * b, 1);
-  return { shape, data: Float32Array.from({ length: n }, () => (rand() * 2 - 1) * scale) };
+/** attention's operands for a case in f32, with its outputs (y; dx, dqkv, context). */
+function f32Attention(c: AttentionCase, seed: number) {
+  const o = attentionOperands(c, seed, (op: NativeOperand) => op);
+  const grads: NativeOutput[] = [{ shape: [c.B, c.S, o.d], dtype: "f32" }, { shape: [c.B, c.S, o.W], dtype: "f32" }, { shape: [c.B, c.S, o.d], dtype: "f32" }];
+  return { ...o, y: grads[0]!, grads };
 }
 
-function both(op: string, inputs: NativeOperand[], attrs: Record<string, number | boolean | string>, outputs: NativeOutput[]): [NativeData[], NativeData[]] {
-  return [runNativeKernel(op, inputs, attrs, outputs), runNativeKernel(op, inputs, attrs, outputs, { device: DEVICE })];
-}
 
-function expectClose(cpu: NativeData[], cuda: NativeData[], rtol = RTOL, atol = ATOL): void {
-  expect(cuda.length).toBe(cpu.length);
-  cpu.forEach((c, i) => {
-    const g = cuda[i]!;
-    expect(g.length).toBe(c.length);
-    for (let k = 0; k < c.length; k++) {
-      if (!(Math.abs(c[k]! - g[k]!) <= atol + rtol * Math.abs(c[k]!))) throw new Error(`output ${i}[${k}]: cpu ${c[k]}, cuda ${g[k]}`);
-    }
-  });
-}
 
-/** An operand stored as bf16 or f16 (rounded on the CPU by fsm_cast), and the f32 values it holds. */
-function narrow(op: NativeOperand, dtype: "bf16" | "f16"): { half: NativeOperand; wide: NativeOperand } {
-  const bits = runNativeKernel("fsm_cast", [op], {}, [{ shape: op.shape, dtype }])[0]!;
-  const half = { shape: op.shape, data: bits, dtype };
-  return { half, wide: { shape: op.shape, data: widen(half) } };
-}
 
-function widen(op: NativeOperand): Float32Array {
-  return runNativeKernel("fsm_cast", [op], {}, [{ shape: op.shape, dtype: "f32" }])[0] as Float32Array;
-}
+
 
 describe("CUDA matmul and linear match the CPU's", () => {
   it("matmul over every batch broadcast pattern", () => {
@@ -98,33 +76,8 @@ describe("CUDA matmul and linear match the CPU's", () => {
   });
 });
 
-interface AttentionCase {
-  B: number;
-  S: number;
-  heads: number;
-  kv: number;
-  hd: number;
-  causal: boolean;
-  rope: boolean;
-  bias: boolean;
-}
 
-/** The operands of attention and attention_grad_input for a case, weights at the scale of a real init. */
-function attentionOperands(c: AttentionCase, seed: number) {
-  const d = c.heads * c.hd, W = (c.heads + 2 * c.kv) * c.hd;
-  const ws = 1 / Math.sqrt(d);
-  const x = floats([c.B, c.S, d], seed, 1.5), wqkv = floats([W, d], seed + 1, 1.5 * ws), bqkv = floats([W], seed + 2, 0.5);
-  const wproj = floats([d, d], seed + 3, ws), bproj = floats([d], seed + 4, 0.5), dy = floats([c.B, c.S, d], seed + 5);
-  const attrs = { heads: c.heads, kv_heads: c.kv, causal: c.causal, rope: c.rope, bias: c.bias };
-  const forward = c.bias ? [x, wqkv, bqkv, wproj, bproj] : [x, wqkv, wproj];
-  const backward = c.bias ? [dy, x, wqkv, bqkv, wproj] : [dy, x, wqkv, wproj];
-  const outs: NativeOutput[] = [{ shape: [c.B, c.S, d], dtype: "f32" }, { shape: [c.B, c.S, W], dtype: "f32" }, { shape: [c.B, c.S, d], dtype: "f32" }];
-  return { attrs, forward, backward, y: outs[0]!, grads: outs };
-}
 
-function name(c: AttentionCase): string {
-  return `B ${c.B} S ${c.S} heads ${c.heads}/${c.kv} hd ${c.hd}${c.causal ? " causal" : ""}${c.rope ? " rope" : ""}${c.bias ? " bias" : ""}`;
-}
 
 // Tiles are 32 rows for head dims up to 64 and 16 beyond; S = 1 and S below, at, and past tile multiples.
 const ATTENTION_CASES: AttentionCase[] = [
@@ -146,14 +99,14 @@ const ATTENTION_CASES: AttentionCase[] = [
 describe("CUDA attention matches the CPU's", () => {
   ATTENTION_CASES.forEach((c, t) => {
     it(`attention and attention_grad_input, ${name(c)}`, () => {
-      const o = attentionOperands(c, 100 + 10 * t);
+      const o = f32Attention(c, 100 + 10 * t);
       expectClose(...both("attention", o.forward, o.attrs, [o.y]));
       expectClose(...both("attention_grad_input", o.backward, o.attrs, o.grads));
     });
   });
 
   it("the gradient is the same bits every run (fixed-order sums, GQA included)", () => {
-    const o = attentionOperands({ B: 1, S: 35, heads: 4, kv: 2, hd: 16, causal: true, rope: true, bias: true }, 7);
+    const o = f32Attention({ B: 1, S: 35, heads: 4, kv: 2, hd: 16, causal: true, rope: true, bias: true }, 7);
     const run = () => runNativeKernel("attention_grad_input", o.backward, o.attrs, o.grads, { device: DEVICE });
     const [first, second] = [run(), run()];
     first.forEach((a, i) => expect(Array.from(second[i]!)).toEqual(Array.from(a)));
@@ -163,7 +116,7 @@ describe("CUDA attention matches the CPU's", () => {
     // A head dim that is not a multiple of 16: the f32 path reads the 16-bit operands (the others take tensor
     // cores: cuda-attention-tensor-cores.test.ts).
     const c: AttentionCase = { B: 1, S: 19, heads: 2, kv: 1, hd: 8, causal: true, rope: true, bias: true };
-    const o = attentionOperands(c, 300);
+    const o = f32Attention(c, 300);
     const f16 = o.forward.map((op) => narrow(op, "f16"));
     const want = runNativeKernel("attention", f16.map((n) => n.wide), o.attrs, [o.y]);
     expectClose(want, runNativeKernel("attention", f16.map((n) => n.half), o.attrs, [o.y], { device: DEVICE }), 5e-3, 5e-3);
@@ -176,12 +129,12 @@ describe("CUDA attention matches the CPU's", () => {
   });
 
   it("shapes the kernels cannot take are refused on the host", () => {
-    const o = attentionOperands({ B: 1, S: 4, heads: 2, kv: 2, hd: 8, causal: true, rope: false, bias: false }, 9);
+    const o = f32Attention({ B: 1, S: 4, heads: 2, kv: 2, hd: 8, causal: true, rope: false, bias: false }, 9);
     const call = (attrs: Record<string, number | boolean>) => () => runNativeKernel("attention", o.forward, { ...o.attrs, ...attrs }, [o.y], { device: DEVICE });
     expect(call({ heads: 3 })).toThrow(/heads dividing d/);
     expect(call({ kv_heads: 3 })).toThrow(/kv_heads dividing heads/);
     expect(call({ bias: true })).toThrow(/takes 5 operands/);
-    const wide = attentionOperands({ B: 1, S: 2, heads: 1, kv: 1, hd: 160, causal: false, rope: false, bias: false }, 11);
+    const wide = f32Attention({ B: 1, S: 2, heads: 1, kv: 1, hd: 160, causal: false, rope: false, bias: false }, 11);
     expect(() => runNativeKernel("attention", wide.forward, wide.attrs, [wide.y], { device: DEVICE })).toThrow(/head dim 160.*at most 128/);
   });
 });

@@ -5,8 +5,10 @@
 import { describe, expect, it } from "vitest";
 import { nativeFailure, runNativeKernel, type NativeData, type NativeDType, type NativeOperand, type NativeOutput } from "../../src/native/binding.js";
 import { rng } from "../support/prng.js";
+import { both, expectClose as closeTo, SIMT } from "../support/simt-kernels.js";
 
-const DEVICE = "simt" as const;
+const DEVICE = SIMT;
+const expectClose = (cpu: NativeData[], cuda: NativeData[], rtol = 1e-4, atol = 1e-5): void => closeTo(cpu, cuda, rtol, atol);
 type Attrs = Record<string, number | boolean | string>;
 
 /** Random f32 operands in [offset − 2, offset + 2). */
@@ -26,23 +28,7 @@ function scalar(v: number): NativeOperand {
 
 const f32 = (shape: readonly number[]): NativeOutput => ({ shape, dtype: "f32" });
 
-function both(op: string, inputs: NativeOperand[], attrs: Attrs, outputs: NativeOutput[]): [NativeData[], NativeData[]] {
-  return [runNativeKernel(op, inputs, attrs, outputs), runNativeKernel(op, inputs, attrs, outputs, { device: DEVICE })];
-}
 
-/** The parity target of the CUDA kernels: rtol 1e-4, atol 1e-5 (NaN where the CPU has NaN). */
-function expectClose(cpu: NativeData[], cuda: NativeData[], rtol = 1e-4, atol = 1e-5): void {
-  expect(cuda.length).toBe(cpu.length);
-  cpu.forEach((c, i) => {
-    const g = cuda[i]!;
-    expect(g.length).toBe(c.length);
-    for (let k = 0; k < c.length; k++) {
-      if (Number.isNaN(c[k])) {
-        if (!Number.isNaN(g[k])) throw new Error(`output ${i}[${k}]: cpu NaN, cuda ${g[k]}`);
-      } else if (!(Math.abs(c[k]! - g[k]!) <= atol + rtol * Math.abs(c[k]!))) throw new Error(`output ${i}[${k}]: cpu ${c[k]}, cuda ${g[k]}`);
-    }
-  });
-}
 
 function check(op: string, inputs: NativeOperand[], attrs: Attrs, outputs: NativeOutput[]): void {
   expectClose(...both(op, inputs, attrs, outputs));
