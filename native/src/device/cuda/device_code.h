@@ -23,6 +23,13 @@ void launch(const KernelContext& ctx, void (*kernel)(Params...), dim3 grid, dim3
 #endif
 }
 
+/** `bytes` of device memory from `from` to `to` on the context's stream (a copy kernel of the driver's). */
+inline void copyOnDevice(const KernelContext& ctx, void* to, const void* from, size_t bytes) {
+  if (bytes == 0) return;
+  const cudaError_t e = cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, ctx.stream);
+  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA copy failed: ") + cudaGetErrorString(e));
+}
+
 constexpr unsigned kFullMask = 0xffffffffu;
 
 __device__ __forceinline__ float warpSum(float v) {

@@ -6,22 +6,17 @@ namespace fsm {
 namespace cuda {
 namespace {
 
-template <typename F>
-void bind(const Library& lib, F& fn, const char* name) {
-  fn = reinterpret_cast<F>(lib.symbol(name));
-}
-
 CublasApi load() {
   static const Library lib("cuBLAS", "FSM_CUBLAS", {"libcublas.so.13", "libcublas.so.12", "libcublas.so"},
                            "install the CUDA toolkit's cuBLAS (apt-get install libcublas-13-0) or pip's nvidia-cublas, and put its lib folder on "
                            "LD_LIBRARY_PATH");
   CublasApi api{};
-  bind(lib, api.create, "cublasCreate_v2");
-  bind(lib, api.destroy, "cublasDestroy_v2");
-  bind(lib, api.setStream, "cublasSetStream_v2");
-  bind(lib, api.setWorkspace, "cublasSetWorkspace_v2");
-  bind(lib, api.gemmStridedBatchedEx, "cublasGemmStridedBatchedEx");
-  bind(lib, api.statusString, "cublasGetStatusString");
+  lib.bind(api.create, "cublasCreate_v2");
+  lib.bind(api.destroy, "cublasDestroy_v2");
+  lib.bind(api.setStream, "cublasSetStream_v2");
+  lib.bind(api.setWorkspace, "cublasSetWorkspace_v2");
+  lib.bind(api.gemmStridedBatchedEx, "cublasGemmStridedBatchedEx");
+  lib.bind(api.statusString, "cublasGetStatusString");
   api.library = lib.name().c_str();
   return api;
 }

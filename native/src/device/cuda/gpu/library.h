@@ -16,6 +16,11 @@ class Library {
   Library(const char* what, const char* envPath, const std::vector<std::string>& sonames, const std::string& hint);
   /** The symbol's address; throws when the library lacks it. */
   void* symbol(const char* name) const;
+  /** fn = the symbol `name`, as fn's function type. */
+  template <typename F>
+  void bind(F& fn, const char* name) const {
+    fn = reinterpret_cast<F>(symbol(name));
+  }
   const std::string& name() const { return name_; }
 
  private:

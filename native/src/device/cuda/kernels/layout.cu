@@ -13,9 +13,7 @@ constexpr int kThreads = 256;
 // Row-major data does not move; the copy keeps the output independent of the operand.
 void reshape(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
   if (in[0].bytes() != out[0].bytes()) throw std::invalid_argument("reshape: operands differ in size");
-  if (in[0].bytes() == 0 || in[0].data == out[0].data) return;
-  const cudaError_t e = cudaMemcpyAsync(out[0].data, in[0].data, in[0].bytes(), cudaMemcpyDeviceToDevice, ctx.stream);
-  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA copy failed: ") + cudaGetErrorString(e));
+  if (in[0].data != out[0].data) copyOnDevice(ctx, out[0].data, in[0].data, in[0].bytes());
 }
 
 // --- transpose ---------------------------------------------------------------------------------------------

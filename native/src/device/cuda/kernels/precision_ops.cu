@@ -28,9 +28,7 @@ void cast(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<T
   if (x.numel() != y.numel()) throw std::invalid_argument("fsm_cast: operands differ in size");
   const int64_t n = x.numel();
   if (x.dtype == y.dtype) {
-    if (x.data == y.data || x.bytes() == 0) return;
-    const cudaError_t e = cudaMemcpyAsync(y.data, x.data, x.bytes(), cudaMemcpyDeviceToDevice, ctx.stream);
-    if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA copy failed: ") + cudaGetErrorString(e));
+    if (x.data != y.data) copyOnDevice(ctx, y.data, x.data, x.bytes());
     return;
   }
   // The CPU converts f32 to and from each 16-bit type, nothing else (not bf16 <-> f16, nothing with i32).

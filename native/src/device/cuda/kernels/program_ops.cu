@@ -85,9 +85,7 @@ void scale(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<
 // Moves bits, so it copies any element type (16-bit storage included): an asynchronous copy on the stream.
 void copy(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
   if (in[0].numel() != out[0].numel() || in[0].dtype != out[0].dtype) throw std::invalid_argument("fsm_copy: operands differ in size or type");
-  if (in[0].bytes() == 0 || in[0].data == out[0].data) return;
-  const cudaError_t e = cudaMemcpyAsync(out[0].data, in[0].data, in[0].bytes(), cudaMemcpyDeviceToDevice, ctx.stream);
-  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA copy failed: ") + cudaGetErrorString(e));
+  if (in[0].data != out[0].data) copyOnDevice(ctx, out[0].data, in[0].data, in[0].bytes());
 }
 
 }  // namespace
