@@ -42,5 +42,5 @@ export function chooseDevice(plan: Plan, requested?: DeviceKind): DeviceChoice {
   if (!gpuPlan) return { kind: "cpu" };
   const why = cudaUnavailable();
   if (why === undefined) return { kind: "cuda" };
-  return { kind: "cpu", note: `the plan is for ${plan.cluster.profile} GPUs but ${why.replace(/^no CUDA device/, "this machine has no CUDA device")}: running on CPU virtual devices` };
+  return { kind: "cpu", note: `the plan is for ${plan.cluster.profile} GPUs, but here: ${why}; running on CPU virtual devices` };
 }
