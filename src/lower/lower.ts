@@ -79,6 +79,9 @@ const SAME_TYPE_OPERANDS: Readonly<Record<string, readonly number[]>> = {
   linear: [0, 1],
   linear_grad_input: [0, 1],
   linear_grad_weight: [0, 1],
+  // x · W_qkvᵀ is attention's first product (operands x, W_qkv, ...; the gradient's dy, x, W_qkv, ...).
+  attention: [0, 1],
+  attention_grad_input: [1, 2],
 };
 
 /** The local index of global rank `rank` in a lowered program (an error if this process does not run it). */
