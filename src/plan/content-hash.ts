@@ -5,6 +5,7 @@
 // leave it out when they compare their plans (runtime/run-loop.ts): it says how the plan was chosen.
 import { createHash } from "node:crypto";
 import { fail } from "./json-check.js";
+import { jsonPieces, memberPieces, objectPieces } from "./json-pieces.js";
 import type { Plan } from "./plan.js";
 
 /** Plan versions from this one on carry `hash`; older plans (version 1) predate it and load without. */
@@ -13,7 +14,13 @@ export const HASHED_SINCE_VERSION = 2;
 /** `sha256:` and the hex digest of the plan's JSON (key order as written) without `hash` and `search`. */
 export function planHash(plan: Plan | Readonly<Record<string, unknown>>): string {
   const { hash: _hash, search: _search, ...sealed } = plan as Readonly<Record<string, unknown>>;
-  return `sha256:${createHash("sha256").update(JSON.stringify(sealed)).digest("hex")}`;
+  return digest(jsonPieces(sealed));
+}
+
+function digest(pieces: readonly string[]): string {
+  const hash = createHash("sha256");
+  for (const p of pieces) hash.update(p);
+  return `sha256:${hash.digest("hex")}`;
 }
 
 /** The plan as written, with its hash right after the version (read before the large sections). */
@@ -21,6 +28,16 @@ export function withHash(plan: Plan): Readonly<Record<string, unknown>> {
   const { format, version, hash: _stale, ...rest } = plan as Plan & { hash?: string };
   const sealed = { format, version, ...rest };
   return { format, version, hash: planHash(sealed), ...rest };
+}
+
+/** JSON.stringify(withHash(plan)) in pieces (json-pieces.ts): each section stringified once, for the hash
+ *  and the file alike. */
+export function withHashPieces(plan: Plan): string[] {
+  const { format, version, hash: _stale, ...rest } = plan as Plan & { hash?: string };
+  const head = memberPieces({ format, version });
+  const body = memberPieces(rest);
+  const hash = digest(objectPieces([...head, ...body.filter(([key]) => key !== "search")]));
+  return objectPieces([...head, ["hash", [JSON.stringify(hash)]], ...body]);
 }
 
 /** Checks the hash of a parsed plan (after every other check) and returns the plan without it. */
