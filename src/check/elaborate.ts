@@ -219,7 +219,7 @@ export function bindOpCall(
 ): { attrs: Attrs; operands: Expr[] } | undefined {
   const slots = [
     ...inputs.map((name) => ({ name, required: true })),
-    ...op.attrs.map((s) => ({ name: s.name, required: s.default === undefined && !s.optional })),
+    ...op.attrs.filter((s) => !s.passOnly).map((s) => ({ name: s.name, required: s.default === undefined && !s.optional })),
   ];
   const bound = bindArgs(diags, `'${op.name}'`, slots, call.args, call.span);
   if (!bound) return undefined;

@@ -10,6 +10,7 @@ import type { Cluster } from "./cluster.js";
 import { computeDType, onDevice } from "./precision.js";
 import { backwardWork, forwardWork, roofline } from "./roofline.js";
 import { numel } from "../graph/dim.js";
+import { collectiveTime, intraNodeLink } from "./collectives.js";
 
 export interface CostOptions {
   readonly cluster: Cluster;
@@ -66,10 +67,20 @@ export function estimateOp(graph: Graph, id: OpId, options: CostOptions): OpEsti
   return {
     op: id,
     cost,
-    forwardSeconds: roofline(forwardWork(cost, dtype), device).seconds,
-    backwardSeconds: roofline(backwardWork(cost, dtype), device).seconds,
+    forwardSeconds: roofline(forwardWork(cost, dtype), device).seconds + collectiveSeconds(cost, "forward", options.cluster),
+    backwardSeconds: roofline(backwardWork(cost, dtype), device).seconds + collectiveSeconds(cost, "backward", options.cluster),
     calibrated: false,
   };
+}
+
+/** The collectives an op waits for in one direction (tensor-parallel ops): their group is one node's ranks
+ *  (compile keeps tensor-parallel groups inside a node), so they run at the intra-node link. */
+function collectiveSeconds(cost: OpCost, phase: "forward" | "backward", cluster: Cluster): number {
+  if (!cost.collectives) return 0;
+  const link = intraNodeLink(cluster.profile);
+  let s = 0;
+  for (const c of cost.collectives.list) if (c.phase === phase) s += collectiveTime(c.kind, c.bytes, cost.collectives.groupSize, link);
+  return s;
 }
 
 /** Every forward op of `graph` (a forward or a training graph: gradient and optimizer ops are costed through

@@ -56,6 +56,16 @@ export interface StateInfo {
   readonly param?: string;
 }
 
+/** How one tensor-parallel rank's parameter is cut from the whole (the tensor-parallel pass records it):
+ *  along `axis` the whole dimension is `blocks` laid end to end (one block for most weights; the query, key
+ *  and value heads of attention's packed projection), and rank k holds the k-th of `parts` equal slices of
+ *  every block, in block order. */
+export interface ParamSplit {
+  readonly axis: number;
+  readonly parts: number;
+  readonly blocks: readonly number[];
+}
+
 export interface ParamInfo {
   readonly name: string;
   readonly tensor: TensorId;
@@ -65,6 +75,8 @@ export interface ParamInfo {
   readonly scope: string;
   /** Other names that resolve to this parameter (tied weights: `lm_head.weight` for `wte.weight`). */
   readonly aliases: readonly string[];
+  /** A tensor-parallel rank's slice of the whole parameter; absent: the rank holds it whole. */
+  readonly split?: ParamSplit;
 }
 
 export interface OpNode {
@@ -162,11 +174,11 @@ export class Graph {
     return id;
   }
 
-  addParam(p: { name: string; type: TensorType; init: ParamSpec["init"]; layer: number; scope: string }): TensorId {
+  addParam(p: { name: string; type: TensorType; init: ParamSpec["init"]; layer: number; scope: string; split?: ParamSplit }): TensorId {
     if (this.paramByName.has(p.name) || this.aliasOf.has(p.name)) internal(`parameter '${p.name}' is defined twice`);
     const layer = this.layerRecord(p.layer);
     const tensor = this.newTensor({ type: p.type, kind: "param", name: p.name });
-    const rec: ParamRecord = { name: p.name, tensor, type: p.type, init: p.init, layer: p.layer, scope: p.scope, aliases: [] };
+    const rec: ParamRecord = { name: p.name, tensor, type: p.type, init: p.init, layer: p.layer, scope: p.scope, aliases: [], ...(p.split && { split: p.split }) };
     this.paramList.push(rec);
     this.paramByName.set(p.name, rec);
     layer.params.push(p.name);

@@ -10,6 +10,14 @@ export type DimBindings = Readonly<Partial<Record<SymbolName, number>>>;
  *  peak; `vector` ops (elementwise, reductions, lookups) run on the ordinary fp32 vector units. */
 export type ComputeUnit = "matrix" | "vector";
 
+/** A collective an op runs inside its group (the tensor-parallel ops): which, how many bytes (the full
+ *  buffer, as src/cost/collectives.ts counts it), in the op's forward or its backward. */
+export interface OpCollective {
+  readonly phase: "forward" | "backward";
+  readonly kind: "all_reduce" | "all_gather" | "reduce_scatter";
+  readonly bytes: number;
+}
+
 export interface OpCost {
   /** Forward FLOPs; a multiply-add counts as 2 (so a matmul is 2·m·n·k). */
   readonly forwardFlops: number;
@@ -21,6 +29,9 @@ export interface OpCost {
   readonly bytesRead: number;
   readonly bytesWritten: number;
   readonly unit: ComputeUnit;
+  /** Communication the op waits for on the compute stream (Megatron's tensor-parallel collectives block the
+   *  layer they sit in), among `groupSize` ranks of one node; absent for ops that only compute. */
+  readonly collectives?: { readonly groupSize: number; readonly list: readonly OpCollective[] };
 }
 
 /** An op's cost rule: input types in operand order (for module ops the tensor inputs, then the parameters in

@@ -20,6 +20,9 @@ export interface AttrSpec {
   readonly values?: readonly string[];
   /** One line for `fsm ops` and the grammar reference. */
   readonly doc: string;
+  /** Set only by compiler passes (the tensor-parallel split's `parts`): .fsm source cannot give it, and the
+   *  language reference does not list it, because no user-written op may claim to be a slice of another. */
+  readonly passOnly?: true;
 }
 
 export interface ParamSpec {

@@ -4,17 +4,20 @@ import { allOps } from "./registry.js";
 import { attrToString } from "./types-format.js";
 import type { OpDef } from "./op-def.js";
 
+/** The arguments .fsm source may give (pass-only attributes are the compiler's). */
+const userAttrs = (op: OpDef) => op.attrs.filter((a) => !a.passOnly);
+
 function signature(op: OpDef): string {
-  const attrs = op.attrs.map((a) => (a.default !== undefined ? `${a.name}: ${attrToString(a.default)}` : a.optional ? `${a.name}?` : a.name));
+  const attrs = userAttrs(op).map((a) => (a.default !== undefined ? `${a.name}: ${attrToString(a.default)}` : a.optional ? `${a.name}?` : a.name));
   const args = op.kind === "function" ? [...op.inputs, ...attrs] : attrs;
   return `${op.name}(${args.join(", ")})`;
 }
 
 function section(op: OpDef): string[] {
   const lines = [`### ${op.name}`, "", op.summary, "", "```", op.kind === "module" ? `m = ${signature(op)}    // then m(${op.inputs.join(", ")})` : signature(op), "```", ""];
-  if (op.attrs.length > 0) {
+  if (userAttrs(op).length > 0) {
     lines.push("| argument | type | default | meaning |", "| --- | --- | --- | --- |");
-    for (const a of op.attrs) {
+    for (const a of userAttrs(op)) {
       const type = a.type === "enum" ? (a.values ?? []).join(" \\| ") : a.type;
       const def = a.default !== undefined ? `\`${attrToString(a.default)}\`` : a.optional ? "(optional)" : "required";
       lines.push(`| \`${a.name}\` | ${type} | ${def} | ${a.doc} |`);

@@ -5,7 +5,7 @@ import type { Graph, OpNode, TensorId } from "../graph/graph.js";
 import type { DimBindings } from "../graph/op-cost.js";
 import { isFloatDType } from "../graph/types.js";
 import { kernelFor } from "./kernels/index.js";
-import type { Kernel } from "./kernels/kernel.js";
+import type { Kernel, KernelContext } from "./kernels/kernel.js";
 import { sizeOf, type FloatKind, type Tensor } from "./tensor.js";
 
 export interface RunOptions {
@@ -46,21 +46,35 @@ export function bindDims(g: Graph, batch: Readonly<Record<string, Tensor>>): Dim
 /** Runs `ops` in order, reading operands from `values` and storing every output there. */
 export function runOps(g: Graph, ops: Iterable<OpNode>, values: Map<TensorId, Tensor>, opts: RunOptions): void {
   for (const o of ops) {
-    const inputs = o.inputs.map((t) => values.get(t) ?? missing(g, t, o));
-    const outShapes = o.outputs.map((t) => concreteShape(g.tensor(t).type.shape, opts.bindings));
-    const outInt = o.outputs.map((t) => !isFloatDType(g.tensor(t).type.dtype));
-    const outs = (opts.kernels ?? kernelFor)(o.op)(inputs, o.attrs, { outShapes, outInt, float: opts.float });
-    if (outs.length !== o.outputs.length) throw new Error(`internal: kernel ${o.op} returned ${outs.length} outputs, expected ${o.outputs.length}`);
-    outs.forEach((v, i) => {
-      const t = o.outputs[i]!;
-      const want = outShapes[i]!;
-      if (v.shape.length !== want.length || v.shape.some((d, k) => d !== want[k]) || v.data.length !== sizeOf(want)) {
-        throw new Error(`internal: kernel ${o.op} (op ${o.id}) output ${i} has shape [${v.shape}], expected [${want}]`);
-      }
-      if (isFloatDType(g.tensor(t).type.dtype) === v.data instanceof Int32Array) throw new Error(`internal: kernel ${o.op} output ${i} has the wrong element type`);
-      values.set(t, v);
-    });
+    const inputs = operandValues(g, o, values);
+    const ctx = kernelContext(g, o, opts);
+    storeOutputs(g, o, (opts.kernels ?? kernelFor)(o.op)(inputs, o.attrs, ctx), values, ctx);
   }
+}
+
+export function operandValues(g: Graph, o: OpNode, values: ReadonlyMap<TensorId, Tensor>): Tensor[] {
+  return o.inputs.map((t) => values.get(t) ?? missing(g, t, o));
+}
+
+/** What a kernel is told of op o's outputs at the run's values of B and S. */
+export function kernelContext(g: Graph, o: OpNode, opts: RunOptions): KernelContext {
+  const outShapes = o.outputs.map((t) => concreteShape(g.tensor(t).type.shape, opts.bindings));
+  const outInt = o.outputs.map((t) => !isFloatDType(g.tensor(t).type.dtype));
+  return { outShapes, outInt, float: opts.float };
+}
+
+/** Checks a kernel's outputs against the graph's types and stores them as op o's output values. */
+export function storeOutputs(g: Graph, o: OpNode, outs: readonly Tensor[], values: Map<TensorId, Tensor>, ctx: KernelContext): void {
+  if (outs.length !== o.outputs.length) throw new Error(`internal: kernel ${o.op} returned ${outs.length} outputs, expected ${o.outputs.length}`);
+  outs.forEach((v, i) => {
+    const t = o.outputs[i]!;
+    const want = ctx.outShapes[i]!;
+    if (v.shape.length !== want.length || v.shape.some((d, k) => d !== want[k]) || v.data.length !== sizeOf(want)) {
+      throw new Error(`internal: kernel ${o.op} (op ${o.id}) output ${i} has shape [${v.shape}], expected [${want}]`);
+    }
+    if (isFloatDType(g.tensor(t).type.dtype) === v.data instanceof Int32Array) throw new Error(`internal: kernel ${o.op} output ${i} has the wrong element type`);
+    values.set(t, v);
+  });
 }
 
 function missing(g: Graph, t: TensorId, o: OpNode): never {

@@ -25,6 +25,10 @@ export interface StepResult {
   readonly gradNorm?: number;
 }
 
+/** Phases a gradient computation runs, and a whole step. */
+export const GRADIENT_PHASES: readonly Phase[] = ["forward", "backward", "weight_grad"];
+export const PHASES: readonly Phase[] = [...GRADIENT_PHASES, "optimizer"];
+
 export class TrainingSession {
   readonly float: FloatKind;
   readonly params = new Map<string, FloatTensor>();
@@ -51,15 +55,23 @@ export class TrainingSession {
 
   /** Forward, backward and weight gradients, no update: the loss and each parameter's gradient. */
   gradients(batch: Batch): { loss: number; grads: Map<string, FloatTensor> } {
-    const values = this.run(batch, ["forward", "backward", "weight_grad"]);
+    return this.gradientsOf(this.run(batch, GRADIENT_PHASES));
+  }
+
+  /** A whole training step: every op, then each updated parameter and state takes its new value. */
+  step(batch: Batch): StepResult {
+    return this.apply(this.run(batch, PHASES));
+  }
+
+  /** The loss and each parameter's gradient among the values of a run of GRADIENT_PHASES. */
+  gradientsOf(values: ReadonlyMap<TensorId, Tensor>): { loss: number; grads: Map<string, FloatTensor> } {
     const grads = new Map<string, FloatTensor>();
     for (const [name, t] of this.graph.paramGrads()) grads.set(name, values.get(t)! as FloatTensor);
     return { loss: floats(values.get(this.graph.loss!)!)[0]!, grads };
   }
 
-  /** A whole training step: every op, then each updated parameter and state takes its new value. */
-  step(batch: Batch): StepResult {
-    const values = this.run(batch, ["forward", "backward", "weight_grad", "optimizer"]);
+  /** After a run of every phase: each updated parameter and state takes its new value. */
+  apply(values: ReadonlyMap<TensorId, Tensor>): StepResult {
     for (const [target, value] of this.graph.updates()) {
       const info = this.graph.tensor(target);
       (info.kind === "param" ? this.params : this.state).set(info.name, values.get(value)! as FloatTensor);
@@ -71,6 +83,18 @@ export class TrainingSession {
 
   /** Runs the ops of the given phases in graph order and returns every value. */
   private run(batch: Batch, phases: readonly Phase[]): Map<TensorId, Tensor> {
+    const values = this.leaves(batch);
+    runOps(this.graph, this.opsOf(phases), values, { bindings: bindDims(this.graph, batch), float: this.float });
+    return values;
+  }
+
+  /** The graph's ops of the given phases, in order. */
+  opsOf(phases: readonly Phase[]): OpNode[] {
+    return this.graph.ops().filter((o) => phases.includes(o.phase));
+  }
+
+  /** The values a run starts from: the batch's inputs, the parameters and the optimizer state. */
+  leaves(batch: Batch): Map<TensorId, Tensor> {
     if (this.graph.loss === undefined) throw new Error(`graph '${this.graph.model}' has no loss`);
     const values = new Map<TensorId, Tensor>();
     for (const t of this.graph.inputs()) {
@@ -81,8 +105,6 @@ export class TrainingSession {
     }
     for (const p of this.graph.params()) values.set(p.tensor, this.params.get(p.name)!);
     for (const s of this.graph.states()) values.set(s.tensor, this.state.get(s.name)!);
-    const ops: OpNode[] = this.graph.ops().filter((o) => phases.includes(o.phase));
-    runOps(this.graph, ops, values, { bindings: bindDims(this.graph, batch), float: this.float });
     return values;
   }
 }

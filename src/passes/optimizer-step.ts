@@ -31,7 +31,16 @@ export function emitOptimizerStep(g: Graph, train: TrainConfig): void {
   let clip: TensorId | undefined;
   if (train.clipGradNorm !== undefined && trained.length > 0) {
     const sums = trained.map((p) => op("sum_squares", [g.paramGrad(p.name)!], {}, [SCALAR], p)[0]!);
-    const norm = op("global_norm", sums, { n: sums.length }, [SCALAR], global)[0]!;
+    // A tensor-parallel rank holds slices of its split parameters' gradients: their sums of squares are
+    // added up and all-reduced over the group once (every rank holds the replicated ones whole).
+    const whole = sums.filter((_, i) => trained[i]!.split === undefined);
+    const split = sums.filter((_, i) => trained[i]!.split !== undefined);
+    if (split.length > 0) {
+      const parts = trained.find((p) => p.split !== undefined)!.split!.parts;
+      const local = split.slice(1).reduce((acc, s) => op("add", [acc, s], {}, [SCALAR], global)[0]!, split[0]!);
+      whole.push(op("tp_all_reduce", [local], { parts }, [SCALAR], global)[0]!);
+    }
+    const norm = op("global_norm", whole, { n: whole.length }, [SCALAR], global)[0]!;
     clip = op("clip_coef", [norm], { max_norm: train.clipGradNorm }, [SCALAR], global)[0]!;
   }
   const clipOperand = clip === undefined ? [] : [clip];

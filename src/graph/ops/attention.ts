@@ -6,11 +6,26 @@ import type { OpDef, ParamSpec } from "../op-def.js";
 import { DTYPE_BYTES, type Attrs } from "../types.js";
 import { typeToString } from "../types-format.js";
 import { ELEMENTWISE_FLOPS, matmulFlops, sumBytes } from "./cost-rules.js";
+import { PARTS_ATTR, partsOf } from "./tensor-parallel-rules.js";
 import { bool, defineOp, firstError, num, opError, optNum, requireFloat, requireLastDim, requirePositive } from "./shape-rules.js";
 
 /** kv_heads is optional with no constant default: absent means one K/V head per query head (plain MHA). */
 export function kvHeads(attrs: Attrs): number {
   return optNum(attrs, "kv_heads") ?? num(attrs, "heads");
+}
+
+/** The widths one rank's attention works with. With `parts` = p (set by the tensor-parallel pass) a rank
+ *  holds heads/p query heads and kv_heads/p key/value heads of the full head width d/heads: the QKV
+ *  projection's rows of those heads (column-parallel) and the output projection's columns (row-parallel),
+ *  so its output is a partial sum; the output bias is then not the op's (the pass adds it once, after the
+ *  all-reduce). */
+export function attentionWidths(attrs: Attrs): { heads: number; kvHeads: number; headDim: number; qkv: number; context: number; projBias: boolean } {
+  const parts = partsOf(attrs);
+  const heads = num(attrs, "heads");
+  const headDim = num(attrs, "d") / heads;
+  const local = heads / parts;
+  const kv = kvHeads(attrs) / parts;
+  return { heads: local, kvHeads: kv, headDim, qkv: (local + 2 * kv) * headDim, context: local * headDim, projBias: bool(attrs, "bias") && parts === 1 };
 }
 
 export const attention: OpDef = defineOp({
@@ -25,6 +40,7 @@ export const attention: OpDef = defineOp({
     { name: "causal", type: "bool", default: true, doc: "Mask future positions (decoder-style attention)." },
     { name: "bias", type: "bool", default: true, doc: "Learn biases in the QKV and output projections." },
     { name: "rope", type: "bool", default: false, doc: "Apply rotary position embeddings to queries and keys." },
+    PARTS_ATTR,
   ],
   validate(attrs) {
     const bad = requirePositive("attention", attrs, ["d", "heads", "kv_heads"]);
@@ -38,17 +54,17 @@ export const attention: OpDef = defineOp({
     if (bool(attrs, "rope") && (d / heads) % 2 !== 0) {
       return opError("FSM409", `attention: rope needs an even head dimension, got d / heads = ${d / heads}`);
     }
+    const parts = partsOf(attrs);
+    if (kv % parts !== 0) return opError("FSM409", `attention: ${kv === heads ? "heads" : "kv_heads"} (${kv}) must split over tensor_parallel = ${parts} ranks`);
     return undefined;
   },
   params(attrs) {
     const d = num(attrs, "d");
-    const heads = num(attrs, "heads");
-    const qkv = (heads + 2 * kvHeads(attrs)) * (d / heads);
-    const bias = bool(attrs, "bias");
-    const ps: ParamSpec[] = [{ name: "qkv.weight", shape: [dim(qkv), dim(d)], init: "normal" }];
-    if (bias) ps.push({ name: "qkv.bias", shape: [dim(qkv)], init: "zeros" });
-    ps.push({ name: "proj.weight", shape: [dim(d), dim(d)], init: "normal" });
-    if (bias) ps.push({ name: "proj.bias", shape: [dim(d)], init: "zeros" });
+    const w = attentionWidths(attrs);
+    const ps: ParamSpec[] = [{ name: "qkv.weight", shape: [dim(w.qkv), dim(d)], init: "normal" }];
+    if (bool(attrs, "bias")) ps.push({ name: "qkv.bias", shape: [dim(w.qkv)], init: "zeros" });
+    ps.push({ name: "proj.weight", shape: [dim(d), dim(w.context)], init: "normal" });
+    if (w.projBias) ps.push({ name: "proj.bias", shape: [dim(d)], init: "zeros" });
     return ps;
   },
   infer([x], attrs) {
@@ -67,19 +83,17 @@ export const attention: OpDef = defineOp({
   cost(inputs, attrs, b) {
     const [x, ...params] = inputs;
     const [batch, seq, d] = x!.shape.map((s) => evalDim(s, b)) as [number, number, number];
-    const heads = num(attrs, "heads");
-    const kv = kvHeads(attrs);
-    const headDim = d / heads;
-    const qkvWidth = (heads + 2 * kv) * headDim;
+    // One rank's heads (all of them unless the tensor-parallel pass split the op).
+    const { heads, kvHeads: kv, headDim, qkv: qkvWidth, context, projBias } = attentionWidths(attrs);
     const tokens = batch * seq;
-    const projections = matmulFlops(tokens, d, qkvWidth) + matmulFlops(tokens, d, d);
-    const biasFlops = bool(attrs, "bias") ? tokens * (qkvWidth + d) : 0;
-    const core = 2 * batch * seq * seq * d + 2 * batch * seq * seq * d;
+    const projections = matmulFlops(tokens, d, qkvWidth) + matmulFlops(tokens, context, d);
+    const biasFlops = (bool(attrs, "bias") ? tokens * qkvWidth : 0) + (projBias ? tokens * d : 0);
+    const core = 2 * batch * seq * seq * context + 2 * batch * seq * seq * context;
     const scores = batch * heads * seq * seq;
     const rotated = bool(attrs, "rope") ? tokens * (heads + kv) * headDim : 0;
     const f = ELEMENTWISE_FLOPS;
     const size = DTYPE_BYTES[x!.dtype];
-    const intermediates = tokens * (qkvWidth + d) * size;
+    const intermediates = tokens * (qkvWidth + context) * size;
     return {
       forwardFlops:
         projections + biasFlops + core + scores * (f.attention_scale.forward + f.softmax.forward) + rotated * f.rope.forward,
@@ -103,6 +117,7 @@ export const attention: OpDef = defineOp({
     const dWproj = wants[bias ? 3 : 2] ? e.weight("linear_grad_weight", [dy, ctx!]) : undefined;
     if (!bias) return [dx, dWqkv, dWproj];
     const dbqkv = wants[2] ? reduceTo(e, dqkv!, e.type(inputs[2]!).shape, "weight") : undefined;
+    if (!attentionWidths(attrs).projBias) return [dx, dWqkv, dbqkv, dWproj];
     const dbproj = wants[4] ? reduceTo(e, dy, e.type(inputs[4]!).shape, "weight") : undefined;
     return [dx, dWqkv, dbqkv, dWproj, dbproj];
   },

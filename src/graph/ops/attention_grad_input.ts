@@ -4,14 +4,13 @@
 import { dim } from "../dim.js";
 import type { OpDef } from "../op-def.js";
 import type { Attrs, TensorType } from "../types.js";
-import { attention, kvHeads } from "./attention.js";
+import { attention, attentionWidths } from "./attention.js";
 import { defineInternalOp, requireSameShape } from "./internal-rules.js";
 import { bool, firstError, num, requireLastDim } from "./shape-rules.js";
 
 /** Width of the packed projection: query heads, then key heads, then value heads, each d / heads wide. */
 export function qkvWidth(attrs: Attrs): number {
-  const heads = num(attrs, "heads");
-  return (heads + 2 * kvHeads(attrs)) * (num(attrs, "d") / heads);
+  return attentionWidths(attrs).qkv;
 }
 
 export const attention_grad_input: OpDef = defineInternalOp({
@@ -26,16 +25,16 @@ export const attention_grad_input: OpDef = defineInternalOp({
     const d = num(attrs, "d");
     const bad = firstError(requireSameShape("attention_grad_input", dy!, x!), requireLastDim("attention_grad_input", x!, d));
     if (bad) return bad;
-    const qkv = qkvWidth(attrs);
+    const { qkv, context } = attentionWidths(attrs);
     const wq = ws[0]!;
     const wp = ws[ws.length - 1]!;
     const shapeBad = firstError(
       requireSameShape("attention_grad_input", wq, { dtype: wq.dtype, shape: [dim(qkv), dim(d)] }, "qkv.weight and its expected shape"),
-      requireSameShape("attention_grad_input", wp, { dtype: wp.dtype, shape: [dim(d), dim(d)] }, "proj.weight and its expected shape"),
+      requireSameShape("attention_grad_input", wp, { dtype: wp.dtype, shape: [dim(d), dim(context)] }, "proj.weight and its expected shape"),
     );
     if (shapeBad) return shapeBad;
     const lead = x!.shape.slice(0, -1);
-    const out: TensorType[] = [x!, { dtype: x!.dtype, shape: [...lead, dim(qkv)] }, x!];
+    const out: TensorType[] = [x!, { dtype: x!.dtype, shape: [...lead, dim(qkv)] }, { dtype: x!.dtype, shape: [...lead, dim(context)] }];
     return out;
   },
 });

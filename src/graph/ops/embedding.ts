@@ -3,6 +3,7 @@ import { dim } from "../dim.js";
 import type { OpDef } from "../op-def.js";
 import { DTYPE_BYTES } from "../types.js";
 import { bytesOf, elems } from "./cost-rules.js";
+import { PARTS_ATTR, partsOf } from "./tensor-parallel-rules.js";
 import { defineOp, num, requireDType, requirePositive } from "./shape-rules.js";
 
 export const embedding: OpDef = defineOp({
@@ -13,6 +14,10 @@ export const embedding: OpDef = defineOp({
   attrs: [
     { name: "num", type: "int", doc: "Number of rows (vocabulary or context size)." },
     { name: "dim", type: "int", doc: "Width of each row (the embedding size)." },
+    // Vocabulary-parallel (Megatron): with parts = p, `num` is the rows one rank holds (rank k: rows
+    // [k·num, (k+1)·num) of the whole table); ids are checked against num·p, other ranks' ids look up zeros
+    // and the pass sums the ranks' outputs with an all-reduce.
+    PARTS_ATTR,
   ],
   validate: (attrs) => requirePositive("embedding", attrs, ["num", "dim"]),
   params: (attrs) => [{ name: "weight", shape: [dim(num(attrs, "num")), dim(num(attrs, "dim"))], init: "normal" }],
@@ -37,6 +42,6 @@ export const embedding: OpDef = defineOp({
   // Integer ids have no gradient; the table's is a scatter-add of dy.
   backward: ({ inputs: [ids], dy, attrs, wants }, e) => [
     undefined,
-    wants[1] ? e.weight("embedding_grad_weight", [dy, ids!], { num: num(attrs, "num") }) : undefined,
+    wants[1] ? e.weight("embedding_grad_weight", [dy, ids!], { num: num(attrs, "num"), ...(partsOf(attrs) > 1 && { parts: partsOf(attrs) }) }) : undefined,
   ],
 });

@@ -9,7 +9,8 @@
 import type { Attrs } from "../../graph/types.js";
 import { floats, type FloatArray, type Tensor } from "../tensor.js";
 import { gemm } from "./matmul.js";
-import { alloc, attrBool, attrNum, type Kernel } from "./kernel.js";
+import { alloc, attrBool, type Kernel } from "./kernel.js";
+import { attentionWidths } from "../../graph/ops/attention.js";
 
 /** Base of the rotary frequencies (Llama's rope_theta). */
 export const ROPE_BASE = 10000;
@@ -23,16 +24,17 @@ interface Dims {
   readonly hd: number;
   /** Width of the packed projection, (H + 2K)·hd. */
   readonly W: number;
+  /** Width of the context, H·hd: d, or d / parts on one rank of a tensor-parallel group. */
+  readonly C: number;
   readonly causal: boolean;
   readonly rope: boolean;
 }
 
 function dimsOf(x: Tensor, attrs: Attrs): Dims {
   const [B, S, d] = x.shape as [number, number, number];
-  const H = attrNum(attrs, "heads");
-  const K = typeof attrs.kv_heads === "number" ? attrs.kv_heads : H;
-  const hd = d / H;
-  return { B, S, d, H, K, hd, W: (H + 2 * K) * hd, causal: attrBool(attrs, "causal"), rope: attrBool(attrs, "rope") };
+  // This rank's heads: all of them, or heads/parts of a tensor-parallel split (attentionWidths).
+  const w = attentionWidths(attrs);
+  return { B, S, d, H: w.heads, K: w.kvHeads, hd: w.headDim, W: w.qkv, C: w.context, causal: attrBool(attrs, "causal"), rope: attrBool(attrs, "rope") };
 }
 
 /** The recomputable forward: rotated q [B,H,S,hd], rotated k and v [B,K,S,hd], probabilities [B,H,S,S], context [B,S,d]. */
@@ -72,7 +74,7 @@ function rotate(a: Float64Array, off: number, s: number, hd: number, t: { cos: F
 }
 
 function forward(x: FloatArray, wqkv: FloatArray, bqkv: FloatArray | undefined, D: Dims): Forward {
-  const { B, S, d, H, K, hd, W } = D;
+  const { B, S, d, H, K, hd, W, C } = D;
   const qkv = new Float64Array(B * S * W);
   gemm(qkv, 0, x, 0, wqkv, 0, B * S, d, W, true);
   if (bqkv) for (let r = 0; r < B * S; r++) for (let c = 0; c < W; c++) qkv[r * W + c] += bqkv[c]!;
@@ -99,7 +101,7 @@ function forward(x: FloatArray, wqkv: FloatArray, bqkv: FloatArray | undefined, 
     }
   }
   const p = new Float64Array(B * H * S * S);
-  const ctx = new Float64Array(B * S * d);
+  const ctx = new Float64Array(B * S * C);
   const scale = 1 / Math.sqrt(hd);
   const rep = H / K;
   for (let b = 0; b < B; b++) {
@@ -121,7 +123,7 @@ function forward(x: FloatArray, wqkv: FloatArray, bqkv: FloatArray | undefined, 
         for (let e = 0; e < hd; e++) {
           let c = 0;
           for (let j = 0; j <= last; j++) c += p[prow + j]! * v[((b * K + g) * S + j) * hd + e]!;
-          ctx[(b * S + i) * d + h * hd + e] = c;
+          ctx[(b * S + i) * C + h * hd + e] = c;
         }
       }
     }
@@ -129,20 +131,20 @@ function forward(x: FloatArray, wqkv: FloatArray, bqkv: FloatArray | undefined, 
   return { q, k, v, p, ctx };
 }
 
-/** Splits the operands (x, W_qkv, [b_qkv], W_proj, [b_proj]) by the `bias` attribute. */
-function params(ws: readonly Tensor[], bias: boolean): { wqkv: FloatArray; bqkv?: FloatArray; wproj: FloatArray; bproj?: FloatArray } {
-  return bias
-    ? { wqkv: floats(ws[0]!), bqkv: floats(ws[1]!), wproj: floats(ws[2]!), bproj: floats(ws[3]!) }
-    : { wqkv: floats(ws[0]!), wproj: floats(ws[1]!) };
+/** Splits the operands (x, W_qkv, [b_qkv], W_proj, [b_proj]) by the `bias` attribute (a tensor-parallel
+ *  rank's op has no output bias: the pass adds it after the all-reduce). */
+function params(ws: readonly Tensor[], attrs: Attrs): { wqkv: FloatArray; bqkv?: FloatArray; wproj: FloatArray; bproj?: FloatArray } {
+  if (!attrBool(attrs, "bias")) return { wqkv: floats(ws[0]!), wproj: floats(ws[1]!) };
+  return { wqkv: floats(ws[0]!), bqkv: floats(ws[1]!), wproj: floats(ws[2]!), ...(attentionWidths(attrs).projBias && { bproj: floats(ws[3]!) }) };
 }
 
 export const attentionKernels: Record<string, Kernel> = {
   attention: ([x, ...ws], attrs, ctx) => {
     const D = dimsOf(x!, attrs);
-    const w = params(ws, attrBool(attrs, "bias"));
+    const w = params(ws, attrs);
     const f = forward(floats(x!), w.wqkv, w.bqkv, D);
     const out = alloc(ctx, x!.shape);
-    gemm(out.data, 0, f.ctx, 0, w.wproj, 0, D.B * D.S, D.d, D.d, true);
+    gemm(out.data, 0, f.ctx, 0, w.wproj, 0, D.B * D.S, D.C, D.d, true);
     if (w.bproj) for (let r = 0; r < D.B * D.S; r++) for (let c = 0; c < D.d; c++) out.data[r * D.d + c] += w.bproj[c]!;
     return [out];
   },
@@ -150,12 +152,12 @@ export const attentionKernels: Record<string, Kernel> = {
   // Operands: dy, x, W_qkv, [b_qkv], W_proj (the output bias does not affect any gradient here).
   attention_grad_input: ([dy, x, ...ws], attrs, ctx) => {
     const D = dimsOf(x!, attrs);
-    const { B, S, d, H, K, hd, W } = D;
+    const { B, S, d, H, K, hd, W, C } = D;
     const bias = attrBool(attrs, "bias");
     const [wqkv, bqkv, wproj] = bias ? [floats(ws[0]!), floats(ws[1]!), floats(ws[2]!)] : [floats(ws[0]!), undefined, floats(ws[1]!)];
     const f = forward(floats(x!), wqkv, bqkv, D);
-    const dctx = new Float64Array(B * S * d);
-    gemm(dctx, 0, floats(dy!), 0, wproj, 0, B * S, d, d);
+    const dctx = new Float64Array(B * S * C);
+    gemm(dctx, 0, floats(dy!), 0, wproj, 0, B * S, d, C);
 
     const dq = new Float64Array(f.q.length);
     const dk = new Float64Array(f.k.length);
@@ -169,7 +171,7 @@ export const attentionKernels: Record<string, Kernel> = {
         for (let i = 0; i < S; i++) {
           const prow = ((b * H + h) * S + i) * S;
           const last = D.causal ? i : S - 1;
-          const dc = (b * S + i) * d + h * hd;
+          const dc = (b * S + i) * C + h * hd;
           let dot = 0;
           for (let j = 0; j <= last; j++) {
             let s = 0;
@@ -214,7 +216,7 @@ export const attentionKernels: Record<string, Kernel> = {
     }
     const dx = alloc(ctx, x!.shape);
     gemm(dx.data, 0, dqkv.data, 0, wqkv, 0, B * S, W, d);
-    const context = alloc(ctx, x!.shape);
+    const context = alloc(ctx, [B, S, C]);
     context.data.set(f.ctx);
     return [dx, dqkv, context];
   },

@@ -9,6 +9,7 @@ import { matmulKernels } from "./matmul.js";
 import { normKernels } from "./norm.js";
 import { optimizerKernels } from "./optimizer.js";
 import { softmaxKernels } from "./softmax.js";
+import { tensorParallelKernels } from "./tensor-parallel.js";
 
 export const KERNELS: Readonly<Record<string, Kernel>> = {
   ...attentionKernels,
@@ -20,6 +21,7 @@ export const KERNELS: Readonly<Record<string, Kernel>> = {
   ...normKernels,
   ...optimizerKernels,
   ...softmaxKernels,
+  ...tensorParallelKernels,
 };
 
 export function kernelFor(op: string): Kernel {

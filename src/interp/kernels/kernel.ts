@@ -9,6 +9,8 @@ export interface KernelContext {
   /** Per output: whether it holds integers (i32) rather than floats. */
   readonly outInt?: readonly boolean[];
   readonly float: FloatKind;
+  /** This rank's index in its tensor-parallel group (ops split by the tensor-parallel pass); absent: 0. */
+  readonly tensorRank?: number;
 }
 
 /** Kernels read operands, never write them, and return fresh output tensors in order. */
