@@ -5,6 +5,7 @@ import { hasErrors, sortDiagnostics, type Diagnostic } from "../diagnostics/diag
 import { error } from "../diagnostics/diagnostic.js";
 import type { Graph } from "../graph/graph.js";
 import { verifyGraph } from "../graph/verify.js";
+import { tensorParallelProblems } from "../passes/tensor-parallel.js";
 import { GraphBuilder } from "./build-graph.js";
 import { collectDeclarations, type Declarations } from "./collect.js";
 import { evalExpr } from "./const-eval.js";
@@ -87,6 +88,11 @@ export function checkFile(path: string, options: CheckOptions = {}): CheckResult
     );
     const problems = verifyGraph(graph);
     if (problems.length > 0) throw new Error(`internal: the graph built from ${path} fails verification:\n${problems.join("\n")}`);
+    if (typeof parallel.config.tensorParallel === "number") {
+      for (const p of tensorParallelProblems(graph, parallel.config.tensorParallel)) {
+        diags.push(error("FSM507", p.message, builder.opSpans.get(p.op) ?? parallel.spans.get("tensor_parallel") ?? decls.model.name.span));
+      }
+    }
     if (train) {
       // B at its largest (one device, one micro-batch): the bound every plan's micro-batch stays within.
       checkPositionTables(diags, graph, builder.opSpans, { B: train.config.batch, ...(train.config.seq !== undefined && { S: train.config.seq }) });

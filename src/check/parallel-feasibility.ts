@@ -32,14 +32,23 @@ export function checkParallelFeasible(
   if (num(stages) && stages > n) {
     diags.push(error("FSM503", `stages = ${stages} but the model has only ${n} layers to split`, at("stages")));
   }
-  if (num(c.devices) && num(stages) && num(c.dataParallel) && stages * c.dataParallel !== c.devices) {
+  // devices = stages × data_parallel × tensor_parallel (the tensor factor named only when it is not 1).
+  const tp = num(c.tensorParallel) ? c.tensorParallel : undefined;
+  const tpText = tp !== undefined && tp > 1 ? ` × tensor_parallel` : "";
+  const tpValue = tp !== undefined && tp > 1 ? ` × ${tp}` : "";
+  if (num(c.devices) && tp !== undefined && c.devices % tp !== 0) {
+    diags.push(error("FSM502", `devices = ${c.devices} is not a multiple of tensor_parallel = ${tp}`, at("devices")));
+  } else if (num(c.devices) && num(stages) && num(c.dataParallel) && tp !== undefined && stages * c.dataParallel * tp !== c.devices) {
     diags.push(
-      error("FSM502", `devices = ${c.devices} but stages × data_parallel = ${stages} × ${c.dataParallel} = ${stages * c.dataParallel}`, at("devices")),
+      error("FSM502", `devices = ${c.devices} but stages × data_parallel${tpText} = ${stages} × ${c.dataParallel}${tpValue} = ${stages * c.dataParallel * tp}`, at("devices")),
     );
-  } else if (num(c.devices) && num(stages) && c.devices % stages !== 0) {
-    diags.push(error("FSM502", `devices = ${c.devices} is not a multiple of stages = ${stages}`, at("devices")));
-  } else if (num(c.devices) && num(c.dataParallel) && c.devices % c.dataParallel !== 0) {
-    diags.push(error("FSM502", `devices = ${c.devices} is not a multiple of data_parallel = ${c.dataParallel}`, at("devices")));
+  } else if (num(c.devices) && num(stages) && c.devices % (stages * (tp ?? 1)) !== 0) {
+    diags.push(error("FSM502", `devices = ${c.devices} is not a multiple of stages${tpText} = ${stages}${tpValue}`, at("devices")));
+  } else if (num(c.devices) && num(c.dataParallel) && c.devices % (c.dataParallel * (tp ?? 1)) !== 0) {
+    diags.push(error("FSM502", `devices = ${c.devices} is not a multiple of data_parallel${tpText} = ${c.dataParallel}${tpValue}`, at("devices")));
+  }
+  if (c.sequenceParallel === true) {
+    diags.push(error("FSM503", "sequence_parallel = true: not implemented yet (Megatron's sequence parallelism); use false", at("sequence_parallel")));
   }
   if (num(c.virtualStages) && c.virtualStages > 1 && c.schedule !== "interleaved" && c.schedule !== "auto") {
     diags.push(error("FSM503", `virtual_stages = ${c.virtualStages} needs schedule = interleaved (schedule is ${c.schedule})`, at("virtual_stages")));

@@ -66,4 +66,9 @@ export interface ParallelConfig {
   /** FSDP: how many units ahead of the one computing are all-gathered (FSDP2's forward/backward prefetch). */
   readonly fsdpPrefetch: number;
   readonly layerCheckpoint: LayerCheckpointMode | Auto;
+  /** Megatron's tensor parallelism: ranks of one tensor-parallel group (inside a node); devices =
+   *  stages × data_parallel × tensor_parallel. */
+  readonly tensorParallel: number | Auto;
+  /** Megatron's sequence parallelism over the tensor-parallel group. */
+  readonly sequenceParallel: boolean | Auto;
 }

@@ -72,6 +72,8 @@ const PARALLEL_KEYS = {
   fsdp_min_params: positiveNumber,
   fsdp_prefetch: intAtLeast(1),
   layer_checkpoint: orAuto(word(LAYER_CHECKPOINT_MODES)),
+  tensor_parallel: orAuto(intAtLeast(1)),
+  sequence_parallel: orAuto(bool),
 } satisfies Record<string, Reader<unknown>>;
 
 
@@ -172,6 +174,10 @@ export const DEFAULT_PARALLEL: ParallelConfig = {
   fsdpMinParams: 1e8,
   fsdpPrefetch: 1,
   layerCheckpoint: "auto",
+  // Not searched unless asked for (`tensor_parallel = auto`): the runtime does not run tensor-parallel
+  // plans yet, and a plan a user can run is the default.
+  tensorParallel: 1,
+  sequenceParallel: false,
 };
 
 export function checkParallel(diags: Diagnostic[], section: SettingsSection | undefined, env: Env): CheckedParallel {
@@ -193,6 +199,8 @@ export function checkParallel(diags: Diagnostic[], section: SettingsSection | un
     fsdpMinParams: get("fsdp_min_params", DEFAULT_PARALLEL.fsdpMinParams),
     fsdpPrefetch: get("fsdp_prefetch", DEFAULT_PARALLEL.fsdpPrefetch),
     layerCheckpoint: get("layer_checkpoint", DEFAULT_PARALLEL.layerCheckpoint),
+    tensorParallel: get("tensor_parallel", DEFAULT_PARALLEL.tensorParallel),
+    sequenceParallel: get("sequence_parallel", DEFAULT_PARALLEL.sequenceParallel),
   };
   return { config, spans };
 }

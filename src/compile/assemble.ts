@@ -83,13 +83,17 @@ export function assemblePlan(x: AssembleInput): Plan {
   const modelState = new Array<number>(s.devices).fill(0);
   x.programs.forEach((prog, p) => {
     prog.ranks.forEach((rank, replica) => {
-      peakMemory[rank] = x.memory[p]!.arenaBytes;
-      modelState[rank] = prog.stages.reduce((n, st) => n + x.shards[st]!.memory.perRank[replica]!.total, 0);
+      // Every tensor rank of the group holds what tensor rank 0 (the program's rank) holds.
+      for (let t = 0; t < s.tensorParallel; t++) {
+        peakMemory[rank + t] = x.memory[p]!.arenaBytes;
+        modelState[rank + t] = prog.stages.reduce((n, st) => n + x.shards[st]!.memory.perRank[replica]!.total, 0);
+      }
     });
   });
   const stepTime = x.prediction.stepTime;
   const microBatchesPerStep = s.batch / s.microBatchSize;
-  const flopsPerStep = x.costs.flopsPerMicroBatch * microBatchesPerStep;
+  // Each rank of a tensor-parallel group computes its part of every micro-batch.
+  const flopsPerStep = x.costs.flopsPerMicroBatch * microBatchesPerStep * s.tensorParallel;
   const peak = profile.peakFlops[peakFormat(computeDType(s.precision), "matrix")] * s.devices;
   const tokens = s.batch * (s.seq ?? 1);
   return {
@@ -101,7 +105,7 @@ export function assemblePlan(x: AssembleInput): Plan {
     settings: {
       stages: s.stages,
       dataParallel: s.dataParallel,
-      tensorParallel: 1,
+      tensorParallel: s.tensorParallel,
       virtualStages: s.virtualStages,
       microBatches: s.microBatches,
       microBatchSize: s.microBatchSize,
@@ -119,7 +123,7 @@ export function assemblePlan(x: AssembleInput): Plan {
       optimizer: s.optimizer.kind,
       clipGradNorm: s.clipGradNorm ?? null,
     },
-    mesh: { axes: [...MESH_AXES], shape: [s.stages, s.dataParallel, 1], rank: RANK_FORMULA },
+    mesh: { axes: [...MESH_AXES], shape: [s.stages, s.dataParallel, s.tensorParallel], rank: RANK_FORMULA },
     graph: graphToJson(x.training),
     stages: x.stages.map((st) => ({ index: st.index, pipeRank: st.pipeRank, layers: [st.start, st.end - 1] as const, ranks: [...st.ranks], sends: [...x.boundaries.sends[st.index]!] })),
     shard: x.shards.map(shardJson),

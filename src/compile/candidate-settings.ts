@@ -8,9 +8,11 @@ export function candidateSettings(base: ResolvedSettings, e: Evaluated): Resolve
   const c = e.candidate;
   return {
     ...base,
-    devices: c.stages * c.dataParallel,
+    devices: c.stages * c.dataParallel * c.tensorParallel,
     stages: c.stages,
     dataParallel: c.dataParallel,
+    tensorParallel: c.tensorParallel,
+    sequenceParallel: false,
     virtualStages: c.virtualStages,
     balance: e.balance,
     microBatches: c.microBatches,

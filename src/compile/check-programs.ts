@@ -37,7 +37,8 @@ export interface ConvertOptions {
 
 /** The plan's programs as a lowered schedule of one pipeline replica; program p's action i gets id base[p] + i. */
 export function programsSchedule(plan: Plan, options: ConvertOptions = {}): LoweredSchedule {
-  const dp = plan.settings.dataParallel;
+  // Pipeline rank p's replica 0 is mesh rank p · dataParallel · tensorParallel (plan.ts meshRank).
+  const dp = plan.settings.dataParallel * plan.settings.tensorParallel;
   const ranks = plan.programs.length;
   const base: number[] = [];
   let n = 0;
@@ -81,7 +82,7 @@ export function programsSchedule(plan: Plan, options: ConvertOptions = {}): Lowe
           out.groupSize = dp;
         } else if (c.group === "world") {
           out.group = world;
-          out.groupSize = plan.cluster.devices;
+          out.groupSize = plan.cluster.devices / plan.settings.tensorParallel;
         } else out.group = tiedGroup[p]!.get(i)!;
       }
       return out;

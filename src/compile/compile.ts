@@ -2,7 +2,8 @@
 //   1 resolve settings (resolve.ts); whatever is `auto` (and the stage split) the plan search chooses
 //     (src/search): the best candidate by predicted step time is planned; if its memory plan overflows, the
 //     search runs again for less memory
-//   2 training graph (src/passes autodiff)
+//   2 training graph (src/passes: tensor-parallel split, when asked for, then autodiff); the search gets one
+//     per tensor-parallel degree it may choose
 //   3 layers → stages and ranks (stages.ts), what crosses each cut (boundaries.ts)
 //   4 shard plan per stage (shard.ts → src/shard)
 //   5 costs (stage-costs.ts) and the pipeline schedule (src/schedule buildSchedule: ordered, lowered, validated)
@@ -21,6 +22,7 @@ import { clusterFor, type Cluster } from "../cost/cluster.js";
 import type { Graph } from "../graph/graph.js";
 import type { TrainConfig } from "../check/settings-types.js";
 import { buildTrainingGraph } from "../passes/autodiff.js";
+import { splitForTensorParallel, tensorParallelProblems } from "../passes/tensor-parallel.js";
 import type { Plan } from "../plan/plan.js";
 import { PlanError } from "../plan/plan-error.js";
 import { validatePlan } from "../plan/validate.js";
@@ -115,9 +117,14 @@ function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {
   if (!train) throw new CompileError(`model ${model.name} has no train section: a plan needs its batch, optimizer and precision`);
   const parallel = model.parallel;
   const mesh = resolveMesh(parallel, options.devices);
-  const training = buildTrainingGraph(model.graph, train);
-  if (autoSettings(parallel, mesh).length > 0) return compileSearched(model.name, training, train, options);
+  // The training graph of one rank of a tensor-parallel group of t (t = 1: the model's own).
+  const rankTraining = (t: number): Graph => buildTrainingGraph(splitForTensorParallel(model.graph, { degree: t, sequenceParallel: false }), train);
+  if (autoSettings(parallel, mesh).length > 0) {
+    const degrees = mesh.tensorParallel !== undefined ? [mesh.tensorParallel] : tensorParallelDegrees(model.graph, options.cluster, mesh.devices);
+    return compileSearched(model.name, new Map(degrees.map((t) => [t, rankTraining(t)])), train, options);
+  }
   const resolved = resolveSettings(train, parallel, model.graph.layers().length, options.devices);
+  const training = rankTraining(resolved.tensorParallel);
   // The split, when no balance is given, is the optimal one for these settings.
   const settings: ResolvedSettings = resolved.balance
     ? resolved
@@ -138,7 +145,7 @@ function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {
     throw new MemoryError(e.shortfall, e.profile, fits);
   }
 
-  function compileSearched(name: string, training: Graph, train: TrainConfig, options: CompileOptions): Compiled {
+  function compileSearched(name: string, trainings: ReadonlyMap<number, Graph>, train: TrainConfig, options: CompileOptions): Compiled {
     const devices = mesh.devices;
     if (devices === undefined) {
       throw new CompileError(`the plan search needs the number of devices: give --devices N (or parallel.devices, or both stages and data_parallel)`);
@@ -152,7 +159,7 @@ function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {
     for (let attempt = 0; attempt < 4; attempt++) {
       let result: SearchResult;
       try {
-        result = searchPlans({ training, train, parallel, cluster, memoryScale });
+        result = searchPlans({ training: trainings.values().next().value!, tensorParallel: trainings, train, parallel, cluster, memoryScale });
       } catch (e) {
         if (e instanceof SearchError) throw new CompileError(rejected.length === 0 ? e.message : `${e.message} (after finalists whose memory plans did not fit: ${rejected.map((r) => `${r.text} (${r.reason})`).join("; ")})`);
         throw e;
@@ -162,6 +169,7 @@ function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {
       // misestimate, and it may find a different kind of plan).
       const e = result.ranked[0]!;
       try {
+        const training = trainings.get(e.candidate.tensorParallel)!;
         const compiled = withArenas(compileResolved(name, training, candidateSettings({ ...base } as ResolvedSettings, e), options), options.arenas ?? "auto");
         const search = planSearch(result, 0, [], compiled, memoryScale, rejected);
         return { ...compiled, plan: { ...compiled.plan, search }, search: result };
@@ -175,6 +183,18 @@ function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {
       `the plan search's finalists all fail their memory plans: ${rejected.map((r) => `${r.text} (${r.reason})`).join("; ")}; use more devices or a smaller batch`,
     );
   }
+}
+
+/** The tensor-parallel degrees the search may choose: 1, and each degree that fits in one node, divides the
+ *  devices, and splits the model (heads, key/value heads and vocabulary divide). */
+function tensorParallelDegrees(forward: Graph, profile: string, devices: number | undefined): number[] {
+  const perNode = clusterFor(profile, 1).profile.devicesPerNode;
+  const out: number[] = [];
+  for (let t = 1; t <= perNode; t++) {
+    if (perNode % t !== 0 || (devices !== undefined && devices % t !== 0)) continue;
+    if (tensorParallelProblems(forward, t).length === 0) out.push(t);
+  }
+  return out;
 }
 
 /** The optimal split of fully explicit settings; a split the stage pins forbid is the user's error. */

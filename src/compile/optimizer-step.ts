@@ -13,9 +13,10 @@ const NORM_BYTES = 4;
 
 /** Whether clipping needs a norm all-reduce: always across pipeline stages; within one stage only when the
  *  gradients are sharded (with none and oss every replica holds the whole reduced gradient). */
-export function needsNormAllReduce(s: Pick<ResolvedSettings, "clipGradNorm" | "devices" | "stages" | "shard">): boolean {
+export function needsNormAllReduce(s: Pick<ResolvedSettings, "clipGradNorm" | "devices" | "stages" | "shard" | "tensorParallel">): boolean {
   if (s.clipGradNorm === undefined || s.devices === 1) return false;
-  return s.stages > 1 || s.shard === "sddp" || s.shard === "fsdp";
+  // A tensor-parallel rank holds only slices of its split parameters' gradients.
+  return s.stages > 1 || s.shard === "sddp" || s.shard === "fsdp" || s.tensorParallel > 1;
 }
 
 /**
@@ -23,8 +24,8 @@ export function needsNormAllReduce(s: Pick<ResolvedSettings, "clipGradNorm" | "d
  * 4-byte reduction is all latency, and one flat ring over every device would pay 2(n−1) steps of it.
  */
 export function normSeconds(cluster: Cluster, s: ResolvedSettings): number {
-  const replicas = Array.from({ length: s.dataParallel }, (_, r) => meshRank(s.dataParallel, 0, r));
-  const pipe = Array.from({ length: s.stages }, (_, p) => meshRank(s.dataParallel, p, 0));
+  const replicas = Array.from({ length: s.dataParallel }, (_, r) => meshRank(s, 0, r));
+  const pipe = Array.from({ length: s.stages }, (_, p) => meshRank(s, p, 0));
   return (
     collectiveTime("all_reduce", NORM_BYTES, s.dataParallel, groupLink(cluster, replicas)) +
     collectiveTime("all_reduce", NORM_BYTES, s.stages, groupLink(cluster, pipe))

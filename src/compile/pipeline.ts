@@ -16,7 +16,7 @@ export function pipelinePrograms(
   lowered: LoweredSchedule,
   stages: readonly StageAssignment[],
   costs: StageCostModel,
-  dataParallel: number,
+  mesh: { readonly dataParallel: number; readonly tensorParallel: number },
   optimizerSeconds: (stage: number) => number,
 ): PipelinePrograms {
   const local = new Int32Array(lowered.actions.length).fill(-1);
@@ -45,7 +45,7 @@ export function pipelinePrograms(
         const bytes = costs.boundaryBytes(from, mb!, kind.endsWith("_F") ? "forward" : "backward");
         const seconds = costs.transfer(rank, peer, bytes);
         prog.comm.push(prog.actions.length);
-        prog.actions.push(newAction({ action: p2pAction(kind as P2PKind, stage, mb!, meshRank(dataParallel, peer, 0)), stream: "comm", seconds: [seconds] }));
+        prog.actions.push(newAction({ action: p2pAction(kind as P2PKind, stage, mb!, meshRank(mesh, peer, 0)), stream: "comm", seconds: [seconds] }));
       } else {
         throw new Error(`internal: the lowered schedule holds ${kind}, which is neither compute nor p2p`);
       }

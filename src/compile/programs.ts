@@ -33,7 +33,7 @@ export function buildPrograms(
   cluster: Cluster,
   settings: ResolvedSettings,
 ): BuiltPrograms {
-  const { programs, rendezvous } = pipelinePrograms(lowered, stages, costs, settings.dataParallel, (s) => costs.optimizer(s));
+  const { programs, rendezvous } = pipelinePrograms(lowered, stages, costs, settings, (s) => costs.optimizer(s));
   const reference = runOrThrow(programs, rendezvous, "pipeline schedule");
   const placer = new Placer(programs, rendezvous, reference);
   const programOf = (stage: number) => stages[stage]!.pipeRank;

@@ -1,14 +1,20 @@
 // Step 1 of compile: the checked train and parallel settings (and --devices) → either every number the plan
 // needs (nothing left `auto`: the explicit path) or the list of settings the plan search (src/search) must
-// choose. The mesh arithmetic devices = stages × data_parallel is not a choice and is done here either way.
+// choose. The mesh arithmetic devices = stages × data_parallel × tensor_parallel is not a choice and is done
+// here either way.
 import type { CheckpointMode, Optimizer, ParallelConfig, Precision, ScheduleKind, ShardStrategy, TrainConfig } from "../check/settings-types.js";
 import { CompileError } from "./errors.js";
 
 export interface ResolvedSettings {
+  /** Every device: stages × dataParallel × tensorParallel. */
   readonly devices: number;
   /** Pipeline ranks p. */
   readonly stages: number;
   readonly dataParallel: number;
+  /** Ranks of each tensor-parallel group (Megatron's t; 1: none). The plan is that of tensor rank 0 of
+   *  every group, the others doing the same on their slices. */
+  readonly tensorParallel: number;
+  readonly sequenceParallel: boolean;
   readonly virtualStages: number;
   /** Layers per (virtual) stage: FairScale's balance as given, or the split the search found optimal. */
   readonly balance: readonly number[] | undefined;
@@ -40,27 +46,32 @@ export interface MeshSizes {
   readonly dataParallel: number | undefined;
 }
 
+/** The mesh with its tensor axis: `devices` counts every device, stages × data_parallel the groups. */
+export interface Mesh extends MeshSizes {
+  readonly tensorParallel: number | undefined;
+}
+
 const num = (x: number | "auto"): number | undefined => (x === "auto" ? undefined : x);
 
 /**
  * devices = stages × data_parallel: any one of the three follows from the other two, and stages alone means
  * data_parallel = 1 (FairScale's Pipe on `stages` devices). Undefined where nothing determines it.
  */
-export function deriveMesh(known: MeshSizes): MeshSizes {
+export function deriveMesh(known: MeshSizes, label = "devices"): MeshSizes {
   const { devices, stages, dataParallel } = known;
   if (devices !== undefined && stages !== undefined && dataParallel !== undefined) {
     if (stages * dataParallel !== devices) {
-      throw new CompileError(`devices = ${devices} but stages × data_parallel = ${stages} × ${dataParallel} = ${stages * dataParallel}`);
+      throw new CompileError(`${label} = ${devices} but stages × data_parallel = ${stages} × ${dataParallel} = ${stages * dataParallel}`);
     }
     return known;
   }
   if (stages !== undefined && dataParallel !== undefined) return { devices: stages * dataParallel, stages, dataParallel };
   if (devices !== undefined && stages !== undefined) {
-    if (devices % stages !== 0) throw new CompileError(`devices = ${devices} is not a multiple of stages = ${stages}`);
+    if (devices % stages !== 0) throw new CompileError(`${label} = ${devices} is not a multiple of stages = ${stages}`);
     return { devices, stages, dataParallel: devices / stages };
   }
   if (devices !== undefined && dataParallel !== undefined) {
-    if (devices % dataParallel !== 0) throw new CompileError(`devices = ${devices} is not a multiple of data_parallel = ${dataParallel}`);
+    if (devices % dataParallel !== 0) throw new CompileError(`${label} = ${devices} is not a multiple of data_parallel = ${dataParallel}`);
     return { devices, stages: devices / dataParallel, dataParallel };
   }
   if (stages !== undefined && devices === undefined && dataParallel === undefined) return { devices: stages, stages, dataParallel: 1 };
@@ -68,7 +79,7 @@ export function deriveMesh(known: MeshSizes): MeshSizes {
 }
 
 /** The mesh from the file and --devices; `devices` is --devices when given and must agree with the file. */
-export function resolveMesh(parallel: ParallelConfig, devices: number | undefined): MeshSizes {
+export function resolveMesh(parallel: ParallelConfig, devices: number | undefined): Mesh {
   const fileDevices = num(parallel.devices);
   if (devices !== undefined && fileDevices !== undefined && devices !== fileDevices) {
     throw new CompileError(`--devices ${devices} contradicts parallel.devices = ${fileDevices}`);
@@ -77,12 +88,27 @@ export function resolveMesh(parallel: ParallelConfig, devices: number | undefine
   if (parallel.balance && num(parallel.stages) !== undefined && num(parallel.stages) !== parallel.balance.length) {
     throw new CompileError(`stages = ${num(parallel.stages)} but the balance has ${parallel.balance.length} entries`);
   }
-  return deriveMesh({ devices: devices ?? fileDevices, stages: stagesGiven, dataParallel: num(parallel.dataParallel) });
+  const all = devices ?? fileDevices;
+  const dataParallel = num(parallel.dataParallel);
+  const tp = num(parallel.tensorParallel);
+  if (tp === undefined) {
+    // The search chooses tensor_parallel, unless stages and data_parallel leave it one value.
+    if (all === undefined || stagesGiven === undefined || dataParallel === undefined) return { devices: all, stages: stagesGiven, dataParallel, tensorParallel: undefined };
+    if (all % (stagesGiven * dataParallel) !== 0) {
+      throw new CompileError(`devices = ${all} is not a multiple of stages × data_parallel = ${stagesGiven} × ${dataParallel}`);
+    }
+    return { devices: all, stages: stagesGiven, dataParallel, tensorParallel: all / (stagesGiven * dataParallel) };
+  }
+  if (all !== undefined && all % tp !== 0) throw new CompileError(`devices = ${all} is not a multiple of tensor_parallel = ${tp}`);
+  // The pipe × data mesh of tensor-parallel groups.
+  const groups = deriveMesh({ devices: all === undefined ? undefined : all / tp, stages: stagesGiven, dataParallel }, tp === 1 ? "devices" : `devices / tensor_parallel`);
+  return { ...groups, devices: groups.devices === undefined ? undefined : groups.devices * tp, tensorParallel: tp };
 }
 
 /** The parallel settings still `auto` once the mesh is derived: what the search chooses. */
-export function autoSettings(parallel: ParallelConfig, mesh: MeshSizes): string[] {
+export function autoSettings(parallel: ParallelConfig, mesh: Mesh): string[] {
   const out: string[] = [];
+  if (mesh.tensorParallel === undefined) out.push("tensor_parallel");
   if (mesh.stages === undefined) out.push("stages");
   if (mesh.dataParallel === undefined) out.push("data_parallel");
   if (parallel.chunks === "auto") out.push("chunks");
@@ -119,6 +145,7 @@ export function resolveSettings(train: TrainConfig, parallel: ParallelConfig, la
   if (left.length > 0) throw new Error(`internal: resolveSettings with ${left.join(", ")} still auto (the search chooses those)`);
   const stages = mesh.stages!;
   const dataParallel = mesh.dataParallel!;
+  const tensorParallel = mesh.tensorParallel!;
   const schedule = parallel.schedule as ScheduleKind;
   const virtualStages = parallel.virtualStages === "auto" ? 1 : parallel.virtualStages;
   const microBatches = parallel.chunks as number;
@@ -139,9 +166,11 @@ export function resolveSettings(train: TrainConfig, parallel: ParallelConfig, la
   }
   return {
     ...trainSettings(train, parallel),
-    devices: stages * dataParallel,
+    devices: stages * dataParallel * tensorParallel,
     stages,
     dataParallel,
+    tensorParallel,
+    sequenceParallel: false,
     virtualStages,
     balance: parallel.balance,
     microBatches,

@@ -103,7 +103,10 @@ export function layOutArenas(plan: Plan, g: Graph, mode: ArenaMode, profile: Dev
     const of = (replica: number) => device.get(prog.ranks[replica]!) ?? device.get(prog.ranks[0]!)!;
     const reservedBytes = reserved && prog.ranks.map((_, r) => reserved!.get(of(r))!);
     const runtime = { arenaBytes: prog.ranks.map((_, r) => of(r).arenaBytes), liveBytes: prog.ranks.map((_, r) => of(r).liveBytes), ...(reservedBytes && { reservedBytes }) };
-    prog.ranks.forEach((rank, r) => (peak[rank] = runtime.arenaBytes[r]! + (reservedBytes?.[r] ?? 0)));
+    // A tensor-parallel group's ranks run one program on equal slices: rank 0's layout is each one's.
+    prog.ranks.forEach((rank, r) => {
+      for (let t = 0; t < plan.settings.tensorParallel; t++) peak[rank + t] = runtime.arenaBytes[r]! + (reservedBytes?.[r] ?? 0);
+    });
     return { ...m, runtime };
   });
   return { plan: { ...plan, memory, predicted: { ...plan.predicted, peakMemoryBytes: peak } }, ...(note && { note }) };

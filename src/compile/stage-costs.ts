@@ -166,9 +166,8 @@ export class StageCostModel implements ScheduleCosts {
   }
   /** Ranks here are pipeline ranks (the schedule's); replica 0 of each stands for all. */
   transfer(fromRank: number, toRank: number, bytes: number): number {
-    const d = this.settings.dataParallel;
-    const a = meshRank(d, fromRank, 0);
-    const b = meshRank(d, toRank, 0);
+    const a = meshRank(this.settings, fromRank, 0);
+    const b = meshRank(this.settings, toRank, 0);
     return collectiveTime("send_recv", bytes, 2, groupLink(this.cluster, [a, b]));
   }
   activationBytes(stage: number): number {

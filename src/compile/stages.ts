@@ -32,7 +32,7 @@ export function assignStages(graph: Graph, s: ResolvedSettings): StageAssignment
   let start = 0;
   sizes.forEach((size, index) => {
     const pipeRank = index % s.stages;
-    const ranks = Array.from({ length: s.dataParallel }, (_, r) => meshRank(s.dataParallel, pipeRank, r));
+    const ranks = Array.from({ length: s.dataParallel }, (_, r) => meshRank(s, pipeRank, r));
     out.push({ index, pipeRank, start, end: start + size, ranks });
     start += size;
   });

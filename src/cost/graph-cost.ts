@@ -10,7 +10,7 @@ import type { Cluster } from "./cluster.js";
 import { computeDType, onDevice } from "./precision.js";
 import { backwardWork, forwardWork, roofline } from "./roofline.js";
 import { numel } from "../graph/dim.js";
-import { collectiveTime, intraNodeLink } from "./collectives.js";
+import { collectiveTime, interNodeLink, intraNodeLink } from "./collectives.js";
 
 export interface CostOptions {
   readonly cluster: Cluster;
@@ -59,7 +59,9 @@ export function estimateOp(graph: Graph, id: OpId, options: CostOptions): OpEsti
   const cost = def.cost(inputs, attrs, options.bindings);
   const measured = calibrated(options.cluster.calibration, node.op, shapeKey(inputs, attrs, options.bindings));
   if (measured) {
-    return { op: id, cost, forwardSeconds: measured.forwardSeconds, backwardSeconds: measured.backwardSeconds, calibrated: true };
+    // A calibration measures one device's kernels; the group's collectives are priced on top.
+    const forwardSeconds = measured.forwardSeconds + collectiveSeconds(cost, "forward", options.cluster);
+    return { op: id, cost, forwardSeconds, backwardSeconds: measured.backwardSeconds + collectiveSeconds(cost, "backward", options.cluster), calibrated: true };
   }
   // Arithmetic runs in the dtype of the op's float operands on the device (integer-only ops: i32).
   const dtype = inputs.some((t) => t.dtype !== "i32") ? computeDType(options.precision) : "i32";
@@ -73,11 +75,13 @@ export function estimateOp(graph: Graph, id: OpId, options: CostOptions): OpEsti
   };
 }
 
-/** The collectives an op waits for in one direction (tensor-parallel ops): their group is one node's ranks
- *  (compile keeps tensor-parallel groups inside a node), so they run at the intra-node link. */
+/** The collectives an op waits for in one direction (tensor-parallel ops). A tensor-parallel group is
+ *  consecutive ranks, inside a node unless it is larger than one (the search keeps it inside; an explicit
+ *  larger degree pays the inter-node link). */
 function collectiveSeconds(cost: OpCost, phase: "forward" | "backward", cluster: Cluster): number {
   if (!cost.collectives) return 0;
-  const link = intraNodeLink(cluster.profile);
+  const size = cost.collectives.groupSize;
+  const link = size <= cluster.profile.devicesPerNode ? intraNodeLink(cluster.profile) : interNodeLink(cluster.profile);
   let s = 0;
   for (const c of cost.collectives.list) if (c.phase === phase) s += collectiveTime(c.kind, c.bytes, cost.collectives.groupSize, link);
   return s;

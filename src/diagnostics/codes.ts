@@ -51,6 +51,7 @@ export const DIAGNOSTIC_CODES = {
   FSM504: "batch does not divide evenly",
   FSM505: "stage pin out of range",
   FSM506: "op mixes the samples of a split batch",
+  FSM507: "model does not split over tensor_parallel",
   FSM510: "invalid --set override",
 } as const;
 

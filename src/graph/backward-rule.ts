@@ -25,6 +25,8 @@ export interface BackwardArgs {
  */
 export interface BackwardEmitter {
   type(t: TensorId): TensorType;
+  /** Whether a forward operand is a parameter (its gradient is a weight gradient: phase "weight_grad"). */
+  isParam(t: TensorId): boolean;
   /** Emits an input-gradient op and returns its (first) output. */
   input(op: string, inputs: readonly TensorId[], attrs?: Attrs): TensorId;
   /** Emits an input-gradient op with several outputs and returns them all. */

@@ -28,6 +28,11 @@ function segments(split: ParamSplit, rank: number): { whole: number; local: numb
   });
 }
 
+/** Shape of the whole parameter a rank holds a slice of. */
+export function wholeShape(shape: readonly number[], split: ParamSplit): number[] {
+  return shape.map((n, i) => (i === split.axis ? n * split.parts : n));
+}
+
 /** Shape of rank k's slice. */
 export function splitShape(shape: readonly number[], split: ParamSplit): number[] {
   return shape.map((n, i) => (i === split.axis ? n / split.parts : n));

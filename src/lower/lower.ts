@@ -15,7 +15,8 @@
 //     clipping all-reduced over every device (each element counted once).
 // Gradients are averaged over replicas and micro-batches (× 1/(dp·m)) before clipping, as the 1-device plan
 // does, so a plan computes the 1-device plan's losses and weights up to float rounding.
-import type { Graph, TensorId } from "../graph/graph.js";
+import type { Graph, ParamSplit, TensorId } from "../graph/graph.js";
+import { wholeShape } from "../graph/param-split.js";
 import { numel } from "../graph/dim.js";
 import { isFloatDType } from "../graph/types.js";
 import { concreteShape } from "../interp/run.js";
@@ -26,6 +27,7 @@ import { programPieces, type ActionPiece } from "./action-order.js";
 import { lowerOptimizer, type OptimizerLowering, type UpdateItem } from "./optimizer.js";
 import { BYTES, COMM, COMPUTE, DeviceBuilder, type DeviceProgram, type SlotBudget, type SlotDType } from "./device-program.js";
 import { gradRoutes, type GradRoutes } from "./grad-routes.js";
+import { lowerTensorParallelOp, type TensorPlace } from "./tensor-parallel.js";
 
 /** Where a piece of a parameter lives: elements [from, from + count) of the parameter at element `at` of
  *  a slot of a device. */
@@ -50,9 +52,12 @@ export interface ClusterProgram {
   readonly inputs: readonly { readonly replica: number; readonly slots: readonly Readonly<Record<string, number>>[] }[];
   /** Every slot holding parameter values at the start of a step (all replicas, all shards). */
   readonly paramPieces: readonly ParamPiece[];
-  /** Per parameter the lowered ranks hold whole between them: pieces that, concatenated, give its full value
-   *  (read back after a step). */
-  readonly paramReaders: ReadonlyMap<string, readonly ParamPiece[]>;
+  /** Per parameter the lowered ranks hold whole between them: per tensor rank (one list for a parameter not
+   *  split by tensor parallelism), pieces that, concatenated, give that rank's value (read back after a step);
+   *  a split parameter's ranks' values are joined by its split. */
+  readonly paramReaders: ReadonlyMap<string, { readonly ranks: readonly (readonly ParamPiece[])[]; readonly split?: ParamSplitInfo }>;
+  /** Ranks of each tensor-parallel group: device d is rank d mod tensorParallel of its group. */
+  readonly tensorParallel: number;
   /** The loss of every (replica, micro-batch) the lowered ranks compute, replica-major. */
   readonly lossSlots: readonly { readonly replica: number; readonly mb: number; readonly device: number; readonly slot: number }[];
   /** Per device: the optimizer state that persists between steps (checkpoint.ts names and saves it). */
@@ -63,6 +68,12 @@ export interface ClusterProgram {
 }
 
 type Strategy = "none" | "oss" | "sddp" | "fsdp";
+
+/** A tensor-parallel split parameter: how it is split and its whole shape. */
+export interface ParamSplitInfo {
+  readonly split: ParamSplit;
+  readonly shape: readonly number[];
+}
 
 /** How the devices that run the program compute. */
 export interface DeviceLoweringOptions {
@@ -103,26 +114,33 @@ export function lower(plan: Plan, g: Graph, ranks: readonly number[] = Array.fro
   const builders: DeviceBuilder[] = new Array(ranks.length);
   const inputs: ClusterProgram["inputs"][number][] = new Array(ranks.length);
   const pieces: ParamPiece[] = [];
-  const readers = new Map<string, ParamPiece[]>();
+  const readers = new Map<string, { ranks: ParamPiece[][]; split?: ParamSplitInfo }>();
   const losses: { replica: number; mb: number; device: number; slot: number }[] = [];
   const scaling: { scale?: number; inverse: number; overflow: number }[] = new Array(ranks.length);
   const optimizerState: OptimizerLowering["state"][] = new Array(ranks.length);
   // Layers recomputed inside their own backward: @checkpoint ones and the search's selective choice.
   const recomputeLayers = new Set([...(plan.settings.recomputeLayers ?? []), ...g.layers().filter((l) => l.annotations.checkpoint).map((l) => l.index)]);
+  // A program lists tensor rank 0 of each replica's group; its other ranks follow it (plan.ts meshRank).
+  const tp = plan.settings.tensorParallel;
+  if (tp > 1 && options.kernels16) throw new Error("not implemented: tensor-parallel plans on devices whose kernels read 16-bit operands (CUDA); they run on the CPU device");
   for (const program of plan.programs) {
-    if (!program.ranks.some((r) => local.has(r))) continue;
+    const devicesOf = (first: number): number[] => Array.from({ length: tp }, (_, t) => first + t);
+    if (!program.ranks.some((r) => devicesOf(r).some((d) => local.has(d)))) continue;
     const order = programPieces(program, routes, recomputeLayers);
-    program.ranks.forEach((device, replica) => {
-      const i = local.get(device);
-      if (i === undefined) return;
-      const lowered = new DeviceLowering(plan, g, routes, program, device, replica, budget, options);
-      for (const piece of order) lowered.piece(piece);
-      builders[i] = lowered.b;
-      inputs[i] = { replica, slots: lowered.inputSlots };
-      if (lowered.scaling) scaling[i] = lowered.scaling;
-      optimizerState[i] = lowered.optimizerState;
-      for (const x of lowered.pieces) pieces.push(x);
-      for (const l of lowered.losses) losses.push({ replica, ...l, device });
+    program.ranks.forEach((first, replica) => {
+      devicesOf(first).forEach((device, t) => {
+        const i = local.get(device);
+        if (i === undefined) return;
+        const lowered = new DeviceLowering(plan, g, routes, program, device, replica, { rank: t, group: devicesOf(first) }, budget, options);
+        for (const piece of order) lowered.piece(piece);
+        builders[i] = lowered.b;
+        inputs[i] = { replica, slots: lowered.inputSlots };
+        if (lowered.scaling) scaling[i] = lowered.scaling;
+        optimizerState[i] = lowered.optimizerState;
+        for (const x of lowered.pieces) pieces.push(x);
+        // Every rank of a group computes the same loss: tensor rank 0's is the replica's.
+        if (t === 0) for (const l of lowered.losses) losses.push({ replica, ...l, device });
+      });
     });
   }
   // Laid out once every device is built, so that a budget a later device exceeds has cost no layout (a deep
@@ -131,31 +149,37 @@ export function lower(plan: Plan, g: Graph, ranks: readonly number[] = Array.fro
   // To read a parameter back: pieces that tile it from its first element, the longest first (a full copy
   // beats shards; replicas hold equal values, so any will do). Grouped by parameter first: one filter of
   // every piece per parameter is quadratic in a deep model's parameters.
+  // A split parameter's pieces are grouped by tensor rank too: each rank holds a different slice.
   const f32Pieces = new Map<string, ParamPiece[]>();
   for (const x of pieces) {
     if (x.dtype !== "f32") continue;
-    const list = f32Pieces.get(x.param);
+    const key = g.param(x.param)!.split ? `${x.param}#${x.device % tp}` : x.param;
+    const list = f32Pieces.get(key);
     if (list) list.push(x);
-    else f32Pieces.set(x.param, [x]);
+    else f32Pieces.set(key, [x]);
   }
   for (const p of g.params()) {
-    const mine = (f32Pieces.get(p.name) ?? []).sort((a, b) => a.from - b.from || b.count - a.count || a.device - b.device);
     const total = numel(p.type.shape);
-    const list: ParamPiece[] = [];
-    for (let at = 0; at < total; ) {
-      const next = mine.find((x) => x.from === at);
-      if (!next) break;
-      list.push(next);
-      at += next.count;
-    }
+    const lists = (p.split ? Array.from({ length: tp }, (_, t) => `${p.name}#${t}`) : [p.name]).map((key) => {
+      const mine = (f32Pieces.get(key) ?? []).sort((a, b) => a.from - b.from || b.count - a.count || a.device - b.device);
+      const list: ParamPiece[] = [];
+      for (let at = 0; at < total; ) {
+        const next = mine.find((x) => x.from === at);
+        if (!next) break;
+        list.push(next);
+        at += next.count;
+      }
+      return list;
+    });
     // A parameter every rank holds a piece of is whole only over the whole world.
-    const whole = list.reduce((n, x) => n + x.count, 0) === total;
-    if (whole) readers.set(p.name, list);
+    const whole = lists.every((list) => list.reduce((n, x) => n + x.count, 0) === total);
+    const shape = concreteShape(p.type.shape, {});
+    if (whole) readers.set(p.name, { ranks: lists, ...(p.split && { split: { split: p.split, shape: wholeShape(shape, p.split) } }) });
     else if (ranks.length === plan.cluster.devices) throw new Error(`internal: no device holds every element of parameter '${p.name}'`);
   }
   losses.sort((a, b) => a.replica - b.replica || a.mb - b.mb);
   const lossScaling = plan.settings.precision === "fp16" ? { lossScaling: scaling } : {};
-  return { ranks: [...ranks], devices, inputs, paramPieces: pieces, paramReaders: readers, lossSlots: losses, optimizerState, ...lossScaling };
+  return { ranks: [...ranks], devices, inputs, paramPieces: pieces, paramReaders: readers, tensorParallel: tp, lossSlots: losses, optimizerState, ...lossScaling };
 }
 
 /** One device's lowering: its slots, value maps and the strategy's buffers, fed the program's actions. */
@@ -202,6 +226,7 @@ class DeviceLowering {
     private readonly program: PlanProgram,
     private readonly device: number,
     private readonly replica: number,
+    private readonly tensor: TensorPlace,
     budget: SlotBudget | undefined,
     options: DeviceLoweringOptions,
   ) {
@@ -242,7 +267,9 @@ class DeviceLowering {
     const shard = this.plan.shard[k]!;
     const strategy = this.strategy[k]!;
     const r = this.replica;
-    const firstHolder = (p: string): boolean => (this.routes.holders.get(p)?.[0] ?? k) === k;
+    // A gradient element is counted in the norm once: on its first holder stage, and for a parameter every
+    // rank of a tensor-parallel group holds whole, on tensor rank 0 (a split one's slices are all distinct).
+    const firstHolder = (p: string): boolean => (this.routes.holders.get(p)?.[0] ?? k) === k && (this.tensor.rank === 0 || this.g.param(p)!.split !== undefined);
     const items: UpdateItem[] = [];
     if (strategy === "fsdp") {
       const byUnit = new Map<number, number>();
@@ -405,8 +432,9 @@ class DeviceLowering {
     }
   }
 
+  /** Stage k's shard group: its replicas' devices of this device's tensor rank. */
   private group(k: number): number[] {
-    return [...this.plan.shard[k]!.ranks].sort((x, y) => x - y);
+    return this.plan.shard[k]!.ranks.map((r) => r + this.tensor.rank).sort((x, y) => x - y);
   }
 
   // ---- compute ------------------------------------------------------------------------------------------
@@ -476,7 +504,7 @@ class DeviceLowering {
       if (o.id === this.seed) {
         this.scaling!.scale ??= this.b.pin(this.b.slot([]));
         this.b.emit(COMPUTE, "fsm_copy", [this.scaling!.scale], outs, {}, text);
-      } else this.b.emit(COMPUTE, o.op, ins, outs, concreteAttrs(o.attrs), text);
+      } else if (!lowerTensorParallelOp(this.b, this.tensor, o.op, concreteAttrs(o.attrs), ins, outs, text)) this.b.emit(COMPUTE, o.op, ins, outs, concreteAttrs(o.attrs), text);
       for (const [wide, narrow] of casts) this.b.emit(COMPUTE, "fsm_cast", [wide], [narrow], {}, text);
       for (const t of o.outputs) {
         const param = contributions.get(t);
@@ -620,7 +648,8 @@ class DeviceLowering {
   private p2p(act: Action, text: string): void {
     const k = act.stage;
     const j = act.mb!;
-    const peer = act.peer! + this.replica;
+    // The plan names the peer stage's replica 0, tensor rank 0 (meshRank); this device's counterpart there.
+    const peer = act.peer! + this.replica * this.plan.settings.tensorParallel + this.tensor.rank;
     const v = this.values[j]!;
     const check = (n: number): void => {
       if (n > 256) throw new Error(`not implemented: more than 256 tensors cross between stages ${k} and its neighbour`);
@@ -688,8 +717,9 @@ class DeviceLowering {
     const k = act.stage;
     const bucket = this.plan.shard[k]!.gradBuckets.find((x) => x.index === act.unit)!;
     const buf = this.mbBuffer(k, act.mb!, bucket.params[0]!);
-    this.b.emit(COMM, "comm.reduce", [buf.slot], [buf.slot], { group: this.group(k), root: act.peer! }, text);
-    if (this.device !== act.peer) return;
+    const root = act.peer! + this.tensor.rank;
+    this.b.emit(COMM, "comm.reduce", [buf.slot], [buf.slot], { group: this.group(k), root }, text);
+    if (this.device !== root) return;
     for (const p of bucket.params) this.accumulate(k, p, buf.views.get(p)!, COMM, text);
   }
 
@@ -697,7 +727,7 @@ class DeviceLowering {
     const flat = this.accFlat.get(`p${act.stage}:${act.unit}`);
     if (flat === undefined) throw new Error(`internal: device ${this.device}, ${text}: no broadcast bucket ${act.unit}`);
     const wire = this.wire(flat);
-    this.b.emit(COMM, "comm.broadcast", [wire], [wire], { group: this.group(act.stage), root: act.peer! }, text);
+    this.b.emit(COMM, "comm.broadcast", [wire], [wire], { group: this.group(act.stage), root: act.peer! + this.tensor.rank }, text);
   }
 
   private allReduce(act: Action, a: PlanAction): void {
@@ -715,7 +745,7 @@ class DeviceLowering {
     const tied = this.plan.shard[k]!.tied.find((x) => x.unit === act.unit);
     if (!tied) throw new Error(`internal: ${a.text}: stage ${k} has no tied weight ${act.unit}`);
     const p = tied.param;
-    const group = tied.stages.map((s) => this.plan.stages[s]!.ranks[this.replica]!).sort((x, y) => x - y);
+    const group = tied.stages.map((s) => this.plan.stages[s]!.ranks[this.replica]! + this.tensor.rank).sort((x, y) => x - y);
     if (new Set(group).size !== group.length) throw new Error(`not implemented: tied weight '${p}' on two stages of one device`);
     if (this.tiedEachMicroBatch(k, p)) {
       if (act.mb === undefined) throw new Error(`internal: ${a.text}: a per-micro-batch tied all-reduce without a micro-batch`);

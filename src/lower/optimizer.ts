@@ -164,8 +164,15 @@ export function lowerOptimizer(
           // fp16: the sums are of loss-scaled gradients; unscale the squares by (1/S)².
           if (scaling) for (let i = 0; i < 2; i++) b.emit(COMPUTE, "fsm_scale_by", [total, scaling.inverse], [total], {}, text, { inPlace: true });
         }
+        // The graph's own sums of squares, and what it builds from them before global_norm (a tensor-parallel
+        // graph adds its split parameters' sums and all-reduces them over the group), are what `total` holds.
+        const squares = new Set<TensorId>();
         for (const o of ops) {
-          if (o.op === "sum_squares" || updateOf.has(g.tensor(o.inputs[0]!).name)) continue;
+          if (o.op === "sum_squares" || (o.op !== "global_norm" && o.inputs.length > 0 && o.inputs.every((t) => squares.has(t)))) {
+            for (const t of o.outputs) squares.add(t);
+            continue;
+          }
+          if (updateOf.has(g.tensor(o.inputs[0]!).name)) continue;
           const inputs = o.op === "global_norm" ? [total ?? fail(`internal: ${text}: clipping without a gradient-norm all-reduce`)] : o.inputs.map((t) => (t === stepState?.tensor ? stepSlot! : shared!.get(t) ?? fail(`internal: ${text}: optimizer op ${o.op} reads %${t} first`)));
           const outputs = o.outputs.map((t) => b.slot(concreteShape(g.tensor(t).type.shape, {})));
           b.emit(COMPUTE, o.op, inputs, outputs, concreteAttrs(o.attrs), text);

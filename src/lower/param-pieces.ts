@@ -1,6 +1,7 @@
 // Where a lowered program (lower.ts) keeps parameter values and optimizer state, for anything with slot
 // access to its devices — the native executor, the sequential reference, checkpoints: parameters written into
 // every replica and shard from their full values (or from any source of element ranges), read back whole.
+import { joinRanks, sliceForRank } from "../graph/param-split.js";
 import { runNativeKernel } from "../native/binding.js";
 import { localIndex, type ClusterProgram } from "./lower.js";
 
@@ -25,11 +26,22 @@ export function slotElements(program: ClusterProgram, device: number, slot: numb
 /** Writes every parameter piece of every device from the full values: fp32 master weights as they are,
  *  16-bit compute copies rounded by the addon's own cast kernel (the bits the step's casts would give). */
 export function writeParams(cluster: DeviceSlots, program: ClusterProgram, values: (name: string) => Float32Array): void {
-  writeParamPieces(cluster, program, (name, from, count, into, at) => into.set(values(name).subarray(from, from + count), at));
+  // A tensor-parallel device's pieces are of its slice of a split parameter: each rank's slice cut once.
+  const slices = new Map<string, Float32Array>();
+  const valueOn = (name: string, device: number): Float32Array => {
+    const split = program.paramReaders.get(name)?.split;
+    if (!split) return values(name);
+    const key = `${name}#${device % program.tensorParallel}`;
+    let slice = slices.get(key);
+    if (!slice) slices.set(key, (slice = Float32Array.from(sliceForRank(values(name), split.shape, split.split, device % program.tensorParallel))));
+    return slice;
+  };
+  writeParamPieces(cluster, program, (name, from, count, into, at, device) => into.set(valueOn(name, device).subarray(from, from + count), at));
 }
 
-/** Fills `count` elements of parameter `name` from element `from` into `into` at `at`. */
-export type PieceSource = (name: string, from: number, count: number, into: Float32Array, at: number) => void;
+/** Fills `count` elements of parameter `name` (on `device`: a tensor-parallel rank's slice of it) from
+ *  element `from` into `into` at `at`. */
+export type PieceSource = (name: string, from: number, count: number, into: Float32Array, at: number, device: number) => void;
 
 /** writeParams from any source of element ranges (a checkpoint's pieces: no whole tensor needs to exist). */
 export function writeParamPieces(cluster: DeviceSlots, program: ClusterProgram, fill: PieceSource): void {
@@ -43,7 +55,7 @@ export function writeParamPieces(cluster: DeviceSlots, program: ClusterProgram, 
   for (const { device, slot, parts } of bySlot.values()) {
     const dtype = parts[0]!.dtype;
     const data = new Float32Array(slotElements(program, device, slot));
-    for (const p of parts) fill(p.param, p.from, p.count, data, p.at);
+    for (const p of parts) fill(p.param, p.from, p.count, data, p.at, device);
     if (dtype === "f32") cluster.set(device, slot, data);
     else cluster.set(device, slot, runNativeKernel("fsm_cast", [{ data, shape: [data.length] }], {}, [{ shape: [data.length], dtype }])[0]!);
   }
@@ -51,9 +63,12 @@ export function writeParamPieces(cluster: DeviceSlots, program: ClusterProgram, 
 
 /** A parameter's full value, from the (fp32) pieces that tile it. */
 export function readParam(cluster: DeviceSlots, program: ClusterProgram, name: string): Float32Array {
-  const pieces = program.paramReaders.get(name);
-  if (!pieces) throw new Error(`no parameter '${name}' held whole by ranks [${program.ranks.join(", ")}]`);
-  const out = new Float32Array(pieces.reduce((n, p) => n + p.count, 0));
-  for (const p of pieces) out.set((cluster.get(p.device, p.slot) as Float32Array).subarray(p.at, p.at + p.count), p.from);
-  return out;
+  const reader = program.paramReaders.get(name);
+  if (!reader) throw new Error(`no parameter '${name}' held whole by ranks [${program.ranks.join(", ")}]`);
+  const values = reader.ranks.map((pieces) => {
+    const out = new Float32Array(pieces.reduce((n, p) => n + p.count, 0));
+    for (const p of pieces) out.set((cluster.get(p.device, p.slot) as Float32Array).subarray(p.at, p.at + p.count), p.from);
+    return out;
+  });
+  return reader.split ? Float32Array.from(joinRanks(values, reader.split.shape, reader.split.split)) : values[0]!;
 }

@@ -119,6 +119,7 @@ function emitterFor(g: Graph, o: OpNode): BackwardEmitter {
   };
   return {
     type: (t) => g.tensor(t).type,
+    isParam: (t) => g.tensor(t).kind === "param",
     input: (op, inputs, attrs) => emit("backward", op, inputs, attrs)[0]!,
     inputMany: (op, inputs, attrs) => emit("backward", op, inputs, attrs),
     weight: (op, inputs, attrs) => emit("weight_grad", op, inputs, attrs)[0]!,

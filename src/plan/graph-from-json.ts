@@ -52,7 +52,7 @@ export function graphFromJson(model: string, j: PlanGraph): Graph {
     if (kind === "input") made = g.addInput(t.name, typeOf(t));
     else if (kind === "param") {
       const p = paramOf.get(id)!;
-      made = g.addParam({ name: p.name, type: typeOf(t), init: p.init as ParamSpec["init"], layer: p.layer, scope: p.scope });
+      made = g.addParam({ name: p.name, type: typeOf(t), init: p.init as ParamSpec["init"], layer: p.layer, scope: p.scope, ...(p.split && { split: p.split }) });
     } else if (kind === "state") {
       const s = stateOf.get(id)!;
       made = g.addState({ name: s.name, type: typeOf(t), role: s.role as "momentum", ...(s.param !== undefined && { param: s.param }) });

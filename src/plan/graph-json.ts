@@ -32,7 +32,7 @@ export function graphToJson(g: Graph): PlanGraph {
     tensors: g.tensors().map((t) => ({ name: t.name, dtype: t.type.dtype, shape: t.type.shape.map(dimToString), kind: t.kind })),
     ops,
     layers: g.layers().map((l) => ({ name: l.name, params: [...l.params], annotations: { ...l.annotations } })),
-    params: g.params().map((p) => ({ name: p.name, tensor: p.tensor, layer: p.layer, scope: p.scope, init: p.init, aliases: [...p.aliases] })),
+    params: g.params().map((p) => ({ name: p.name, tensor: p.tensor, layer: p.layer, scope: p.scope, init: p.init, aliases: [...p.aliases], ...(p.split && { split: { axis: p.split.axis, parts: p.split.parts, blocks: [...p.split.blocks] } }) })),
     states: g.states().map((s) => (s.param === undefined ? { name: s.name, tensor: s.tensor, role: s.role } : { name: s.name, tensor: s.tensor, role: s.role, param: s.param })),
     updates: [...g.updates()].map(([a, b]) => [a, b] as const),
     paramGrads: [...g.paramGrads()].map(([p, t]) => [p, t] as const),

@@ -1,7 +1,7 @@
 // The Plan: the versioned JSON document `fsm compile` writes and the runtime, `fsm schedule` and the
 // visualizers read. Plain data only (no classes, no Maps), so JSON.parse(JSON.stringify(plan)) equals it.
 //
-// Devices form a (pipe × data × tensor) mesh, tensor degree 1 for now:
+// Devices form a (pipe × data × tensor) mesh:
 //   rank = (pipe · dataSize + data) · tensorSize + tensor
 // so the data-parallel replicas of one pipeline rank are consecutive (a stage's shard group stays inside a
 // node as long as it fits one), and the pipeline is the slowest axis, as in Megatron-LM.
@@ -121,7 +121,9 @@ export interface PlanSettings {
   /** Pipeline ranks p (FairScale's len(balance) when virtualStages = 1). */
   readonly stages: number;
   readonly dataParallel: number;
-  readonly tensorParallel: 1;
+  /** Ranks of each tensor-parallel group; the programs are tensor rank 0's (the others run the same
+   *  actions on their slices: graph.params[].split). */
+  readonly tensorParallel: number;
   /** Virtual stages per pipeline rank (interleaved); stages × virtualStages stages in all. */
   readonly virtualStages: number;
   /** Micro-batches per step per replica (FairScale's chunks). */
@@ -201,6 +203,8 @@ export interface PlanParam {
   readonly scope: string;
   readonly init: string;
   readonly aliases: readonly string[];
+  /** A tensor-parallel rank's slice of the whole parameter (graph.ts ParamSplit); absent: whole. */
+  readonly split?: { readonly axis: number; readonly parts: number; readonly blocks: readonly number[] };
 }
 
 export interface PlanState {
@@ -432,7 +436,7 @@ export function arenasLaidOut(plan: Plan): boolean {
   return plan.memory.every((m) => m.runtime !== undefined);
 }
 
-/** The mesh rank of (pipe, data) with tensor degree 1. */
-export function meshRank(dataParallel: number, pipe: number, data: number): number {
-  return pipe * dataParallel + data;
+/** The mesh rank of tensor rank 0 of (pipe, data): the rank a program lists for that replica. */
+export function meshRank(mesh: { readonly dataParallel: number; readonly tensorParallel: number }, pipe: number, data: number): number {
+  return (pipe * mesh.dataParallel + data) * mesh.tensorParallel;
 }

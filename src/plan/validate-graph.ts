@@ -91,6 +91,16 @@ export function checkGraph(v: Json, path: string): { layers: number; tensors: nu
     string(field(o, "scope", p), key(p, "scope"));
     oneOf(field(o, "init", p), key(p, "init"), INITS);
     arrayOf(field(o, "aliases", p), key(p, "aliases"), string);
+    if (o.split !== undefined) {
+      const s = object(o.split, key(p, "split"));
+      integer(field(s, "axis", key(p, "split")), key(key(p, "split"), "axis"), 0, 8, "a dimension index");
+      const parts = integer(field(s, "parts", key(p, "split")), key(key(p, "split"), "parts"), 2, Infinity, "an integer ≥ 2");
+      arrayOf(field(s, "blocks", key(p, "split")), key(key(p, "split"), "blocks"), (b, q) => {
+        const n = integer(b, q, 1, Infinity, "a positive integer");
+        if (n % parts !== 0) fail(q, `a block of ${n} does not split into ${parts} parts`);
+        return n;
+      });
+    }
   });
   arrayOf(field(g, "states", path), key(path, "states"), (x, p) => {
     const o = object(x, p);

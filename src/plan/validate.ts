@@ -47,8 +47,10 @@ export function validatePlan(v: Json): Plan {
   nonNegative(field(cluster, "memoryBytes", "cluster"), "cluster.memoryBytes");
 
   const s = checkSettings(field(root, "settings", ""));
-  if (s.pipe * s.data !== devices) fail("settings.dataParallel", `stages × dataParallel = ${s.pipe} × ${s.data} ≠ cluster.devices = ${devices}`);
-  checkMesh(field(root, "mesh", ""), s.pipe, s.data);
+  if (s.pipe * s.data * s.tensor !== devices) {
+    fail("settings.dataParallel", `stages × dataParallel${s.tensor > 1 ? " × tensorParallel" : ""} = ${s.pipe} × ${s.data}${s.tensor > 1 ? ` × ${s.tensor}` : ""} ≠ cluster.devices = ${devices}`);
+  }
+  checkMesh(field(root, "mesh", ""), s.pipe, s.data, s.tensor);
   const graph = checkGraph(field(root, "graph", ""), "graph");
   const settingsObj = object(root.settings!, "settings");
   if (settingsObj.recomputeLayers !== undefined) {
@@ -97,12 +99,12 @@ export function validatePlan(v: Json): Plan {
   return v as Plan;
 }
 
-function checkSettings(v: Json): { pipe: number; data: number; virtual: number } {
+function checkSettings(v: Json): { pipe: number; data: number; tensor: number; virtual: number } {
   const o = object(v, "settings");
   const p = "settings";
   const pipe = positive(field(o, "stages", p), key(p, "stages"));
   const data = positive(field(o, "dataParallel", p), key(p, "dataParallel"));
-  integer(field(o, "tensorParallel", p), key(p, "tensorParallel"), 1, 2, "1 (tensor parallelism is not planned yet)");
+  const tensor = positive(field(o, "tensorParallel", p), key(p, "tensorParallel"));
   const virtual = positive(field(o, "virtualStages", p), key(p, "virtualStages"));
   const m = positive(field(o, "microBatches", p), key(p, "microBatches"));
   const mbs = positive(field(o, "microBatchSize", p), key(p, "microBatchSize"));
@@ -119,7 +121,7 @@ function checkSettings(v: Json): { pipe: number; data: number; virtual: number }
   if (o.reduceDtype !== undefined) oneOf(o.reduceDtype, key(p, "reduceDtype"), PRECISIONS);
   string(field(o, "optimizer", p), key(p, "optimizer"));
   if (field(o, "clipGradNorm", p) !== null) nonNegative(o.clipGradNorm, key(p, "clipGradNorm"));
-  return { pipe, data, virtual };
+  return { pipe, data, tensor, virtual };
 }
 
 function checkRun(v: Json): void {
@@ -171,12 +173,12 @@ function checkSearch(v: Json): void {
   });
 }
 
-function checkMesh(v: Json, pipe: number, data: number): void {
+function checkMesh(v: Json, pipe: number, data: number, tensor: number): void {
   const o = object(v, "mesh");
   const axes = arrayOf(field(o, "axes", "mesh"), "mesh.axes", string);
   if (axes.join() !== MESH_AXES.join()) fail("mesh.axes", `expected [${MESH_AXES.join(", ")}], got [${axes.join(", ")}]`);
   const shape = arrayOf(field(o, "shape", "mesh"), "mesh.shape", positive);
-  if (shape.join() !== [pipe, data, 1].join()) fail("mesh.shape", `expected [${pipe}, ${data}, 1] (stages, dataParallel, tensorParallel), got [${shape.join(", ")}]`);
+  if (shape.join() !== [pipe, data, tensor].join()) fail("mesh.shape", `expected [${pipe}, ${data}, ${tensor}] (stages, dataParallel, tensorParallel), got [${shape.join(", ")}]`);
   string(field(o, "rank", "mesh"), "mesh.rank");
 }
 

@@ -8,6 +8,7 @@ import { initParams } from "../interp/init.js";
 import type { Kernel } from "../interp/kernels/kernel.js";
 import { floatArray, type FloatTensor } from "../interp/tensor.js";
 import { hasNativeKernel, nativeKernel } from "../native/kernels.js";
+import { COMMUNICATOR_OPS } from "../lower/tensor-parallel.js";
 import type { Plan } from "../plan/plan.js";
 import { ReferenceExecutor } from "./reference-step.js";
 import { CheckpointError } from "../checkpoint/checkpoint.js";
@@ -23,14 +24,15 @@ export const ENGINES = ["native", "native-kernels", "reference"] as const;
 export type Engine = (typeof ENGINES)[number];
 
 function requireNativeKernels(graph: Graph, engine: Engine, device: DeviceKind = "cpu"): void {
-  const missing = [...new Set(graph.ops().map((o) => o.op))].filter((op) => !hasNativeKernel(op, device));
+  // A tensor-parallel graph's collectives are communicator calls, not kernels (src/lower/tensor-parallel.ts).
+  const missing = [...new Set(graph.ops().map((o) => o.op))].filter((op) => !COMMUNICATOR_OPS.has(op) && !hasNativeKernel(op, device));
   if (missing.length > 0) throw new EngineError(`engine ${engine}: not implemented yet on device kind ${device} for ops ${missing.join(", ")}${device === "cpu" ? " (use --engine reference)" : ""}`);
 }
 
 /** native when the addon is built and has a kernel for every op of the graph, else reference. */
 export function defaultEngine(graph: Graph): Engine {
   try {
-    return graph.ops().every((o) => hasNativeKernel(o.op)) ? "native" : "reference";
+    return graph.ops().every((o) => COMMUNICATOR_OPS.has(o.op) || hasNativeKernel(o.op)) ? "native" : "reference";
   } catch {
     return "reference"; // the addon is not built or does not load: the TypeScript kernels still run
   }
@@ -67,6 +69,12 @@ export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: num
   if (fault && engine !== "native") throw new EngineError(`--inject-fault works with the native engine only (not ${engine})`);
   if (engine !== "native" && plan.settings.precision !== "fp32") {
     throw new EngineError(`engine ${engine} runs fp32 only; precision ${plan.settings.precision} (16-bit storage, fp32 compute${plan.settings.precision === "fp16" ? ", loss scaling" : ""}) runs on the native engine`);
+  }
+  if (plan.settings.tensorParallel > 1 && engine !== "native") {
+    throw new EngineError(`engine ${engine} runs one device's graph at a time; a tensor-parallel plan (tensor_parallel = ${plan.settings.tensorParallel}) runs on the native engine`);
+  }
+  if (plan.settings.tensorParallel > 1 && init !== undefined) {
+    throw new EngineError(`not implemented: --init with a tensor-parallel plan (tensor_parallel = ${plan.settings.tensorParallel}); start it from the seed`);
   }
   // Every engine accumulates and reduces gradients in fp32 (the communicators sum f32 only).
   if (plan.settings.reduceDtype !== undefined && plan.settings.reduceDtype !== "fp32") {

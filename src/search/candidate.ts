@@ -8,6 +8,8 @@ export type SearchCheckpoint = "never" | "selective" | "except_last" | "always";
 export interface Candidate {
   readonly stages: number;
   readonly dataParallel: number;
+  /** Ranks of each tensor-parallel group (inside a node); 1: none. */
+  readonly tensorParallel: number;
   readonly virtualStages: number;
   readonly microBatches: number;
   readonly schedule: ScheduleKind;
@@ -35,8 +37,13 @@ export interface Evaluated {
   readonly stageSeconds: readonly number[];
 }
 
+/** The family a candidate belongs to: its mesh (`pp=4 dp=16`, `pp=8 dp=16 tp=8`). */
+export function familyText(c: Candidate): string {
+  return `pp=${c.stages} dp=${c.dataParallel}${c.tensorParallel > 1 ? ` tp=${c.tensorParallel}` : ""}`;
+}
+
 export function candidateText(c: Candidate): string {
-  const parts = [`pp=${c.stages}`, `dp=${c.dataParallel}`, `shard=${c.shard}`];
+  const parts = [`pp=${c.stages}`, `dp=${c.dataParallel}`, ...(c.tensorParallel > 1 ? [`tp=${c.tensorParallel}`] : []), `shard=${c.shard}`];
   if (c.shard === "fsdp") parts.push(`reshard=${c.reshardAfterForward}`);
   parts.push(`chunks=${c.microBatches}`, `schedule=${c.schedule}${c.virtualStages > 1 ? `(v=${c.virtualStages})` : ""}`, `checkpoint=${c.checkpoint}`);
   return parts.join(" ");
@@ -55,5 +62,6 @@ export function candidateSets(e: Evaluated): string[] {
   if (c.virtualStages > 1) out.unshift(`parallel.stages=${c.stages}`, `parallel.virtual_stages=${c.virtualStages}`);
   else out.unshift(`parallel.balance=[${e.balance.join(",")}]`);
   if (c.shard === "fsdp") out.push(`parallel.reshard_after_forward=${c.reshardAfterForward}`);
+  if (c.tensorParallel > 1) out.push(`parallel.tensor_parallel=${c.tensorParallel}`);
   return out;
 }

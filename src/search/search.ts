@@ -15,7 +15,7 @@ import { buildComputeOrder } from "../schedule/orders/build.js";
 import { execute } from "../schedule/execute.js";
 import { activationMemory } from "../schedule/memory.js";
 import { actionSeconds } from "../schedule/simulate.js";
-import { candidateText, type Candidate, type Evaluated } from "./candidate.js";
+import { candidateText, familyText, type Candidate, type Evaluated } from "./candidate.js";
 import { SearchError } from "./errors.js";
 import { LayerTable } from "./layer-table.js";
 import { optimalPartition, stageBounds } from "./partition.js";
@@ -28,7 +28,11 @@ import { estimateStep, lowerBound } from "./step-model.js";
 import { plural } from "../format/units.js";
 
 export interface SearchInput {
+  /** The training graph (of one rank of a tensor-parallel group when parallel.tensor_parallel > 1). */
   readonly training: Graph;
+  /** parallel.tensor_parallel = auto: the training graph of one rank for each degree the search may choose
+   *  (the tensor-parallel pass's, 1 included); absent: `training` at the degree the settings give. */
+  readonly tensorParallel?: ReadonlyMap<number, Graph>;
   readonly train: TrainConfig;
   readonly parallel: ParallelConfig;
   readonly cluster: Cluster;
@@ -116,10 +120,13 @@ export function searchPlans(x: SearchInput): SearchResult {
   const pool = keep + 3;
   const capacity = x.cluster.profile.memory.capacity * (x.memoryScale ?? 1);
   const devices = x.cluster.devices;
-  const table = new LayerTable(x.training, x.cluster, x.train.precision, x.train.seq);
-  const space = searchSpace({ devices, batch: x.train.batch, layers: table.count, parallel: x.parallel });
+  // One layer table per tensor-parallel degree: a rank's graph is a different graph at each.
+  const trainings = x.tensorParallel ?? new Map([[x.parallel.tensorParallel === "auto" ? 1 : x.parallel.tensorParallel, x.training]]);
+  const tables = new Map([...trainings].map(([t, g]) => [t, { table: new LayerTable(g, x.cluster, x.train.precision, x.train.seq), params: g.parameterCount() }]));
+  const tableOf = (c: Candidate): LayerTable => tables.get(c.tensorParallel)!.table;
+  const layerCount = tables.values().next().value!.table.count;
+  const space = searchSpace({ devices, tensorParallel: [...tables.keys()], batch: x.train.batch, layers: layerCount, parallel: x.parallel });
   const bandwidth = x.cluster.profile.memory.bandwidth * x.cluster.profile.achievable.memory;
-  const totalParams = x.training.parameterCount();
 
   const word = stateBytesPerParam(x.train.precision, x.train.optimizer, x.train.reduceDtype).param;
   const bucketBytes = bucketCapBytes(x.parallel.bucketMB);
@@ -127,18 +134,18 @@ export function searchPlans(x: SearchInput): SearchResult {
   // Layer seconds depend on the micro-batch size, the data-parallel degree and the sharding only: shared.
   const secondsCache = new Map<string, LayerSeconds>();
   const secondsOf = (c: Candidate): LayerSeconds => {
-    const key = `${microBatch(c)}|${c.dataParallel}|${c.shard}|${c.reshardAfterForward}`;
+    const key = `${microBatch(c)}|${c.dataParallel}|${c.tensorParallel}|${c.shard}|${c.reshardAfterForward}`;
     let s = secondsCache.get(key);
     if (!s) {
-      s = layerSeconds(table, table.at(microBatch(c)), x.cluster, c, word, bucketBytes);
+      s = layerSeconds(tableOf(c), tableOf(c).at(microBatch(c)), x.cluster, c, word, bucketBytes);
       secondsCache.set(key, s);
     }
     return s;
   };
   const modelOf = (c: Candidate): StageModel =>
-    new StageModel({ table, profile: table.at(microBatch(c)), cluster: x.cluster, candidate: c, precision: x.train.precision, optimizer: x.train.optimizer, reduceDtype: x.train.reduceDtype, capacity, bucketBytes, prefetch: x.parallel.fsdpPrefetch }, secondsOf(c));
+    new StageModel({ table: tableOf(c), profile: tableOf(c).at(microBatch(c)), cluster: x.cluster, candidate: c, precision: x.train.precision, optimizer: x.train.optimizer, reduceDtype: x.train.reduceDtype, capacity, bucketBytes, prefetch: x.parallel.fsdpPrefetch }, secondsOf(c));
   const bounded = space.candidates.map((c) => {
-    const profile = table.at(microBatch(c));
+    const profile = tableOf(c).at(microBatch(c));
     let weightSeconds = 0;
     for (const w of profile.backwardWeight) weightSeconds += w;
     const recomputeShare = c.checkpoint === "always" ? 1 : c.checkpoint === "except_last" ? (c.microBatches - 1) / c.microBatches : 0;
@@ -148,9 +155,9 @@ export function searchPlans(x: SearchInput): SearchResult {
       seconds: secondsOf(c),
       recomputeSeconds: recomputeShare * forwardSeconds,
       weightSeconds,
-      dpLink: blockLink(x.cluster, 0, c.dataParallel),
+      dpLink: blockLink(x.cluster, 0, c.dataParallel, c.tensorParallel),
       word,
-      totalParams,
+      totalParams: tables.get(c.tensorParallel)!.params,
       memoryBandwidth: bandwidth,
       precision: x.train.precision,
       optimizer: x.train.optimizer,
@@ -167,17 +174,17 @@ export function searchPlans(x: SearchInput): SearchResult {
     // Some stage holds at least an even share of the parameters, so at least that share's model state: when
     // that alone exceeds a stage's memory, no split fits and the partitioner need not look.
     const stageCount = c.stages * c.virtualStages;
-    if (modelStateBytes(Math.floor(totalParams / stageCount), c.dataParallel, c.shard, x.train.precision, x.train.optimizer, x.train.reduceDtype) > capacity / c.virtualStages) return "infeasible";
+    if (modelStateBytes(Math.floor(tables.get(c.tensorParallel)!.params / stageCount), c.dataParallel, c.shard, x.train.precision, x.train.optimizer, x.train.reduceDtype) > capacity / c.virtualStages) return "infeasible";
     const model = modelOf(c);
     const split = optimalPartition({
-      layers: table.count,
+      layers: layerCount,
       stages: model.stageCount,
       stageTime: (k, i, j) => model.stageTime(k, i, j),
       fits: (k, i, j) => model.fits(k, i, j),
       ...(x.parallel.balance && { sizes: x.parallel.balance }),
     });
     if (!split) return "infeasible";
-    const recompute = recomputeLayers(model, table.classOf, split.sizes);
+    const recompute = recomputeLayers(model, tableOf(c).classOf, split.sizes);
     if (c.checkpoint === "selective" && recompute.length === 0) return "duplicate";
     const est = estimateStep(c, model, split.sizes, bandwidth);
     return {
@@ -207,7 +214,7 @@ export function searchPlans(x: SearchInput): SearchResult {
       break;
     }
     evaluated++;
-    const family = `pp=${c.stages} dp=${c.dataParallel}`;
+    const family = familyText(c);
     const outcome = evaluate(c);
     x.audit?.(c, bound, outcome);
     if (outcome === "infeasible") {
@@ -242,14 +249,14 @@ export function searchPlans(x: SearchInput): SearchResult {
   // checkpointing and micro-batches) not fit, or were its fitting candidates pruned as slower?
   const thinnest = new Map<string, Candidate>();
   for (const c of space.candidates) {
-    const family = `pp=${c.stages} dp=${c.dataParallel}`;
+    const family = familyText(c);
     const seen = thinnest.get(family);
     if (!familyBest.has(family) && (!seen || thinner(c, seen) < 0)) thinnest.set(family, c);
   }
   for (const [family, c] of thinnest) familyMemory.set(family, { needed: leastMemory(modelOf(c), x.parallel.balance), text: candidateText(c) });
   const familyBound = new Map<string, number>();
   for (const b of bounded) {
-    const family = `pp=${b.c.stages} dp=${b.c.dataParallel}`;
+    const family = familyText(b.c);
     familyBound.set(family, Math.min(familyBound.get(family) ?? Infinity, b.bound));
   }
   const families = familyOutcomes(space.excluded, bounded.map((b) => b.c), familyBest, familyBound, familyMemory, capacity, x.cluster.profile, { pool, threshold: pruneThreshold });
@@ -396,7 +403,7 @@ function familyOutcomes(
   // `capacity` is what the search plans for (derated after an overflow); messages name the device's memory.
   const derated = capacity < profile.memory.capacity ? ` (the search plans for ${gib(capacity)} of it after a memory plan overflowed)` : "";
   const out: FamilyOutcome[] = excluded.map((x) => ({ family: x.family, reason: x.reason }));
-  const families = [...new Set(all.map((c) => `pp=${c.stages} dp=${c.dataParallel}`))];
+  const families = [...new Set(all.map(familyText))];
   for (const family of families) {
     const b = best.get(family);
     if (b !== undefined) out.push({ family, best: b });

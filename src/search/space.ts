@@ -1,13 +1,16 @@
-// The search space: every (pipeline depth × data-parallel degree × shard strategy × micro-batch count ×
-// schedule × checkpointing) the cluster's devices and the batch allow, with the user's explicit settings as
-// constraints. Pipeline ranks take contiguous blocks of data-parallel ranks (meshRank), so a data-parallel
-// group fills a node before it spans nodes and pipeline stages run across nodes; the cost model prices
-// whichever links each group ends up on.
+// The search space: every (tensor-parallel degree × pipeline depth × data-parallel degree × shard strategy ×
+// micro-batch count × schedule × checkpointing) the cluster's devices and the batch allow, with the user's
+// explicit settings as constraints. Tensor-parallel groups are consecutive ranks inside a node; pipeline
+// ranks take contiguous blocks of data-parallel replicas (meshRank), so a data-parallel group fills a node
+// before it spans nodes and pipeline stages run across nodes; the cost model prices whichever links each
+// group ends up on.
 import { SHARD_STRATEGIES, type ParallelConfig, type ScheduleKind, type ShardStrategy } from "../check/settings-types.js";
 import type { Candidate, SearchCheckpoint } from "./candidate.js";
 
 export interface SpaceInput {
   readonly devices: number;
+  /** Tensor-parallel degrees to try (each divides the devices of a node and the model splits that way). */
+  readonly tensorParallel: readonly number[];
   readonly batch: number;
   readonly layers: number;
   readonly parallel: ParallelConfig;
@@ -36,11 +39,14 @@ export function searchSpace(x: SpaceInput): Space {
   const stagesFixed = p.balance ? p.balance.length : fixed(p.stages);
   const dpFixed = fixed(p.dataParallel);
   const out: Candidate[] = [];
-  for (const stages of divisors(x.devices)) {
+  for (const tensorParallel of x.tensorParallel) {
+   if (x.devices % tensorParallel !== 0) continue;
+   const groups = x.devices / tensorParallel;
+   for (const stages of divisors(groups)) {
     if (stagesFixed !== undefined && stages !== stagesFixed) continue;
-    const dataParallel = x.devices / stages;
+    const dataParallel = groups / stages;
     if (dpFixed !== undefined && dataParallel !== dpFixed) continue;
-    const family = `pp=${stages} dp=${dataParallel}`;
+    const family = `pp=${stages} dp=${dataParallel}${tensorParallel > 1 ? ` tp=${tensorParallel}` : ""}`;
     if (stages > x.layers) {
       excluded.push({ family, reason: `${stages} stages exceed the model's ${x.layers} layers` });
       continue;
@@ -72,7 +78,7 @@ export function searchSpace(x: SpaceInput): Space {
               for (const checkpoint of checkpoints) {
                 // One micro-batch: "all but the last" checkpoints nothing, the same plan as never.
                 if (checkpoint === "except_last" && microBatches === 1 && checkpoints.length > 1) continue;
-                out.push({ stages, dataParallel, virtualStages, microBatches, schedule, shard, reshardAfterForward, checkpoint });
+                out.push({ stages, dataParallel, tensorParallel, virtualStages, microBatches, schedule, shard, reshardAfterForward, checkpoint });
               }
             }
           }
@@ -87,6 +93,7 @@ export function searchSpace(x: SpaceInput): Space {
           `schedule needs chunks to be a multiple of stages and stages × virtual_stages ≤ ${x.layers} layers`,
       });
     }
+   }
   }
   return { candidates: out, excluded };
 }

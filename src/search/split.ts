@@ -26,6 +26,7 @@ export function optimalSplit(training: Graph, s: SplitSettings, cluster: Cluster
   const candidate: Candidate = {
     stages: s.stages,
     dataParallel: s.dataParallel,
+    tensorParallel: s.tensorParallel,
     virtualStages: s.virtualStages,
     microBatches: s.microBatches,
     schedule: s.schedule,

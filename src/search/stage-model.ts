@@ -62,9 +62,10 @@ export function inFlight(c: Candidate, pipeRank: number): number {
   }
 }
 
-/** The link of `count` consecutive ranks from `first` (a data-parallel group under meshRank's layout). */
-export function blockLink(cluster: Cluster, first: number, count: number): Link {
-  return groupLink(cluster, count === 1 ? [first] : [first, first + count - 1]);
+/** The link of a data-parallel group under meshRank's layout: `count` ranks from `first`, `stride` apart
+ *  (the tensor-parallel degree: one group's ranks are its replicas' tensor rank 0, 1, ...). */
+export function blockLink(cluster: Cluster, first: number, count: number, stride: number): Link {
+  return groupLink(cluster, count === 1 ? [first] : [first, first + (count - 1) * stride]);
 }
 
 /** Per-layer seconds of one micro-batch under a candidate's shard strategy, before any recompute: compute
@@ -94,7 +95,7 @@ export function bucketedTime(kind: CollectiveKind, bytes: number, ranks: number,
 export function layerSeconds(table: LayerTable, pr: MicroBatchProfile, cluster: Cluster, c: Candidate, word: number, bucketBytes: number): LayerSeconds {
   const L = table.count;
   // Every stage's data-parallel group spans as many nodes as stage 0's under meshRank's layout.
-  const link = blockLink(cluster, 0, c.dataParallel);
+  const link = blockLink(cluster, 0, c.dataParallel, c.tensorParallel);
   const forward = new Float64Array(L);
   const backward = new Float64Array(L);
   const comm = new Float64Array(L);
@@ -163,9 +164,8 @@ export class StageModel {
     this.perParam = stateBytesPerParam(x.precision, x.optimizer, x.reduceDtype);
     this.word = this.perParam.param;
     this.maxLayerParams = Math.max(...table.params);
-    const d = c.dataParallel;
-    this.dpLinks = Array.from({ length: c.stages }, (_, k) => blockLink(cluster, meshRank(d, k, 0), d));
-    this.p2pLinks = Array.from({ length: c.stages }, (_, k) => groupLink(cluster, [meshRank(d, k, 0), meshRank(d, (k + 1) % c.stages, 0)]));
+    this.dpLinks = Array.from({ length: c.stages }, (_, k) => blockLink(cluster, meshRank(c, k, 0), c.dataParallel, c.tensorParallel));
+    this.p2pLinks = Array.from({ length: c.stages }, (_, k) => groupLink(cluster, [meshRank(c, k, 0), meshRank(c, (k + 1) % c.stages, 0)]));
     const recomputeShare = c.checkpoint === "always" ? 1 : c.checkpoint === "except_last" ? (c.microBatches - 1) / c.microBatches : 0;
     const compute = new Float64Array(L);
     for (let l = 0; l < L; l++) compute[l] = seconds.forward[l]! + seconds.backward[l]! + recomputeShare * pr.forward[l]!;

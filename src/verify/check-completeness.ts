@@ -28,7 +28,7 @@ const keyOf = (text: string, group: string | undefined, of: string | undefined):
  *  its forwards and backwards, so every step point has its compute actions). */
 export function checkCompleteness(plan: Plan): void {
   const s = plan.settings;
-  const norm = needsNormAllReduce({ clipGradNorm: s.clipGradNorm ?? undefined, devices: plan.cluster.devices, stages: s.stages, shard: s.shard as ShardStrategy });
+  const norm = needsNormAllReduce({ clipGradNorm: s.clipGradNorm ?? undefined, devices: plan.cluster.devices, stages: s.stages, shard: s.shard as ShardStrategy, tensorParallel: s.tensorParallel });
   plan.programs.forEach((prog, p) => {
     const expected: Expected[] = [];
     for (const k of prog.stages) {

@@ -11,9 +11,9 @@ const same = (a: readonly number[], b: readonly number[]): boolean => a.length =
 
 /** Throws PlanError at the first disagreement; the plan has passed validatePlan. */
 export function checkPlacement(plan: Plan): void {
-  const { stages: pipe, dataParallel: dp } = plan.settings;
-  const replicas = (p: number): number[] => Array.from({ length: dp }, (_, r) => meshRank(dp, p, r));
-  const why = (p: number): string => `the replicas of pipeline rank ${p} (rank = pipe × ${dp} + data)`;
+  const { stages: pipe, dataParallel: dp, tensorParallel: tp } = plan.settings;
+  const replicas = (p: number): number[] => Array.from({ length: dp }, (_, r) => meshRank(plan.settings, p, r));
+  const why = (p: number): string => `the replicas of pipeline rank ${p} (rank = ${tp === 1 ? "" : "("}pipe × ${dp} + data${tp === 1 ? "" : `) × ${tp}`})`;
   let nextLayer = 0;
   plan.stages.forEach((s, k) => {
     const path = `stages[${k}]`;

@@ -20,19 +20,20 @@ export function checkSchedule(plan: Plan): void {
   if (v.ok) return;
   const first = v.problems[0]!;
   const more = v.problems.length > 1 ? ` (and ${v.problems.length - 1} more problem${v.problems.length > 2 ? "s" : ""})` : "";
-  fail(problemPath(plan, first), `${inPlanRanks(withoutWhere(first.message), plan.settings.dataParallel)}${more}`);
+  fail(problemPath(plan, first), `${inPlanRanks(withoutWhere(first.message), plan.settings.dataParallel * plan.settings.tensorParallel)}${more}`);
 }
 
 /** What programsSchedule assumes and would otherwise throw on: p2p peers are replica-0 ranks, and each tied
  *  all-reduce names a tied weight of its stage that its first holder stage holds too. */
 function checkConvertible(plan: Plan): void {
-  const dp = plan.settings.dataParallel;
+  // Replica 0 of pipeline rank p is mesh rank p · dataParallel · tensorParallel (plan.ts meshRank).
+  const dp = plan.settings.dataParallel * plan.settings.tensorParallel;
   plan.programs.forEach((prog, p) =>
     prog.actions.forEach((pa, i) => {
       const path = `programs[${p}].actions[${i}]`;
       const a = actionFromText(pa.text);
       if (isP2PKind(a.kind) && a.peer! % dp !== 0) {
-        fail(`${path}.text`, `${pa.text} names peer rank ${a.peer}, which is not a replica-0 rank (a multiple of dataParallel = ${dp}): peers are written as replica 0's`);
+        fail(`${path}.text`, `${pa.text} names peer rank ${a.peer}, which is not a replica-0 rank (a multiple of dataParallel × tensorParallel = ${dp}): peers are written as replica 0's`);
       }
       if (pa.collective?.group !== "tied") return;
       const tied = plan.shard[a.stage]?.tied.find((t) => t.unit === a.unit);

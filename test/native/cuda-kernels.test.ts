@@ -71,6 +71,25 @@ describe("CUDA kernels of lowered programs match the CPU's", () => {
     expectClose(...both("fsm_nonfinite", [x, bad], {}, [{ shape: [], dtype: "f32" }]));
     expectClose(...both("fsm_nonfinite", [x, y], {}, [{ shape: [], dtype: "f32" }]));
   });
+
+  it("the tensor-parallel copy and slice (each rank's part of the last dimension), in f32 and 16-bit storage", () => {
+    const x = floats([6, 3, 8], 6);
+    expect(Array.from(both("tp_copy", [x], { parts: 2 }, [{ shape: [6, 3, 8], dtype: "f32" }])[1][0]!)).toEqual(Array.from(x.data));
+    for (const [parts, rank] of [[2, 0], [2, 1], [4, 3]] as const) {
+      const [cpu, cuda] = both("tp_slice", [x], { parts, tensor_rank: rank }, [{ shape: [6, 3, 8 / parts], dtype: "f32" }]);
+      expect(Array.from(cuda[0]!)).toEqual(Array.from(cpu[0]!));
+      expect(cpu[0]![1]).toBe((x.data as Float32Array)[rank * (8 / parts) + 1]); // row 0, column 1 of the part
+    }
+    const half = both("fsm_cast", [x], {}, [{ shape: [6, 3, 8], dtype: "bf16" }])[0][0]!;
+    const [cpu, cuda] = both("tp_slice", [{ shape: [6, 3, 8], data: half, dtype: "bf16" }], { parts: 2, tensor_rank: 1 }, [{ shape: [6, 3, 4], dtype: "bf16" }]);
+    expect(Array.from(cuda[0]!)).toEqual(Array.from(cpu[0]!));
+  });
+
+  it("ops split over a tensor-parallel group that only the CPU device runs say so", () => {
+    const ids = { data: Int32Array.of(0, 1), shape: [2] };
+    const embed = () => runNativeKernel("embedding", [ids, { data: new Float32Array(6), shape: [3, 2] }], { parts: 2, tensor_rank: 0 }, [{ shape: [2, 2], dtype: "f32" }], { device: DEVICE });
+    expect(embed).toThrow(/not implemented: embedding of a vocabulary-parallel table \(tensor parallelism\) on the CUDA device/);
+  });
 });
 
 describe("CUDA kernel edge cases", () => {

@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import { KERNELS, kernelFor } from "../../src/interp/kernels/index.js";
 import { nativeFailure, runNativeKernel } from "../../src/native/binding.js";
 import { hasNativeKernel, nativeKernel } from "../../src/native/kernels.js";
+import { COMMUNICATOR_OPS } from "../../src/lower/tensor-parallel.js";
 import { compareStep, STEP_CASES, trainingGraph } from "../support/kernel-step.js";
 
 describe("native kernels match the interpreter's", () => {
@@ -20,10 +21,37 @@ describe("native kernels match the interpreter's", () => {
   }
 
   it("every op the interpreter has, the native addon has (and the models above exercise them all)", () => {
-    const missing = Object.keys(KERNELS).filter((op) => !hasNativeKernel(op));
+    // A tensor-parallel group's collectives are communicator calls (src/lower/tensor-parallel.ts), not kernels.
+    const missing = Object.keys(KERNELS).filter((op) => !COMMUNICATOR_OPS.has(op) && !hasNativeKernel(op));
     expect(missing, `native kernels missing for: ${missing.join(", ")}`).toEqual([]);
-    const unexercised = Object.keys(KERNELS).filter((op) => !seen.has(op));
+    expect([...COMMUNICATOR_OPS].filter((op) => hasNativeKernel(op))).toEqual([]);
+    // The tensor-parallel ops are compared below and run in test/runtime/tensor-parallel-run.test.ts.
+    const unexercised = Object.keys(KERNELS).filter((op) => !seen.has(op) && !op.startsWith("tp_"));
     expect(unexercised, `no test model uses: ${unexercised.join(", ")}`).toEqual([]);
+  });
+
+  it("the tensor-parallel per-rank ops and split lookups agree with the interpreter's on every rank", () => {
+    const x = { shape: [3, 2, 8], data: Float32Array.from({ length: 48 }, (_, i) => Math.sin(i)) };
+    for (const [parts, rank] of [[2, 0], [2, 1], [4, 2]] as const) {
+      const ctx = { outShapes: [[3, 2, 8 / parts]], float: "f32" as const };
+      const native = nativeKernel("tp_slice")([x], { parts, tensor_rank: rank }, ctx)[0]!.data;
+      const interp = kernelFor("tp_slice")([x], { parts }, { ...ctx, tensorRank: rank })[0]!.data;
+      expect(Array.from(native)).toEqual(Array.from(interp));
+    }
+    expect(Array.from(nativeKernel("tp_copy")([x], { parts: 2 }, { outShapes: [[3, 2, 8]], float: "f32" })[0]!.data)).toEqual(Array.from(x.data));
+    // A vocabulary-parallel table of 3 rows per rank (6 in all): ids of the other rank look up zeros and add nothing.
+    const ids = { shape: [5], data: Int32Array.of(0, 4, 5, 2, 4) };
+    const w = { shape: [3, 2], data: Float32Array.of(1, 2, 3, 4, 5, 6) };
+    const dy = { shape: [5, 2], data: Float32Array.from({ length: 10 }, (_, i) => i + 1) };
+    for (const rank of [0, 1]) {
+      const ctx = { outShapes: [[5, 2]], float: "f32" as const };
+      expect(Array.from(nativeKernel("embedding")([ids, w], { parts: 2, tensor_rank: rank }, ctx)[0]!.data)).toEqual(Array.from(kernelFor("embedding")([ids, w], { parts: 2 }, { ...ctx, tensorRank: rank })[0]!.data));
+      const gctx = { outShapes: [[3, 2]], float: "f32" as const };
+      const grad = nativeKernel("embedding_grad_weight")([dy, ids], { parts: 2, num: 3, tensor_rank: rank }, gctx)[0]!.data;
+      expect(Array.from(grad)).toEqual(Array.from(kernelFor("embedding_grad_weight")([dy, ids], { parts: 2, num: 3 }, { ...gctx, tensorRank: rank })[0]!.data));
+    }
+    // Rank 1 holds rows 3..5: ids 4, 5, 4 land on its rows 1, 2, 1.
+    expect(Array.from(nativeKernel("embedding")([ids, w], { parts: 2, tensor_rank: 1 }, { outShapes: [[5, 2]], float: "f32" })[0]!.data)).toEqual([0, 0, 3, 4, 5, 6, 0, 0, 3, 4]);
   });
 
   it("relu keeps NaN as PyTorch does (a poisoned activation reaches the loss), in both kernels", () => {

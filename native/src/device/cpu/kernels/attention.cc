@@ -22,6 +22,8 @@ constexpr double kRopeBase = 10000;
 struct Dims {
   int64_t B, S, d, H, K, hd;
   int64_t W;  // width of the packed projection, (H + 2K)·hd
+  int64_t C;  // width of the context, H·hd: d, or d / parts on a device of a tensor-parallel group
+  bool projBias;  // the output projection's bias is an operand (a tensor-parallel device adds it after the all-reduce)
   bool causal, rope;
 };
 
@@ -30,10 +32,17 @@ Dims dimsOf(const Tensor& x, const Attrs& attrs) {
   D.B = x.shape[0];
   D.S = x.shape[1];
   D.d = x.shape[2];
-  D.H = static_cast<int64_t>(attrs.number("heads"));
-  D.K = attrs.has("kv_heads") ? static_cast<int64_t>(attrs.number("kv_heads")) : D.H;
-  D.hd = D.d / D.H;
+  // A tensor-parallel device (the pass's `parts`) computes heads / parts query and kv_heads / parts key/value
+  // heads of the whole model's head width (src/graph/ops/attention.ts attentionWidths).
+  const int64_t parts = attrs.has("parts") ? static_cast<int64_t>(attrs.number("parts")) : 1;
+  const int64_t heads = static_cast<int64_t>(attrs.number("heads"));
+  const int64_t kv = attrs.has("kv_heads") ? static_cast<int64_t>(attrs.number("kv_heads")) : heads;
+  D.hd = D.d / heads;
+  D.H = heads / parts;
+  D.K = kv / parts;
   D.W = (D.H + 2 * D.K) * D.hd;
+  D.C = D.H * D.hd;
+  D.projBias = attrs.boolean("bias") && parts == 1;
   D.causal = attrs.boolean("causal");
   D.rope = attrs.boolean("rope");
   return D;
@@ -161,7 +170,7 @@ Forward forward(const float* x, const float* wqkv, const float* bqkv, const Dims
       }
     }
   }
-  f.ctx.assign(static_cast<size_t>(rows * D.d), 0.0f);
+  f.ctx.assign(static_cast<size_t>(rows * D.C), 0.0f);
   std::vector<float> p(static_cast<size_t>(std::min(kBlock, D.S) * D.S));
   std::vector<float> c(static_cast<size_t>(std::min(kBlock, D.S) * D.hd));
   forEachHead(f, D, [&](int64_t b, int64_t h, int64_t, const float* q, const float* k, const float* v) {
@@ -170,7 +179,7 @@ Forward forward(const float* x, const float* wqkv, const float* bqkv, const Dims
       const int64_t C = probBlock(q, k, D, i0, R, p);
       sgemm(false, false, static_cast<int>(R), static_cast<int>(D.hd), static_cast<int>(C), 1.0f, p.data(), static_cast<int>(C), v,
             static_cast<int>(D.hd), 0.0f, c.data(), static_cast<int>(D.hd));
-      for (int64_t r = 0; r < R; r++) std::copy(c.data() + r * D.hd, c.data() + (r + 1) * D.hd, f.ctx.data() + (b * D.S + i0 + r) * D.d + h * D.hd);
+      for (int64_t r = 0; r < R; r++) std::copy(c.data() + r * D.hd, c.data() + (r + 1) * D.hd, f.ctx.data() + (b * D.S + i0 + r) * D.C + h * D.hd);
     }
   });
   return f;
@@ -180,10 +189,10 @@ Forward forward(const float* x, const float* wqkv, const float* bqkv, const Dims
 void attention(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
   const Dims D = dimsOf(in[0], attrs);
   const bool bias = attrs.boolean("bias");
-  const float* bproj = bias ? in[4].f32() : nullptr;
+  const float* bproj = D.projBias ? in[4].f32() : nullptr;
   const Forward f = forward(in[0].f32(), in[1].f32(), bias ? in[2].f32() : nullptr, D);
   const int64_t rows = D.B * D.S;
-  const std::vector<double> y = project(f.ctx.data(), in[bias ? 3 : 2].f32(), rows, D.d, D.d, true);
+  const std::vector<double> y = project(f.ctx.data(), in[bias ? 3 : 2].f32(), rows, D.C, D.d, true);
   float* o = out[0].f32();
   for (int64_t r = 0; r < rows; r++)
     for (int64_t c = 0; c < D.d; c++) o[r * D.d + c] = static_cast<float>(y[r * D.d + c] + (bproj ? bproj[c] : 0.0));
@@ -197,7 +206,7 @@ void attentionGradInput(const std::vector<Tensor>& in, std::vector<Tensor>& out,
   const float* wqkv = in[2].f32();
   const Forward f = forward(in[1].f32(), wqkv, bias ? in[3].f32() : nullptr, D);
   const int64_t rows = D.B * D.S;
-  const std::vector<double> dctx = project(in[0].f32(), in[bias ? 4 : 3].f32(), rows, D.d, D.d, false);
+  const std::vector<double> dctx = project(in[0].f32(), in[bias ? 4 : 3].f32(), rows, D.d, D.C, false);
 
   // Per head, block by block: dp = dctx·vᵀ, dv += pᵀ·dctx, ds = p·(dp − Σ dp·p)/√hd, dq = ds·k, dk += dsᵀ·q.
   std::vector<float> dq(f.q.size(), 0.0f), dk(f.k.size(), 0.0f), dv(f.v.size(), 0.0f);
@@ -210,7 +219,7 @@ void attentionGradInput(const std::vector<Tensor>& in, std::vector<Tensor>& out,
     float* dkg = head(dk, b * D.K + g, D);
     float* dvg = head(dv, b * D.K + g, D);
     for (int64_t s = 0; s < D.S; s++)
-      for (int64_t e = 0; e < D.hd; e++) dc[s * D.hd + e] = static_cast<float>(dctx[(b * D.S + s) * D.d + h * D.hd + e]);
+      for (int64_t e = 0; e < D.hd; e++) dc[s * D.hd + e] = static_cast<float>(dctx[(b * D.S + s) * D.C + h * D.hd + e]);
     for (int64_t i0 = 0; i0 < D.S; i0 += kBlock) {
       const int64_t R = std::min(kBlock, D.S - i0);
       const int64_t C = probBlock(q, k, D, i0, R, p);

@@ -1,5 +1,7 @@
 // Lookup kernels (src/interp/kernels/embedding.ts): positions, embedding and its weight gradient (a
-// scatter-add). Ids out of the table's range are errors, with the interpreter's message.
+// scatter-add). Ids out of the table's range are errors, with the interpreter's message. A vocabulary-parallel
+// table (the tensor-parallel pass's `parts`, and `tensor_rank`, which lowering adds per device) holds rows
+// [rank·num, (rank+1)·num) of the whole: other ids look up zeros and add to no row here.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -15,6 +17,17 @@ void checkId(int32_t id, int64_t num) {
   }
 }
 
+/** The rows of the whole table a device holds: [first, first + num) of num · parts. */
+struct LocalRows {
+  int64_t first, whole;
+};
+
+LocalRows localRows(const Attrs& attrs, int64_t num) {
+  const int64_t parts = attrs.has("parts") ? static_cast<int64_t>(attrs.number("parts")) : 1;
+  const int64_t rank = attrs.has("tensor_rank") ? static_cast<int64_t>(attrs.number("tensor_rank")) : 0;
+  return {parts > 1 ? rank * num : 0, num * parts};
+}
+
 // positions{n}: 0..n-1 as i32. The n attribute is a dim, not passed to kernels; the output has length n.
 void positions(const std::vector<Tensor>&, std::vector<Tensor>& out, const Attrs&) {
   int32_t* y = out[0].i32();
@@ -23,15 +36,18 @@ void positions(const std::vector<Tensor>&, std::vector<Tensor>& out, const Attrs
 }
 
 // embedding(ids, w[num, dim]): out[..., :] = w[ids[...], :].
-void embedding(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
+void embedding(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
   const int32_t* ids = in[0].i32();
   const float* w = in[1].f32();
   const int64_t num = in[1].shape[0], dim = in[1].shape[1];
+  const LocalRows local = localRows(attrs, num);
   float* y = out[0].f32();
   const int64_t rows = in[0].numel();
   for (int64_t r = 0; r < rows; r++) {
-    checkId(ids[r], num);
-    std::copy(w + ids[r] * dim, w + (ids[r] + 1) * dim, y + r * dim);
+    checkId(ids[r], local.whole);
+    const int64_t row = ids[r] - local.first;
+    if (row >= 0 && row < num) std::copy(w + row * dim, w + (row + 1) * dim, y + r * dim);
+    else std::fill(y + r * dim, y + (r + 1) * dim, 0.0f);
   }
 }
 
@@ -39,15 +55,17 @@ void embedding(const std::vector<Tensor>& in, std::vector<Tensor>& out, const At
 // selected; the output is the [num, dim] table. Each touched row sums in double in row order, as the
 // interpreter does; untouched rows stay as the caller zeroed them, so a 50k-row vocabulary costs only the
 // rows the batch uses (a double copy of the whole table faulted in hundreds of MB per call).
-void embeddingGradWeight(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
+void embeddingGradWeight(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
   const float* dy = in[0].f32();
   const int32_t* ids = in[1].i32();
   const int64_t num = out[0].shape[0], dim = out[0].shape[1];
+  const LocalRows local = localRows(attrs, num);
   const int64_t rows = in[1].numel();
-  std::vector<int64_t> order(static_cast<size_t>(rows));
+  std::vector<int64_t> order;
+  order.reserve(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; r++) {
-    checkId(ids[r], num);
-    order[static_cast<size_t>(r)] = r;
+    checkId(ids[r], local.whole);
+    if (ids[r] >= local.first && ids[r] < local.first + num) order.push_back(r);
   }
   // Rows grouped by id, in their original order within a group.
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ids[a] < ids[b]; });
@@ -60,7 +78,7 @@ void embeddingGradWeight(const std::vector<Tensor>& in, std::vector<Tensor>& out
       const float* g = dy + order[k] * dim;
       for (int64_t c = 0; c < dim; c++) acc[static_cast<size_t>(c)] += g[c];
     }
-    for (int64_t c = 0; c < dim; c++) table[id * dim + c] = static_cast<float>(acc[static_cast<size_t>(c)]);
+    for (int64_t c = 0; c < dim; c++) table[(id - local.first) * dim + c] = static_cast<float>(acc[static_cast<size_t>(c)]);
   }
 }
 

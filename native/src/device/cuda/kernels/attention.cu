@@ -53,6 +53,10 @@ Dims dimsOf(const Tensor& x, const Tensor& wqkv, const Tensor& wproj, const Attr
   D.B = x.shape[0];
   D.S = x.shape[1];
   D.d = x.shape[2];
+  // Heads split over a tensor-parallel group (the pass's `parts`) run on the CPU device only, so far.
+  if (attrs.has("parts") && attrs.number("parts") > 1) {
+    throw std::invalid_argument("not implemented: attention with heads split over a tensor-parallel group on the CUDA device; it runs on the CPU device");
+  }
   D.H = static_cast<int64_t>(attrs.number("heads"));
   D.K = attrs.has("kv_heads") ? static_cast<int64_t>(attrs.number("kv_heads")) : D.H;
   if (D.H < 1 || D.K < 1 || D.d % D.H != 0 || D.H % D.K != 0) {

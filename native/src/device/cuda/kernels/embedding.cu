@@ -44,7 +44,15 @@ __global__ void checkIdsKernel(const int32_t* ids, int64_t rows, int64_t num, De
 }
 
 // embedding(ids, w[num, dim]): out[..., :] = w[ids[...], :].
-void embedding(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
+// A vocabulary-parallel table (the tensor-parallel pass's `parts`) runs on the CPU device only, so far.
+void refuseVocabularyParallel(const char* op, const Attrs& attrs) {
+  if (attrs.has("parts") && attrs.number("parts") > 1) {
+    throw std::invalid_argument(std::string("not implemented: ") + op + " of a vocabulary-parallel table (tensor parallelism) on the CUDA device; it runs on the CPU device");
+  }
+}
+
+void embedding(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
+  refuseVocabularyParallel("embedding", attrs);
   const int32_t* ids = intsIn(in[0]);
   const int64_t num = in[1].shape[0], dim = in[1].shape[1];
   const int64_t rows = in[0].numel();
@@ -199,7 +207,8 @@ __global__ void sumRunsKernel(const uint32_t* keys, const uint32_t* vals, Floats
 size_t embeddingGradWorkspace(const std::vector<Tensor>& in, const std::vector<Tensor>&, const Attrs&) { return sortLayout(in[1].numel()).bytes; }
 
 // embedding_grad_weight(dy[..., dim], ids[...]){num}: the [num, dim] table of summed rows.
-void embeddingGradWeight(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
+void embeddingGradWeight(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
+  refuseVocabularyParallel("embedding_grad_weight", attrs);
   const int32_t* ids = intsIn(in[1]);
   const int64_t num = out[0].shape[0], dim = out[0].shape[1];
   const int64_t rows = in[1].numel();
