@@ -5,7 +5,7 @@ import { hasErrors, sortDiagnostics, type Diagnostic } from "../diagnostics/diag
 import { error } from "../diagnostics/diagnostic.js";
 import type { Graph } from "../graph/graph.js";
 import { verifyGraph } from "../graph/verify.js";
-import { tensorParallelProblems } from "../passes/tensor-parallel.js";
+import { tensorParallelProblems } from "../graph/tensor-parallel-problems.js";
 import { GraphBuilder } from "./build-graph.js";
 import { collectDeclarations, type Declarations } from "./collect.js";
 import { evalExpr } from "./const-eval.js";

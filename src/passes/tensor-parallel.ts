@@ -22,7 +22,8 @@
 import { dim, dimDiv, isConcrete, shapeEq } from "../graph/dim.js";
 import { Graph, type OpNode, type ParamInfo, type ParamSplit, type TensorId } from "../graph/graph.js";
 import { inferOutputs, type OpCheckError, type OpDef } from "../graph/op-def.js";
-import { attentionWidths, kvHeads } from "../graph/ops/attention.js";
+import { attentionWidths } from "../graph/ops/attention.js";
+import { splitsVocabulary, tensorParallelProblems } from "../graph/tensor-parallel-problems.js";
 import { num } from "../graph/ops/shape-rules.js";
 import { getOp } from "../graph/registry.js";
 import type { Attrs, ParamRef, TensorType } from "../graph/types.js";
@@ -35,10 +36,6 @@ export interface TensorParallelOptions {
 }
 
 /** A model the pass cannot split `degree` ways: which op, and why (the checker adds the location). */
-export interface TensorParallelProblem {
-  readonly op: number;
-  readonly message: string;
-}
 
 type Layout = "R" | "S" | "P";
 interface Value {
@@ -48,29 +45,6 @@ interface Value {
 
 const ELEMENTWISE_UNARY = new Set(["gelu", "relu", "silu", "scale"]);
 const ELEMENTWISE_BINARY = new Set(["add", "sub", "mul", "div"]);
-
-/** Why `forward` cannot be split `degree` ways, op by op (empty: it can). */
-export function tensorParallelProblems(forward: Graph, degree: number): TensorParallelProblem[] {
-  if (degree <= 1) return [];
-  const problems: TensorParallelProblem[] = [];
-  for (const o of forward.ops()) {
-    if (o.op === "attention") {
-      const heads = num(o.attrs, "heads");
-      const kv = kvHeads(o.attrs);
-      if (heads % degree !== 0) problems.push({ op: o.id, message: `attention's ${heads} heads do not split over tensor_parallel = ${degree} ranks` });
-      else if (kv % degree !== 0) problems.push({ op: o.id, message: `attention's ${kv} key/value heads (kv_heads) do not split over tensor_parallel = ${degree} ranks` });
-    } else if (o.op === "embedding" && splitsVocabulary(forward, o) && num(o.attrs, "num") % degree !== 0) {
-      problems.push({ op: o.id, message: `the vocabulary (${num(o.attrs, "num")} rows) does not split over tensor_parallel = ${degree} ranks` });
-    }
-  }
-  return problems;
-}
-
-/** Token embeddings are vocabulary-parallel: their ids come straight from the model's inputs (position
- *  tables, indexed by positions(S), stay whole on every rank, as in Megatron). */
-function splitsVocabulary(g: Graph, o: OpNode): boolean {
-  return g.tensor(o.inputs[0]!).kind === "input";
-}
 
 export function splitForTensorParallel(forward: Graph, options: TensorParallelOptions): Graph {
   if (options.sequenceParallel) throw new Error("not implemented yet: sequence_parallel (Megatron's sequence parallelism)");

@@ -24,6 +24,8 @@ export interface PlanSummary {
   readonly stages: number;
   readonly virtualStages: number;
   readonly dataParallel: number;
+  /** Ranks of each tensor-parallel group (1: none). */
+  readonly tensorParallel: number;
   readonly microbatches: number;
   readonly microBatchSize: number;
   readonly batch: number;
@@ -55,6 +57,7 @@ export function summarizePlan(plan: Plan): PlanSummary {
     stages: s.stages,
     virtualStages: s.virtualStages,
     dataParallel: s.dataParallel,
+    tensorParallel: s.tensorParallel,
     microbatches: s.microBatches,
     microBatchSize: s.microBatchSize,
     batch: s.batch,

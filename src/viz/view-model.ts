@@ -40,7 +40,7 @@ function settingsLine(plan: Plan): string {
   const virtual = s.virtualStages > 1 ? ` (${s.virtualStages} virtual each)` : "";
   const reshard = s.shard === "fsdp" ? ` (reshard after forward: ${s.reshardAfterForward})` : "";
   return (
-    `${plural(s.stages, "pipeline stage")}${virtual} × ${s.dataParallel} data-parallel, ${s.schedule}, ` +
+    `${plural(s.stages, "pipeline stage")}${virtual} × ${s.dataParallel} data-parallel${s.tensorParallel > 1 ? ` × ${s.tensorParallel} tensor-parallel` : ""}, ${s.schedule}, ` +
     `${plural(s.microBatches, "micro-batch")} of ${s.microBatchSize} (batch ${s.batch}), checkpoint ${s.checkpoint}, ` +
     `shard ${s.shard}${reshard}, ${s.precision}, ${s.optimizer}`
   );

@@ -15,7 +15,8 @@ import { TrainingSession } from "../../src/interp/session.js";
 import { TensorParallelGroup } from "../../src/interp/tensor-parallel.js";
 import type { FloatTensor, Tensor } from "../../src/interp/tensor.js";
 import { buildTrainingGraph } from "../../src/passes/autodiff.js";
-import { splitForTensorParallel, tensorParallelProblems } from "../../src/passes/tensor-parallel.js";
+import { splitForTensorParallel } from "../../src/passes/tensor-parallel.js";
+import { tensorParallelProblems } from "../../src/graph/tensor-parallel-problems.js";
 import { checkLlamaTiny } from "../support/llama-tiny.js";
 import { checkSample } from "./helpers.js";
 
