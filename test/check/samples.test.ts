@@ -29,7 +29,8 @@ const expected: Record<string, number> = {
   "gpt2-124m.fsm": 124_439_808,
   "llama-7b.fsm": 6_738_415_616,
   "llama-70b.fsm": 68_976_648_192,
-  "gpt3-175b.fsm": gptParams(50257, 2048, 12288, 96),
+  "gpt3-175b.fsm": gptParams(51200, 2048, 12288, 96),
+  "gpt-22b.fsm": gptParams(51200, 2048, 6144, 48),
 };
 
 describe("samples", () => {
@@ -55,13 +56,13 @@ describe("samples", () => {
     });
   }
 
-  it("gpt3-175b has 96 blocks of width 12288 with 96 heads, context 2048 and vocab 50257", () => {
+  it("gpt3-175b has 96 blocks of width 12288 with 96 heads, context 2048 and vocab 51200 (50257 padded as Megatron-LM pads it)", () => {
     const g = checkFile(join(samples, "gpt3-175b.fsm")).model!.graph;
     const blocks = g.layers().filter((l) => l.name.startsWith("layers."));
     expect(blocks.length).toBe(96);
     expect(g.param("layers.0.attn.qkv.weight")!.type.shape.map((d) => d.coef)).toEqual([3 * 12288, 12288]);
     expect(g.param("wpe.weight")!.type.shape.map((d) => d.coef)).toEqual([2048, 12288]);
-    expect(g.param("wte.weight")!.type.shape.map((d) => d.coef)).toEqual([50257, 12288]);
+    expect(g.param("wte.weight")!.type.shape.map((d) => d.coef)).toEqual([51200, 12288]);
     const attn = g.ops().find((o) => o.op === "attention")!;
     expect(attn.attrs["heads"]).toBe(96);
     expect(blocks.every((l) => l.annotations.checkpoint && l.annotations.fsdpUnit)).toBe(true);

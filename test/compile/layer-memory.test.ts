@@ -54,8 +54,8 @@ describe("FSDP's unsharded gradients at layer granularity", () => {
   for (const [reduce, g] of [["bf16", 2], ["fp32", 4]] as const) {
   it(`gpt3-175b on 64 a100-80g, FSDP over all 64 with its @checkpoint @fsdp_unit layers, ${reduce} gradients: the hand count within 10%${reduce === "bf16" ? ", and it fits" : ""}`, () => {
     const c = compileSample("gpt3-175b", "a100-80g", { stages: 1, data_parallel: 64, shard: "fsdp", chunks: 1, checkpoint: "never", "train.batch": 64, "train.reduce_dtype": reduce }, 64);
-    // samples/gpt3-175b.fsm: vocab 50257, ctx 2048, d 12288, 96 layers, GPT blocks, tied lm_head.
-    const [vocab, ctx, d, layers, seq] = [50257, 2048, 12288, 96, 2048];
+    // samples/gpt3-175b.fsm: vocab 51200, ctx 2048, d 12288, 96 layers, GPT blocks, tied lm_head.
+    const [vocab, ctx, d, layers, seq] = [51200, 2048, 12288, 96, 2048];
     const layer = 12 * d * d + 13 * d; // qkv, proj, fc, fc_out with biases; two layer norms
     const root = vocab * d + ctx * d + 2 * d; // wte (= lm_head), wpe, ln_f
     const params = layers * layer + root;
