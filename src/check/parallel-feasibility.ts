@@ -47,9 +47,6 @@ export function checkParallelFeasible(
   } else if (num(c.devices) && num(c.dataParallel) && c.devices % (c.dataParallel * (tp ?? 1)) !== 0) {
     diags.push(error("FSM502", `devices = ${c.devices} is not a multiple of data_parallel${tpText} = ${c.dataParallel}${tpValue}`, at("devices")));
   }
-  if (c.sequenceParallel === true) {
-    diags.push(error("FSM503", "sequence_parallel = true: not implemented yet (Megatron's sequence parallelism); use false", at("sequence_parallel")));
-  }
   if (num(c.virtualStages) && c.virtualStages > 1 && c.schedule !== "interleaved" && c.schedule !== "auto") {
     diags.push(error("FSM503", `virtual_stages = ${c.virtualStages} needs schedule = interleaved (schedule is ${c.schedule})`, at("virtual_stages")));
   }

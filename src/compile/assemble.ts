@@ -106,6 +106,7 @@ export function assemblePlan(x: AssembleInput): Plan {
       stages: s.stages,
       dataParallel: s.dataParallel,
       tensorParallel: s.tensorParallel,
+      ...(s.sequenceParallel && { sequenceParallel: true }),
       virtualStages: s.virtualStages,
       microBatches: s.microBatches,
       microBatchSize: s.microBatchSize,

@@ -4,7 +4,7 @@ import type { Evaluated } from "../search/candidate.js";
 import type { ResolvedSettings } from "./resolve.js";
 
 /** The resolved settings of an evaluated candidate, on top of the train settings the search kept. */
-export function candidateSettings(base: ResolvedSettings, e: Evaluated): ResolvedSettings {
+export function candidateSettings(base: ResolvedSettings, e: Evaluated, sequenceParallel: boolean): ResolvedSettings {
   const c = e.candidate;
   return {
     ...base,
@@ -12,7 +12,7 @@ export function candidateSettings(base: ResolvedSettings, e: Evaluated): Resolve
     stages: c.stages,
     dataParallel: c.dataParallel,
     tensorParallel: c.tensorParallel,
-    sequenceParallel: false,
+    sequenceParallel,
     virtualStages: c.virtualStages,
     balance: e.balance,
     microBatches: c.microBatches,

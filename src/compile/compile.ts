@@ -42,7 +42,7 @@ import { addReleaseDependencies } from "./release-dependencies.js";
 import { layOutArenas, type ArenaMode } from "./runtime-arenas.js";
 import type { Program, Rendezvous } from "./program.js";
 import { buildPrograms } from "./programs.js";
-import { autoSettings, resolveMesh, resolveSettings, trainSettings, type ResolvedSettings } from "./resolve.js";
+import { autoSettings, resolveMesh, resolveSettings, sequenceParallelAt, trainSettings, type ResolvedSettings } from "./resolve.js";
 import { candidateSets, candidateText } from "../search/candidate.js";
 import { SearchError } from "../search/errors.js";
 import { searchPlans, type SearchResult } from "../search/search.js";
@@ -119,7 +119,7 @@ function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {
   const parallel = model.parallel;
   const mesh = resolveMesh(parallel, options.devices);
   // The training graph of one rank of a tensor-parallel group of t (t = 1: the model's own).
-  const rankTraining = (t: number): Graph => buildTrainingGraph(splitForTensorParallel(model.graph, { degree: t, sequenceParallel: false }), train);
+  const rankTraining = (t: number): Graph => buildTrainingGraph(splitForTensorParallel(model.graph, { degree: t, sequenceParallel: sequenceParallelAt(parallel, t, train.seq) }), train);
   if (autoSettings(parallel, mesh).length > 0) {
     const degrees = mesh.tensorParallel !== undefined ? [mesh.tensorParallel] : tensorParallelDegrees(model.graph, options.cluster, mesh.devices);
     return compileSearched(model.name, new Map(degrees.map((t) => [t, rankTraining(t)])), train, options);
@@ -171,7 +171,7 @@ function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {
       const e = result.ranked[0]!;
       try {
         const training = trainings.get(e.candidate.tensorParallel)!;
-        const compiled = withArenas(compileResolved(name, training, candidateSettings({ ...base } as ResolvedSettings, e), options), options.arenas ?? "auto");
+        const compiled = withArenas(compileResolved(name, training, candidateSettings({ ...base } as ResolvedSettings, e, sequenceParallelAt(parallel, e.candidate.tensorParallel, train.seq)), options), options.arenas ?? "auto");
         const search = planSearch(result, 0, [], compiled, memoryScale, rejected);
         return { ...compiled, plan: { ...compiled.plan, search }, search: result };
       } catch (err) {

@@ -137,6 +137,16 @@ export function trainSettings(train: TrainConfig, parallel: ParallelConfig): Pic
   };
 }
 
+/** Whether ranks of a tensor-parallel group of t also split the sequence (Megatron's sequence parallelism):
+ *  `true` asks for it, `auto` takes it wherever it applies (a group of 2 or more, a sequence it divides): it
+ *  moves the same bytes as tensor parallelism alone and keeps 1/t of the norms' and residuals' activations. */
+export function sequenceParallelAt(parallel: ParallelConfig, t: number, seq: number | undefined): boolean {
+  if (parallel.sequenceParallel === false || t === 1 || seq === undefined) return false;
+  if (seq % t === 0) return true;
+  if (parallel.sequenceParallel === true) throw new CompileError(`sequence_parallel: the sequence of ${seq} does not split over tensor_parallel = ${t} ranks`);
+  return false;
+}
+
 /** The explicit path: every parallel setting given (autoSettings is empty). The balance, when not given, is
  *  left undefined for compile to fill with the optimal split. */
 export function resolveSettings(train: TrainConfig, parallel: ParallelConfig, layerCount: number, devices?: number): ResolvedSettings {
@@ -170,7 +180,7 @@ export function resolveSettings(train: TrainConfig, parallel: ParallelConfig, la
     stages,
     dataParallel,
     tensorParallel,
-    sequenceParallel: false,
+    sequenceParallel: sequenceParallelAt(parallel, tensorParallel, train.seq),
     virtualStages,
     balance: parallel.balance,
     microBatches,

@@ -18,6 +18,7 @@ import type { ShardPlan } from "../shard/types.js";
 import type { Boundaries } from "./boundaries.js";
 import type { ResolvedSettings } from "./resolve.js";
 import type { StageAssignment } from "./stages.js";
+import { sequenceSymbol } from "../graph/sequence.js";
 
 /** Seconds of one layer for one micro-batch. */
 export interface LayerTimes {
@@ -76,7 +77,7 @@ export class StageCostModel implements ScheduleCosts {
     private readonly settings: ResolvedSettings,
     private readonly shards: readonly ShardPlan[],
   ) {
-    const bindings: DimBindings = settings.seq === undefined ? { B: settings.microBatchSize } : { B: settings.microBatchSize, S: settings.seq };
+    const bindings: DimBindings = settings.seq === undefined ? { B: settings.microBatchSize } : { B: settings.microBatchSize, S: sequenceSymbol(training, settings.seq) };
     const cost = costGraph(training, { cluster, precision: settings.precision, bindings });
     // Layers recomputed inside their backward: @checkpoint ones and those the search's selective
     // checkpointing chose.

@@ -13,6 +13,7 @@ import { DataError } from "./data-error.js";
 import { openChecked, openFile, readFully } from "./file.js";
 import type { RowSlice } from "./rows.js";
 import { batchOrder } from "./shuffle.js";
+import { sequenceSymbol } from "../graph/sequence.js";
 
 const DTYPES = { "<f4": { bytes: 4, float: true }, "<f8": { bytes: 8, float: true }, "<i4": { bytes: 4, float: false }, "<i8": { bytes: 8, float: false } } as const;
 type Descr = keyof typeof DTYPES;
@@ -76,7 +77,7 @@ export function npyData(g: Graph, files: Readonly<Record<string, string>>, optio
   if (extra.length > 0) throw new DataError(`npy(...) names ${extra.join(", ")}, which model ${g.model} has no input called (its inputs: ${names.join(", ")})`);
   const missing = names.filter((n) => files[n] === undefined);
   if (missing.length > 0) throw new DataError(`npy(...) gives no file for input ${missing.join(", ")} of model ${g.model}`);
-  const bindings = options.seq === undefined ? { B: 1 } : { B: 1, S: options.seq };
+  const bindings = options.seq === undefined ? { B: 1 } : { B: 1, S: sequenceSymbol(g, options.seq) };
   const fds: number[] = [];
   const close = (): void => fds.forEach((fd) => closeSync(fd));
   return openChecked(close, () => {

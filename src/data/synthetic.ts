@@ -13,6 +13,7 @@ import { concreteShape } from "../interp/run.js";
 import type { Batch } from "../interp/session.js";
 import { floatArray, sizeOf, type FloatKind, type Tensor } from "../interp/tensor.js";
 import { vocabOf } from "./vocab.js";
+import { sequenceSymbol } from "../graph/sequence.js";
 
 export interface SyntheticOptions {
   readonly seed: number;
@@ -31,7 +32,7 @@ export interface SyntheticData {
 
 export function syntheticData(g: Graph, options: SyntheticOptions): SyntheticData {
   const inputs = g.inputs().map((t) => g.tensor(t));
-  const bindings: DimBindings = options.seq === undefined ? { B: options.batch } : { B: options.batch, S: options.seq };
+  const bindings: DimBindings = options.seq === undefined ? { B: options.batch } : { B: options.batch, S: sequenceSymbol(g, options.seq) };
   const shapeOf = (t: TensorId): number[] => {
     const info = g.tensor(t);
     if (info.type.shape.some((d) => d.syms.S) && options.seq === undefined) throw new Error(`synthetic data for input '${info.name}' needs a sequence length`);

@@ -48,6 +48,8 @@ import { sum_to } from "./ops/sum_to.js";
 import { tp_all_gather } from "./ops/tp_all_gather.js";
 import { tp_all_reduce } from "./ops/tp_all_reduce.js";
 import { tp_copy } from "./ops/tp_copy.js";
+import { tp_reduce_scatter } from "./ops/tp_reduce_scatter.js";
+import { tp_seq_gather } from "./ops/tp_seq_gather.js";
 import { tp_slice } from "./ops/tp_slice.js";
 
 const byName = (a: OpDef, b: OpDef): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
@@ -58,7 +60,7 @@ const ALL: readonly OpDef[] = [
   adam_update, attention_grad_input, clip_coef, cross_entropy_grad, div_grad_b, embedding_grad_weight, fill,
   gelu_grad, global_norm, layer_norm_grad_input, layer_norm_grad_weight, linear_grad_input, linear_grad_weight,
   mse_loss_grad, relu_grad, rms_norm_grad_input, rms_norm_grad_weight, sgd_update, silu_grad, softmax_grad,
-  step_increment, sum_squares, sum_to, tp_all_gather, tp_all_reduce, tp_copy, tp_slice,
+  step_increment, sum_squares, sum_to, tp_all_gather, tp_all_reduce, tp_copy, tp_reduce_scatter, tp_seq_gather, tp_slice,
 ].sort(byName);
 
 const LANGUAGE: readonly OpDef[] = ALL.filter((d) => d.kind !== "internal");

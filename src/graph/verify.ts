@@ -141,7 +141,10 @@ function checkAgainstRegistry(g: Graph, o: OpNode, label: string, out: string[])
     }
     specs.forEach((s, i) => {
       const t = g.tensor(o.inputs[nData + i]!);
-      if (t.kind !== "param") out.push(`${label}: operand for parameter '${s.name}' is ${t.kind} %${t.id}, not a parameter`);
+      // Under sequence parallelism a norm reads its replicated weights through tp_copy (their gradients,
+      // one part of the sequence per rank, all-reduced over the group): still a parameter's value.
+      const viaCopy = t.producer !== undefined && g.op(t.producer).op === "tp_copy" && g.tensor(g.op(t.producer).inputs[0]!).kind === "param";
+      if (t.kind !== "param" && !viaCopy) out.push(`${label}: operand for parameter '${s.name}' is ${t.kind} %${t.id}, not a parameter`);
       else if (!shapeEq(t.type.shape, s.shape)) {
         out.push(`${label}: parameter '${s.name}' should have shape ${shapeToString(s.shape)}, got ${t.name} ${typeToString(t.type)}`);
       }

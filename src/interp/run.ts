@@ -33,11 +33,14 @@ export function bindDims(g: Graph, batch: Readonly<Record<string, Tensor>>): Dim
     if (value.shape.length !== info.type.shape.length) throw new Error(`input '${info.name}' has rank ${value.shape.length}, expected ${info.type.shape.length}`);
     info.type.shape.forEach((d, i) => {
       const syms = SYMBOLIC_DIMS.filter((s) => d.syms[s]);
-      if (d.coef !== 1 || syms.length !== 1 || d.syms[syms[0]!] !== 1) return;
+      if (syms.length !== 1 || d.syms[syms[0]!] !== 1) return;
+      // c·S: a sequence-parallel rank's graph reads the whole sequence, c times its own part S.
       const s = syms[0]!;
+      const n = value.shape[i]!;
+      if (n % d.coef !== 0) throw new Error(`input '${info.name}': ${n} along dimension ${i} is not a multiple of ${d.coef}`);
       const prev = out[s];
-      if (prev !== undefined && prev !== value.shape[i]) throw new Error(`inputs disagree on ${s}: ${prev} and ${value.shape[i]}`);
-      out[s] = value.shape[i]!;
+      if (prev !== undefined && prev !== n / d.coef) throw new Error(`inputs disagree on ${s}: ${prev} and ${n / d.coef}`);
+      out[s] = n / d.coef;
     });
   }
   return out;

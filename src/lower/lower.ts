@@ -28,6 +28,7 @@ import { lowerOptimizer, type OptimizerLowering, type UpdateItem } from "./optim
 import { BYTES, COMM, COMPUTE, DeviceBuilder, type DeviceProgram, type SlotBudget, type SlotDType } from "./device-program.js";
 import { gradRoutes, type GradRoutes } from "./grad-routes.js";
 import { lowerTensorParallelOp, type TensorPlace } from "./tensor-parallel.js";
+import { sequenceSymbol } from "../graph/sequence.js";
 
 /** Where a piece of a parameter lives: elements [from, from + count) of the parameter at element `at` of
  *  a slot of a device. */
@@ -232,7 +233,7 @@ class DeviceLowering {
   ) {
     this.b = new DeviceBuilder(budget);
     const { microBatches: m, microBatchSize: mbs, seq } = plan.settings;
-    this.bindings = seq === null ? { B: mbs } : { B: mbs, S: seq };
+    this.bindings = seq === null ? { B: mbs } : { B: mbs, S: sequenceSymbol(g, seq) };
     for (let j = 0; j < m; j++) {
       this.values.push(new Map());
       this.inputSlots.push({});

@@ -2,8 +2,10 @@
 // puts in its graph. Every device of the group runs the same graph on its own slices; what differs is its rank
 // in the group and the collectives it joins:
 //   - tp_all_reduce (Megatron's "g") is a communicator all-reduce over the group, on a copy of its operand;
-//   - tp_all_gather joins the ranks' last-dimension slices: one all-gather of the flat slices (rank-major,
-//     [parts, rows, n]) and a transpose into [rows, parts·n];
+//   - tp_all_gather and tp_seq_gather join the ranks' parts along an axis (the last, or the sequence's): one
+//     all-gather of the flat parts (rank-major, [parts, outer, n]) and a transpose into [outer, parts·n];
+//   - tp_reduce_scatter is the reverse: a transpose of [outer, parts·n] into [parts, outer, n], then one
+//     reduce-scatter, each rank keeping the sum of its part;
 //   - the vocabulary-parallel loss and its gradient gather the logits' slices and compute the whole loss on
 //     every rank (the gradient then keeps the rank's slice) — the same values as the group interpreter
 //     (src/interp/tensor-parallel.ts), at the price of one [rows, V] buffer where Megatron's kernel all-reduces
@@ -14,7 +16,7 @@ import type { NativeAttrs } from "../native/binding.js";
 import { COMM, COMPUTE, type DeviceBuilder } from "./device-program.js";
 
 /** Ops of a tensor-parallel graph that are communicator calls here, not kernels. */
-export const COMMUNICATOR_OPS: ReadonlySet<string> = new Set(["tp_all_reduce", "tp_all_gather"]);
+export const COMMUNICATOR_OPS: ReadonlySet<string> = new Set(["tp_all_reduce", "tp_all_gather", "tp_seq_gather", "tp_reduce_scatter"]);
 
 /** Ops whose kernel reads the device's rank in its group when the op is split (`parts` > 1). */
 const RANKED = new Set(["tp_slice", "embedding", "embedding_grad_weight"]);
@@ -39,15 +41,19 @@ export function lowerTensorParallelOp(b: DeviceBuilder, place: TensorPlace, op: 
       b.emit(COMM, "comm.allReduce", [outs[0]!], [outs[0]!], { group }, text);
       return true;
     case "tp_all_gather":
-      gatherLast(b, group, ins[0]!, outs[0]!, text);
+    case "tp_seq_gather":
+      gatherAlong(b, group, ins[0]!, axisOf(attrs, b.shape(ins[0]!).length), outs[0]!, text);
+      return true;
+    case "tp_reduce_scatter":
+      reduceScatterAlong(b, group, ins[0]!, axisOf(attrs, b.shape(ins[0]!).length), outs[0]!, text);
       return true;
     case "cross_entropy": {
-      const logits = gatherLast(b, group, ins[0]!, undefined, text);
+      const logits = gatherAlong(b, group, ins[0]!, b.shape(ins[0]!).length - 1, undefined, text);
       b.emit(COMPUTE, "cross_entropy", [logits, ins[1]!], outs, whole, text);
       return true;
     }
     case "cross_entropy_grad": {
-      const logits = gatherLast(b, group, ins[1]!, undefined, text);
+      const logits = gatherAlong(b, group, ins[1]!, b.shape(ins[1]!).length - 1, undefined, text);
       const grad = b.slot(b.shape(logits));
       b.emit(COMPUTE, "cross_entropy_grad", [ins[0]!, logits, ins[2]!], [grad], whole, text);
       b.emit(COMPUTE, "tp_slice", [grad], outs, { parts, tensor_rank: place.rank }, text);
@@ -60,15 +66,35 @@ export function lowerTensorParallelOp(b: DeviceBuilder, place: TensorPlace, op: 
   }
 }
 
-/** The group's last-dimension slices of `slot` joined in rank order, into `into` (or a new slot). */
-function gatherLast(b: DeviceBuilder, group: readonly number[], slot: number, into: number | undefined, text: string): number {
+/** A slot's shape around `axis`: the blocks before it (outer) and the elements of one block (n). */
+function around(shape: readonly number[], axis: number): { outer: number; n: number } {
+  let n = 1;
+  for (let i = axis; i < shape.length; i++) n *= shape[i]!;
+  return { outer: shape.reduce((x, y) => x * y, 1) / n, n };
+}
+
+/** The op's split axis for an operand of `rank` dimensions (tensor-parallel-rules.ts axisOf, on native attrs). */
+function axisOf(attrs: NativeAttrs, rank: number): number {
+  return typeof attrs.axis === "number" ? attrs.axis : rank - 1;
+}
+
+/** The group's parts of `slot` along `axis` joined in rank order, into `into` (or a new slot). */
+function gatherAlong(b: DeviceBuilder, group: readonly number[], slot: number, axis: number, into: number | undefined, text: string): number {
   const shape = b.shape(slot);
-  const n = shape[shape.length - 1] ?? 1;
-  const rows = shape.reduce((x, y) => x * y, 1) / n;
+  const { outer, n } = around(shape, axis);
   const parts = group.length;
-  const flat = b.slot([parts, rows, n]);
+  const flat = b.slot([parts, outer, n]);
   b.emit(COMM, "comm.allGather", [slot], [flat], { group: [...group] }, text);
-  const out = into ?? b.slot([...shape.slice(0, -1), parts * n]);
-  b.emit(COMPUTE, "transpose", [flat], [b.view(out, 0, [rows, parts, n])], { dim0: 0, dim1: 1 }, text);
+  const out = into ?? b.slot(shape.map((d, i) => (i === axis ? d * parts : d)));
+  b.emit(COMPUTE, "transpose", [flat], [b.view(out, 0, [outer, parts, n])], { dim0: 0, dim1: 1 }, text);
   return out;
+}
+
+/** The group's sum of `slot`, each rank keeping its part along `axis`, into `into`. */
+function reduceScatterAlong(b: DeviceBuilder, group: readonly number[], slot: number, axis: number, into: number, text: string): void {
+  const parts = group.length;
+  const { outer, n } = around(b.shape(slot), axis);
+  const byRank = b.slot([parts, outer, n / parts]);
+  b.emit(COMPUTE, "transpose", [b.view(slot, 0, [outer, parts, n / parts])], [byRank], { dim0: 0, dim1: 1 }, text);
+  b.emit(COMM, "comm.reduceScatter", [byRank], [into], { group: [...group] }, text);
 }

@@ -18,15 +18,26 @@
 // So a GPT or Llama block costs one all-reduce forward and one backward per attention and per MLP, as in
 // Megatron. Heads, key/value heads and vocabularies that do not divide are the user's error, reported with
 // a location by the checker (tensorParallelProblems); the pass itself refuses them as internal.
-// Sequence parallelism (norms and the residual stream split along the sequence) is not written yet.
-import { dim, dimDiv, isConcrete, shapeEq } from "../graph/dim.js";
+//
+// Sequence parallelism (Korthikanti et al. 2022) adds a fourth layout, Q: each rank holds 1/degree of the
+// sequence. In such a rank's graph the symbol S is the rank's part of the sequence, so the whole sequence is
+// degree·S (model inputs, positions, and every value of a tensor-parallel region). Then
+//   - a region's partial result is reduce-scattered into Q (tp_reduce_scatter) instead of all-reduced, and a
+//     region is entered from Q by an all-gather whose backward reduce-scatters (tp_seq_gather) instead of
+//     tp_copy: the same bytes as Megatron's all-reduces, split in two;
+//   - norms and elementwise ops with a Q operand run on the rank's part of the sequence (R operands are
+//     sliced; a replicated parameter, or a replicated value without a sequence, passes through tp_copy so
+//     its gradient, summed over each rank's part of the sequence, is all-reduced over the group);
+//   - any other op reads Q values whole (all-gathered, keeping its part of the gradient).
+// Values without a sequence dimension (mlp's [B, d]) stay as tensor parallelism alone would have them.
+import { dim, dimDiv, isConcrete, shapeEq, type Dim } from "../graph/dim.js";
 import { Graph, type OpNode, type ParamInfo, type ParamSplit, type TensorId } from "../graph/graph.js";
 import { inferOutputs, type OpCheckError, type OpDef } from "../graph/op-def.js";
 import { attentionWidths } from "../graph/ops/attention.js";
 import { splitsVocabulary, tensorParallelProblems } from "../graph/tensor-parallel-problems.js";
 import { num } from "../graph/ops/shape-rules.js";
 import { getOp } from "../graph/registry.js";
-import type { Attrs, ParamRef, TensorType } from "../graph/types.js";
+import type { Attrs, AttrValue, ParamRef, TensorType } from "../graph/types.js";
 
 export interface TensorParallelOptions {
   /** Ranks in the tensor-parallel group (1: the graph is returned as it is). */
@@ -37,7 +48,8 @@ export interface TensorParallelOptions {
 
 /** A model the pass cannot split `degree` ways: which op, and why (the checker adds the location). */
 
-type Layout = "R" | "S" | "P";
+type Layout = "R" | "S" | "P" | "Q";
+type At = { readonly scope: string; readonly layer: number };
 interface Value {
   readonly t: TensorId;
   readonly layout: Layout;
@@ -45,13 +57,20 @@ interface Value {
 
 const ELEMENTWISE_UNARY = new Set(["gelu", "relu", "silu", "scale"]);
 const ELEMENTWISE_BINARY = new Set(["add", "sub", "mul", "div"]);
+/** Ops that compute each position of the sequence on its own: they run on a rank's part of it (Q). */
+const TOKEN_WISE = new Set([...ELEMENTWISE_UNARY, ...ELEMENTWISE_BINARY, "layer_norm", "rms_norm"]);
 
 export function splitForTensorParallel(forward: Graph, options: TensorParallelOptions): Graph {
-  if (options.sequenceParallel) throw new Error("not implemented yet: sequence_parallel (Megatron's sequence parallelism)");
   if (options.degree === 1) return forward;
   const problems = tensorParallelProblems(forward, options.degree);
   if (problems.length > 0) throw new Error(`internal: the tensor-parallel pass was given a model it cannot split: ${problems[0]!.message}`);
-  return new Splitter(forward, options.degree).run();
+  return new Splitter(forward, options.degree, options.sequenceParallel).run();
+}
+
+/** The dimension of a type that is the sequence (the one holding S, to the first power), if any. */
+function seqAxis(type: TensorType): number | undefined {
+  const i = type.shape.findIndex((d) => d.syms.S === 1);
+  return i < 0 ? undefined : i;
 }
 
 class Splitter {
@@ -64,9 +83,15 @@ class Splitter {
   private readonly params = new Map<TensorId, { t: TensorId; split?: ParamSplit }>();
   private readonly paramOf = new Map<TensorId, ParamInfo>();
 
+  /** Old tensor → its Q version, once one consumer needed it sequence-split (later ones reuse it). */
+  private readonly seqParts = new Map<TensorId, TensorId>();
+  /** Old parameter tensor → tp_copy of it, read by sequence-split ops (its gradient all-reduced). */
+  private readonly seqParams = new Map<TensorId, TensorId>();
+
   constructor(
     private readonly g: Graph,
     private readonly t: number,
+    private readonly sp: boolean,
   ) {
     this.out = new Graph(g.model);
     for (const p of g.params()) this.paramOf.set(p.tensor, p);
@@ -76,7 +101,7 @@ class Splitter {
     for (const l of this.g.layers()) this.out.addLayer(l.name, l.annotations);
     for (const i of this.g.inputs()) {
       const info = this.g.tensor(i);
-      this.values.set(i, { t: this.out.addInput(info.name, info.type), layout: "R" });
+      this.values.set(i, { t: this.out.addInput(info.name, this.wholeType(info.type)), layout: "R" });
     }
     for (const o of this.g.ops()) this.rewrite(o);
     // Parameters no op reads travel whole.
@@ -101,10 +126,24 @@ class Splitter {
     }
     if (ELEMENTWISE_UNARY.has(o.op) && layout === "S") return this.keepSplit(o, def);
     if (ELEMENTWISE_BINARY.has(o.op) && o.inputs.every((i) => this.isSplitLike(i, o.inputs[0]!))) return this.keepSplit(o, def);
+    if (TOKEN_WISE.has(o.op) && o.inputs.some((i) => this.values.get(i)?.layout === "Q")) return this.onSequenceParts(o, def);
     // Anything else runs whole on every rank, on whole operands.
     const inputs = o.inputs.map((i) => (this.g.tensor(i).kind === "param" ? this.param(i).t : this.toWhole(i, at)));
     const outs = this.emit(def, o, inputs, this.localAttrs(o.attrs), o.outputs);
     o.outputs.forEach((t, k) => this.set(t, outs[k]!, "R"));
+  }
+
+  /** A token-wise op with a sequence-split operand: every operand brought to the rank's part of the sequence
+   *  (those without a sequence pass through tp_copy, so their gradients are summed over the group). */
+  private onSequenceParts(o: OpNode, def: OpDef): void {
+    const at = { scope: o.scope, layer: o.layer };
+    const inputs = o.inputs.map((i) => {
+      if (this.g.tensor(i).kind === "param") return this.seqParam(i, at);
+      if (seqAxis(this.g.tensor(i).type) !== undefined) return this.toSeq(i, at);
+      return this.collective("tp_copy", this.toWhole(i, at), at);
+    });
+    const [y] = this.emit(def, o, inputs, o.attrs, o.outputs);
+    this.set(o.outputs[0]!, y!, "Q");
   }
 
   /** An elementwise op on S operands: the same op on every rank's slice. */
@@ -127,7 +166,7 @@ class Splitter {
     const tiedSplit = tie ? this.param(w).split : undefined;
     const column = tie ? tiedSplit?.axis === 0 : layout !== "S" && outF % this.t === 0;
     if (column) {
-      const xs = this.collective("tp_copy", this.toWhole(x, at), at);
+      const xs = this.enterRegion(x, at);
       const weight = this.param(w, { axis: 0, parts: this.t, blocks: [outF] });
       const inputs = [xs, weight.t, ...(b === undefined ? [] : [this.param(b, { axis: 0, parts: this.t, blocks: [outF] }).t])];
       const [y] = this.emit(def, o, inputs, this.localAttrs({ ...o.attrs, out: outF / this.t }), o.outputs);
@@ -136,7 +175,7 @@ class Splitter {
     if (layout === "S" && !tie) {
       const weight = this.param(w, { axis: 1, parts: this.t, blocks: [inF] });
       const [partial] = this.emit(def, o, [this.values.get(x)!.t, weight.t], { ...o.attrs, in: inF / this.t, bias: false }, []);
-      return this.set(o.outputs[0]!, this.withBias(this.collective("tp_all_reduce", partial!, at), b, o), "R");
+      return this.leaveRegion(o, partial!, b);
     }
     const [y] = this.emit(def, o, [this.toWhole(x, at), this.param(w).t, ...(b === undefined ? [] : [this.param(b).t])], this.localAttrs(o.attrs), o.outputs);
     this.set(o.outputs[0]!, y!, "R");
@@ -156,13 +195,13 @@ class Splitter {
     const qkvBlocks = { axis: 0, parts: this.t, blocks: [whole.context, whole.kvHeads * whole.headDim, whole.kvHeads * whole.headDim] };
     const qkvBias = operand("qkv.bias");
     const inputs = [
-      this.collective("tp_copy", this.toWhole(o.inputs[0]!, at), at),
+      this.enterRegion(o.inputs[0]!, at),
       this.param(operand("qkv.weight")!, qkvBlocks).t,
       ...(qkvBias === undefined ? [] : [this.param(qkvBias, qkvBlocks).t]),
       this.param(operand("proj.weight")!, { axis: 1, parts: this.t, blocks: [d] }).t,
     ];
     const [partial] = this.emit(def, o, inputs, attrs, []);
-    this.set(o.outputs[0]!, this.withBias(this.collective("tp_all_reduce", partial!, at), operand("proj.bias"), o), "R");
+    this.leaveRegion(o, partial!, operand("proj.bias"));
   }
 
   private vocabEmbedding(o: OpNode, def: OpDef): void {
@@ -170,14 +209,55 @@ class Splitter {
     const rows = num(o.attrs, "num");
     const weight = this.param(o.inputs[1]!, { axis: 0, parts: this.t, blocks: [rows] });
     const [partial] = this.emit(def, o, [this.toWhole(o.inputs[0]!, at), weight.t], { ...o.attrs, num: rows / this.t, parts: this.t }, []);
-    this.set(o.outputs[0]!, this.collective("tp_all_reduce", partial!, at), "R");
+    this.leaveRegion(o, partial!, undefined);
   }
 
-  /** y + bias (a whole, replicated bias after a row-parallel all-reduce), named as the op's output. */
-  private withBias(y: TensorId, bias: TensorId | undefined, o: OpNode): TensorId {
-    if (bias === undefined) return y;
-    const add = getOp("add")!;
-    return this.emit(add, o, [y, this.param(bias).t], {}, o.outputs)[0]!;
+  /** A tensor-parallel region's input: x whole on every rank, its gradient summed over the group (tp_copy),
+   *  or, sequence-split, all-gathered with the gradient reduce-scattered back (tp_seq_gather). */
+  private enterRegion(x: TensorId, at: At): TensorId {
+    const v = this.values.get(x);
+    if (v?.layout === "Q") return this.collective("tp_seq_gather", v.t, at, this.axisAttr(v.t));
+    return this.collective("tp_copy", this.toWhole(x, at), at);
+  }
+
+  /** A region's partial result made whole (all-reduce → R) or, under sequence parallelism when it has a
+   *  sequence, summed into the ranks' parts of it (reduce-scatter → Q); then the op's bias, as o's output. */
+  private leaveRegion(o: OpNode, partial: TensorId, bias: TensorId | undefined): void {
+    const at = { scope: o.scope, layer: o.layer };
+    const split = this.sp && seqAxis(this.out.tensor(partial).type) !== undefined;
+    const y = split ? this.collective("tp_reduce_scatter", partial, at, this.axisAttr(partial)) : this.collective("tp_all_reduce", partial, at);
+    const withBias = bias === undefined ? y : this.emit(getOp("add")!, o, [y, split ? this.seqParam(bias, at) : this.param(bias).t], {}, o.outputs)[0]!;
+    this.set(o.outputs[0]!, withBias, split ? "Q" : "R");
+  }
+
+  /** The old tensor as the ranks' parts of its sequence: as it is (Q), reduce-scattered (P), or the rank's
+   *  part of its whole value (R, S), once. */
+  private toSeq(old: TensorId, at: At): TensorId {
+    const v = this.values.get(old)!;
+    if (v.layout === "Q") return v.t;
+    const cached = this.seqParts.get(old);
+    if (cached !== undefined) return cached;
+    const t =
+      v.layout === "P"
+        ? this.collective("tp_reduce_scatter", v.t, at, this.axisAttr(v.t))
+        : this.collective("tp_slice", this.toWhole(old, at), at, this.axisAttr(this.toWhole(old, at)));
+    this.seqParts.set(old, t);
+    return t;
+  }
+
+  /** A replicated parameter read on the ranks' parts of the sequence: through tp_copy, so each rank's partial
+   *  gradient is all-reduced over the group. */
+  private seqParam(old: TensorId, at: At): TensorId {
+    let t = this.seqParams.get(old);
+    if (t === undefined) this.seqParams.set(old, (t = this.collective("tp_copy", this.param(old).t, at)));
+    return t;
+  }
+
+  /** The `axis` attribute of a collective along the sequence of (split-graph) tensor x. */
+  private axisAttr(x: TensorId): Attrs {
+    const axis = seqAxis(this.out.tensor(x).type);
+    if (axis === undefined) throw new Error(`internal: the tensor-parallel pass split a value without a sequence along it`);
+    return { axis };
   }
 
   /** The split graph's parameter for an old one, created on first use with the split asked for (the first
@@ -193,28 +273,45 @@ class Splitter {
     return made;
   }
 
-  /** Attributes whose tie (a ParamRef) names a parameter by its local type. */
+  /** Attributes of an op that reads whole values: a tie (a ParamRef) names its parameter by its local type,
+   *  and dims holding the sequence (positions' n, a reshape's shape) are the whole sequence. */
   private localAttrs(attrs: Attrs): Attrs {
-    const tie = attrs["tie"] as ParamRef | undefined;
-    if (!tie) return attrs;
-    const target = this.g.param(tie.name)!;
-    return { ...attrs, tie: { ...tie, type: this.out.tensor(this.param(target.tensor).t).type } };
+    const out: Record<string, AttrValue> = {};
+    for (const [k, v] of Object.entries(attrs)) {
+      if (isParamRef(v)) out[k] = { ...v, type: this.out.tensor(this.param(this.g.param(v.name)!.tensor).t).type };
+      else if (Array.isArray(v)) out[k] = (v as readonly Dim[]).map((d) => this.wholeDim(d));
+      else if (isDim(v)) out[k] = this.wholeDim(v);
+      else out[k] = v;
+    }
+    return out;
   }
 
-  /** The old tensor whole on every rank: as it is (R), all-gathered (S) or all-reduced (P), once. */
-  private toWhole(old: TensorId, at: { scope: string; layer: number }): TensorId {
+  /** A type of the model as this rank holds it whole: its sequence is degree·S in a sequence-parallel graph. */
+  private wholeType(type: TensorType): TensorType {
+    return this.sp ? { dtype: type.dtype, shape: type.shape.map((d) => this.wholeDim(d)) } : type;
+  }
+
+  private wholeDim(d: Dim): Dim {
+    const p = d.syms.S;
+    return this.sp && p ? { coef: d.coef * this.t ** p, syms: d.syms } : d;
+  }
+
+  /** The old tensor whole on every rank: as it is (R), all-gathered (S, Q) or all-reduced (P), once. */
+  private toWhole(old: TensorId, at: At): TensorId {
     if (this.g.tensor(old).kind === "param") return this.param(old).t;
     const v = this.values.get(old)!;
     if (v.layout === "R") return v.t;
     const cached = this.whole.get(old);
     if (cached !== undefined) return cached;
-    const t = this.collective(v.layout === "S" ? "tp_all_gather" : "tp_all_reduce", v.t, at);
+    const t =
+      v.layout === "S" ? this.collective("tp_all_gather", v.t, at) : v.layout === "Q" ? this.collective("tp_all_gather", v.t, at, this.axisAttr(v.t)) : this.collective("tp_all_reduce", v.t, at);
     this.whole.set(old, t);
     return t;
   }
 
-  private collective(op: string, x: TensorId, at: { scope: string; layer: number }): TensorId {
-    return this.out.addOp({ op, attrs: { parts: this.t }, inputs: [x], outputTypes: [outputType(getOp(op)!, [this.out.tensor(x).type], { parts: this.t })], scope: at.scope, layer: at.layer })[0]!;
+  private collective(op: string, x: TensorId, at: At, extra: Attrs = {}): TensorId {
+    const attrs = { parts: this.t, ...extra };
+    return this.out.addOp({ op, attrs, inputs: [x], outputTypes: [outputType(getOp(op)!, [this.out.tensor(x).type], attrs)], scope: at.scope, layer: at.layer })[0]!;
   }
 
   /** Adds `def` at o's scope and layer on new operands; outputs named as o's old `named` ones. */
@@ -257,4 +354,12 @@ export function splitType(whole: TensorType, split: ParamSplit): TensorType {
   const part = isConcrete(d) ? dimDiv(d, dim(split.parts)) : undefined;
   if (!part) throw new Error(`internal: a parameter's dimension ${split.axis} does not split ${split.parts} ways`);
   return { dtype: whole.dtype, shape: whole.shape.map((s, i) => (i === split.axis ? part : s)) };
+}
+
+function isParamRef(v: AttrValue): v is ParamRef {
+  return typeof v === "object" && !Array.isArray(v) && (v as ParamRef).kind === "ParamRef";
+}
+
+function isDim(v: AttrValue): v is Dim {
+  return typeof v === "object" && !Array.isArray(v) && "coef" in v && "syms" in v;
 }

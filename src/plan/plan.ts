@@ -124,6 +124,9 @@ export interface PlanSettings {
   /** Ranks of each tensor-parallel group; the programs are tensor rank 0's (the others run the same
    *  actions on their slices: graph.params[].split). */
   readonly tensorParallel: number;
+  /** Megatron's sequence parallelism over each tensor-parallel group: norms and the residual stream on 1/tp of
+   *  the sequence, whose graph's S is a rank's part of it (src/graph/sequence.ts); absent: false. */
+  readonly sequenceParallel?: boolean;
   /** Virtual stages per pipeline rank (interleaved); stages × virtualStages stages in all. */
   readonly virtualStages: number;
   /** Micro-batches per step per replica (FairScale's chunks). */

@@ -105,6 +105,7 @@ function checkSettings(v: Json): { pipe: number; data: number; tensor: number; v
   const pipe = positive(field(o, "stages", p), key(p, "stages"));
   const data = positive(field(o, "dataParallel", p), key(p, "dataParallel"));
   const tensor = positive(field(o, "tensorParallel", p), key(p, "tensorParallel"));
+  if (o.sequenceParallel !== undefined && typeof o.sequenceParallel !== "boolean") fail(key(p, "sequenceParallel"), "expected true or false");
   const virtual = positive(field(o, "virtualStages", p), key(p, "virtualStages"));
   const m = positive(field(o, "microBatches", p), key(p, "microBatches"));
   const mbs = positive(field(o, "microBatchSize", p), key(p, "microBatchSize"));

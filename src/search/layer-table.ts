@@ -18,6 +18,7 @@ import { savedByLayer } from "../passes/autodiff.js";
 import { backwardGradientPeaks } from "../passes/backward-gradients.js";
 import { forwardWorkingPeaks } from "../passes/forward-working-set.js";
 import { numel } from "../graph/dim.js";
+import { sequenceSymbol } from "../graph/sequence.js";
 
 /** A tensor the backward keeps: producer layer q, first layer s that saves it. */
 interface KeptTensor {
@@ -222,7 +223,7 @@ export class LayerTable {
 
   private profile(b: number): MicroBatchProfile {
     const L = this.count;
-    const bindings: DimBindings = this.seq === undefined ? { B: b } : { B: b, S: this.seq };
+    const bindings: DimBindings = this.seq === undefined ? { B: b } : { B: b, S: sequenceSymbol(this.training, this.seq) };
     const options = { cluster: this.cluster, precision: this.precision, bindings };
     // One costing per kind of layer.
     const perClass = this.representative.map((rep) => {

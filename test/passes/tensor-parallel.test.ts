@@ -39,7 +39,7 @@ function model(name: string): CheckedModel {
   return r.model;
 }
 
-const split = (g: Graph, degree: number): Graph => splitForTensorParallel(g, { degree, sequenceParallel: false });
+const split = (g: Graph, degree: number, sequenceParallel = false): Graph => splitForTensorParallel(g, { degree, sequenceParallel });
 const opCount = (g: Graph, op: string, phase = "forward"): number => g.ops().filter((o) => o.op === op && o.phase === phase).length;
 
 /** Each rank's parameters: its slices of the whole model's (by the split graph's ParamSplit records). */
@@ -102,10 +102,30 @@ describe("the graph one tensor-parallel rank runs", () => {
     expect(g.parameterCount()).toBeLessThan(0.6 * whole.parameterCount());
   });
 
-  it("degree 1 returns the graph itself; sequence parallelism says it is not written yet", () => {
+  it("degree 1 returns the graph itself", () => {
     const g = checkSample("gpt-tiny").graph;
     expect(split(g, 1)).toBe(g);
-    expect(() => splitForTensorParallel(g, { degree: 2, sequenceParallel: true })).toThrow(/not implemented yet: sequence_parallel/);
+    expect(split(g, 1, true)).toBe(g);
+  });
+
+  it("gpt-tiny over 2 ranks with sequence parallelism: the residual stream and norms on half the sequence, reduce-scatters and all-gathers instead of all-reduces", () => {
+    const g = split(checkSample("gpt-tiny").graph, 2, true);
+    expect(verifyGraph(g)).toEqual([]);
+    const shapeOf = (t: number): string => g.tensor(t).type.shape.map((d) => `${d.coef}${Object.keys(d.syms).join("")}`).join("×");
+    // S is a rank's part of the sequence: the model reads the whole of it, 2·S.
+    expect(shapeOf(g.inputs()[0]!)).toBe("1B×2S");
+    // Forward: the embedding and each attention and MLP leave their region by a reduce-scatter (1 + 2 × 2),
+    // each attention, MLP and the head enter it by an all-gather whose backward reduce-scatters (2 × 2 + 1).
+    expect(opCount(g, "tp_reduce_scatter")).toBe(5);
+    expect(opCount(g, "tp_seq_gather")).toBe(5);
+    expect(opCount(g, "tp_all_reduce")).toBe(0);
+    const norm = g.ops().find((o) => o.op === "layer_norm")!;
+    expect(shapeOf(norm.inputs[0]!)).toBe("1B×1S×32");
+    // The norms' weights are read through tp_copy: their gradients, one part of the sequence each, summed.
+    expect(g.tensor(norm.inputs[1]!).kind).not.toBe("param");
+    expect(g.op(g.tensor(norm.inputs[1]!).producer!).op).toBe("tp_copy");
+    // The position table is whole on every rank and sliced to the rank's positions.
+    expect(opCount(g, "tp_slice")).toBe(1);
   });
 
   it("heads, key/value heads and vocabularies that do not divide are problems the checker reports", () => {
@@ -134,11 +154,21 @@ const PLAIN_SGD: TrainConfig = {
 };
 
 describe("a tensor-parallel group equals the whole model on one device", () => {
-  const cases: [string, number][] = [["gpt-tiny", 2], ["gpt-tiny", 4], ["llama-tiny", 2], ["mlp", 2], ["mlp", 4]];
-  it.each(cases)("%s over %i ranks: the loss and every gradient (float64, rtol 1e-10)", (name, degree) => {
+  const cases: [string, number, boolean][] = [
+    ["gpt-tiny", 2, false],
+    ["gpt-tiny", 4, false],
+    ["llama-tiny", 2, false],
+    ["mlp", 2, false],
+    ["mlp", 4, false],
+    ["gpt-tiny", 2, true],
+    ["gpt-tiny", 4, true],
+    ["llama-tiny", 2, true],
+    ["mlp", 2, true],
+  ];
+  it.each(cases)("%s over %i ranks (sequence parallel: %s): the loss and every gradient (float64, rtol 1e-10)", (name, degree, sp) => {
     const m = model(name);
     const whole = buildTrainingGraph(m.graph, PLAIN_SGD);
-    const rank = buildTrainingGraph(split(m.graph, degree), PLAIN_SGD);
+    const rank = buildTrainingGraph(split(m.graph, degree, sp), PLAIN_SGD);
     expect(verifyGraph(rank)).toEqual([]);
     const params = perturbed(whole, 5);
     const batch = syntheticData(whole, { seed: 3, batch: 2, ...(m.train?.seq !== undefined && { seq: m.train.seq }), float: "f64" }).batch(0);
@@ -158,11 +188,11 @@ describe("a tensor-parallel group equals the whole model on one device", () => {
     expect(splitParams).toBeGreaterThan(0);
   });
 
-  it.each([["gpt-tiny", 2], ["llama-tiny", 2], ["gpt-tiny", 4]] as [string, number][])("%s over %i ranks: 10 steps of its Adam with clipping (fp32, rtol 1e-5)", (name, degree) => {
+  it.each([["gpt-tiny", 2, false], ["llama-tiny", 2, false], ["gpt-tiny", 4, false], ["gpt-tiny", 2, true], ["llama-tiny", 2, true]] as [string, number, boolean][])("%s over %i ranks (sequence parallel: %s): 10 steps of its Adam with clipping (fp32, rtol 1e-5)", (name, degree, sp) => {
     const m = model(name);
     const train = { ...m.train!, clipGradNorm: m.train!.clipGradNorm ?? 1.0 };
     const whole = buildTrainingGraph(m.graph, train);
-    const rank = buildTrainingGraph(split(m.graph, degree), train);
+    const rank = buildTrainingGraph(split(m.graph, degree, sp), train);
     expect(opCount(rank, "tp_all_reduce", "optimizer")).toBe(1); // the clipping norm's split part
     const params = initParams(whole, train.seed, "f32");
     const reference = new TrainingSession(whole, { params });

@@ -59,6 +59,7 @@ async function parity(name: Sample, overrides: Overrides, devices: number, steps
   const one = await train(planFor(name, { ...base, ...ONE }, 1), steps);
   const plan = planFor(name, base, devices);
   expect(plan.settings.tensorParallel).toBe(overrides.tensor_parallel);
+  expect(plan.settings.sequenceParallel ?? false).toBe(overrides.sequence_parallel === "true");
   const many = await train(plan, steps);
   // The group's collectives really ran through the communicator.
   expect(many.calls.allReduce ?? 0).toBeGreaterThan(0);
@@ -88,6 +89,11 @@ describe("tensor-parallel plans on the native cluster equal the 1-device plan", 
     ["gpt-tiny", { tensor_parallel: 2, stages: 1, data_parallel: 2, chunks: 2, shard: "fsdp", checkpoint: "never" }, 4],
     ["gpt-tiny", { tensor_parallel: 2, stages: 1, data_parallel: 2, chunks: 1, shard: "oss", checkpoint: "never" }, 4],
     ["mlp", { tensor_parallel: 2, stages: 1, data_parallel: 1, chunks: 2, shard: "none", checkpoint: "never", "train.clip_grad_norm": "0.05" }, 2],
+    // Sequence parallelism: norms and the residual stream on half (a quarter) of the sequence.
+    ["gpt-tiny", { tensor_parallel: 2, sequence_parallel: "true", stages: 1, data_parallel: 1, chunks: 2, shard: "none", checkpoint: "never" }, 2],
+    ["gpt-tiny", { tensor_parallel: 4, sequence_parallel: "true", stages: 1, data_parallel: 1, chunks: 1, shard: "none", checkpoint: "never" }, 4],
+    ["gpt-tiny", { tensor_parallel: 2, sequence_parallel: "true", stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp", checkpoint: "never", schedule: "1f1b" }, 8],
+    ["llama-tiny", { tensor_parallel: 2, sequence_parallel: "true", stages: 1, data_parallel: 2, chunks: 2, shard: "sddp", checkpoint: "never" }, 4],
   ];
   for (const [name, o, devices] of cases) it(`${name} ${JSON.stringify(o)}`, () => parity(name, o, devices));
 });

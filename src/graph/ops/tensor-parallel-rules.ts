@@ -1,8 +1,8 @@
-// What the tensor-parallel ops (tp_copy, tp_all_reduce, tp_all_gather, tp_slice) share: the `parts`
-// attribute, the shape of a last-dimension slice, and the registration of an op that, unlike the other
+// What the tensor-parallel ops (tp_copy, tp_all_reduce, tp_all_gather, tp_slice, tp_seq_gather,
+// tp_reduce_scatter) share: the `parts` and `axis` attributes, the shape of one rank's part along an axis, and the registration of an op that, unlike the other
 // internal ops, sits in the forward graph and so has a backward rule (the tensor-parallel pass emits them
 // before autodiff, which differentiates them like any op of the model).
-import { dim, dimDiv, isConcrete } from "../dim.js";
+import { dim, dimDiv } from "../dim.js";
 import type { BackwardRule } from "../backward-rule.js";
 import type { AttrSpec, OpDef } from "../op-def.js";
 import type { OpCollective, OpCostRule } from "../op-cost.js";
@@ -23,18 +23,28 @@ export function partsOf(attrs: Attrs): number {
   return typeof p === "number" ? p : 1;
 }
 
-/** One rank's slice of a tensor along its last dimension, which must be a constant multiple of parts. */
-export function lastDimSlice(op: string, t: TensorType, parts: number): TensorType | OpCheckError {
-  const last = t.shape[t.shape.length - 1];
-  const part = last && isConcrete(last) ? dimDiv(last, dim(parts)) : undefined;
-  if (!part) return opError("FSM402", `${op}: the last dimension of ${typeToString(t)} does not split into ${parts} parts`);
-  return { dtype: t.dtype, shape: [...t.shape.slice(0, -1), part] };
+/** The split axis of a tensor-parallel op: `axis` (set by the pass for sequence parallelism's splits along
+ *  the sequence), else the last dimension. */
+export const AXIS_ATTR: AttrSpec = { name: "axis", type: "int", optional: true, passOnly: true, doc: "Dimension the ranks' parts lie along (set by the tensor-parallel pass; absent: the last)." };
+
+/** An op's split axis for a tensor of `rank` dimensions (the last when no `axis` is set). */
+export function axisOf(attrs: Attrs, rank: number): number {
+  const a = attrs["axis"];
+  return typeof a === "number" ? a : rank - 1;
 }
 
-/** The whole of a tensor whose last dimension one rank holds a 1/parts slice of. */
-export function lastDimWhole(t: TensorType, parts: number): TensorType {
-  const last = t.shape[t.shape.length - 1]!;
-  return { dtype: t.dtype, shape: [...t.shape.slice(0, -1), { coef: last.coef * parts, syms: last.syms }] };
+/** One rank's part of a tensor along `axis`, whose size must be a multiple of parts (a constant, or t·S for a
+ *  sequence-parallel rank's whole sequence). */
+export function axisSlice(op: string, t: TensorType, parts: number, axis: number): TensorType | OpCheckError {
+  const d = t.shape[axis];
+  const part = d ? dimDiv(d, dim(parts)) : undefined;
+  if (!part) return opError("FSM402", `${op}: dimension ${axis} of ${typeToString(t)} does not split into ${parts} parts`);
+  return { dtype: t.dtype, shape: t.shape.map((s, i) => (i === axis ? part : s)) };
+}
+
+/** The whole of a tensor of which one rank holds a 1/parts part along `axis`. */
+export function axisWhole(t: TensorType, parts: number, axis: number): TensorType {
+  return { dtype: t.dtype, shape: t.shape.map((s, i) => (i === axis ? { coef: s.coef * parts, syms: s.syms } : s)) };
 }
 
 /** A cost rule of an op that computes nothing: `copied(inputs)` bytes moved in memory and the collectives. */

@@ -11,5 +11,7 @@ export const tp_copy: OpDef = defineTensorParallelOp({
   attrs: [PARTS_ATTR],
   infer: ([x]) => x!,
   cost: collectiveCost(() => undefined, ([x]) => [{ phase: "backward", kind: "all_reduce", type: x! }]),
-  backward: ({ dy, attrs }, e) => [e.input("tp_all_reduce", [dy], { parts: partsOf(attrs) })],
+  // Of a parameter (a replicated weight read on each rank's part of the sequence), the all-reduced gradient
+  // is the parameter's: a weight gradient.
+  backward: ({ inputs: [x], dy, attrs }, e) => [e.isParam(x!) ? e.weight("tp_all_reduce", [dy], { parts: partsOf(attrs) }) : e.input("tp_all_reduce", [dy], { parts: partsOf(attrs) })],
 });

@@ -1,21 +1,21 @@
-// tp_slice(x): this rank's part of a replicated tensor along its last dimension (rank k of the tensor-
-// parallel group keeps columns [k·n/parts, (k+1)·n/parts)); backward the slices' gradients are gathered.
+// tp_slice(x): this rank's part of a replicated tensor along an axis (the last, or the sequence's under
+// sequence parallelism: rank k keeps [k·n/parts, (k+1)·n/parts)); backward the parts' gradients are gathered.
 import type { OpDef } from "../op-def.js";
-import { collectiveCost, defineTensorParallelOp, lastDimSlice, PARTS_ATTR, partsOf } from "./tensor-parallel-rules.js";
 import { isOpCheckError } from "../op-def.js";
+import { AXIS_ATTR, axisOf, axisSlice, collectiveCost, defineTensorParallelOp, PARTS_ATTR, partsOf } from "./tensor-parallel-rules.js";
 
 export const tp_slice: OpDef = defineTensorParallelOp({
   name: "tp_slice",
-  summary: "Keeps this rank's last-dimension slice of a replicated tensor; backward gathers the slices' gradients.",
+  summary: "Keeps this rank's part of a replicated tensor along an axis; backward gathers the parts' gradients.",
   inputs: ["x"],
-  attrs: [PARTS_ATTR],
-  infer: ([x], attrs) => lastDimSlice("tp_slice", x!, partsOf(attrs)),
+  attrs: [PARTS_ATTR, AXIS_ATTR],
+  infer: ([x], attrs) => axisSlice("tp_slice", x!, partsOf(attrs), axisOf(attrs, x!.shape.length)),
   cost: collectiveCost(
     ([x], attrs) => {
-      const out = lastDimSlice("tp_slice", x!, partsOf(attrs));
+      const out = axisSlice("tp_slice", x!, partsOf(attrs), axisOf(attrs, x!.shape.length));
       return isOpCheckError(out) ? undefined : out;
     },
     ([x]) => [{ phase: "backward", kind: "all_gather", type: x! }],
   ),
-  backward: ({ dy, attrs }, e) => [e.input("tp_all_gather", [dy], { parts: partsOf(attrs) })],
+  backward: ({ dy, attrs }, e) => [e.input("tp_all_gather", [dy], { ...attrs })],
 });

@@ -2,6 +2,7 @@
 // value passes into a tensor-parallel region unchanged) and tp_slice (a device keeps its part of a replicated
 // tensor's last dimension). The group's collectives (tp_all_reduce, tp_all_gather) are no kernels: lowering
 // turns them into communicator calls (src/lower/tensor-parallel.ts).
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -17,12 +18,18 @@ void tpCopy(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs
   std::memcpy(out[0].data, in[0].data, in[0].bytes());
 }
 
-// Columns [rank·n, (rank+1)·n) of every row of x [..., parts·n]; `tensor_rank` is the device's rank in its
-// group, which lowering adds (the graph's op is the same on every rank).
+// Part `rank` of every row of x along `axis` (the last by default: columns [rank·n, (rank+1)·n) of x [...,
+// parts·n]; the sequence's under sequence parallelism); `tensor_rank` is the device's rank in its group,
+// which lowering adds (the graph's op is the same on every rank).
 void tpSlice(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
   const int64_t parts = static_cast<int64_t>(attrs.number("parts"));
   const int64_t rank = static_cast<int64_t>(attrs.number("tensor_rank"));
-  const int64_t whole = in[0].shape.empty() ? 1 : in[0].shape.back();
+  // Along `axis` (default the last): a row is everything from the axis on, of which the rank keeps 1/parts.
+  const int64_t rank0 = in[0].rank();
+  const int64_t axis = attrs.has("axis") ? static_cast<int64_t>(attrs.number("axis")) : rank0 - 1;
+  if (rank0 > 0 && (axis < 0 || axis >= rank0)) throw std::invalid_argument("tp_slice: axis " + std::to_string(axis) + " of a rank-" + std::to_string(rank0) + " operand");
+  int64_t whole = 1;
+  for (int64_t i = std::max<int64_t>(axis, 0); i < rank0; i++) whole *= in[0].shape[static_cast<size_t>(i)];
   if (parts < 1 || whole % parts != 0 || rank < 0 || rank >= parts) {
     throw std::invalid_argument("tp_slice: a last dimension of " + std::to_string(whole) + " has no part " + std::to_string(rank) + " of " + std::to_string(parts));
   }

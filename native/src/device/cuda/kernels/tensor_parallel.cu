@@ -1,6 +1,8 @@
 // The per-device tensor-parallel ops on the CUDA device, as device/cpu/kernels/tensor_parallel.cc: tp_copy
 // (bits copied on the stream) and tp_slice (a device's part of a replicated tensor's last dimension). The
 // group's collectives are communicator calls, not kernels (src/lower/tensor-parallel.ts).
+#include <algorithm>
+
 #include "device/cuda/device_code.h"
 
 namespace fsm {
@@ -29,7 +31,12 @@ __global__ void sliceKernel(const uint8_t* x, uint8_t* y, int64_t rows, int64_t 
 void tpSlice(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
   const int64_t parts = static_cast<int64_t>(attrs.number("parts"));
   const int64_t rank = static_cast<int64_t>(attrs.number("tensor_rank"));
-  const int64_t whole = in[0].shape.empty() ? 1 : in[0].shape.back();
+  // Along `axis` (default the last): a row is everything from the axis on, of which the rank keeps 1/parts.
+  const int64_t rank0 = in[0].rank();
+  const int64_t axis = attrs.has("axis") ? static_cast<int64_t>(attrs.number("axis")) : rank0 - 1;
+  if (rank0 > 0 && (axis < 0 || axis >= rank0)) throw std::invalid_argument("tp_slice: axis " + std::to_string(axis) + " of a rank-" + std::to_string(rank0) + " operand");
+  int64_t whole = 1;
+  for (int64_t i = std::max<int64_t>(axis, 0); i < rank0; i++) whole *= in[0].shape[static_cast<size_t>(i)];
   if (parts < 1 || whole % parts != 0 || rank < 0 || rank >= parts) {
     throw std::invalid_argument("tp_slice: a last dimension of " + std::to_string(whole) + " has no part " + std::to_string(rank) + " of " + std::to_string(parts));
   }
