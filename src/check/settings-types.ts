@@ -45,6 +45,9 @@ export const CHECKPOINT_MODES = ["always", "except_last", "never"] as const;
 export const LAYER_CHECKPOINT_MODES = ["none", "all"] as const;
 export type LayerCheckpointMode = (typeof LAYER_CHECKPOINT_MODES)[number];
 export type CheckpointMode = (typeof CHECKPOINT_MODES)[number];
+/** What `parallel.checkpoint` may say besides auto: a schedule-level mode a plan holds, or `selective`, which
+ *  the plan search resolves into `never` with the layers it recomputes (settings.ts checkpointMode). */
+export type CheckpointSetting = CheckpointMode | "selective";
 export const SHARD_STRATEGIES = ["none", "oss", "sddp", "fsdp"] as const;
 export type ShardStrategy = (typeof SHARD_STRATEGIES)[number];
 
@@ -56,7 +59,7 @@ export interface ParallelConfig {
   readonly chunks: number | Auto;
   readonly schedule: ScheduleKind | Auto;
   readonly virtualStages: number | Auto;
-  readonly checkpoint: CheckpointMode | Auto;
+  readonly checkpoint: CheckpointSetting | Auto;
   readonly shard: ShardStrategy | Auto;
   readonly reshardAfterForward: boolean | Auto;
   readonly bucketMB: number;

@@ -20,6 +20,7 @@ import {
 } from "./settings-readers.js";
 import {
   CHECKPOINT_MODES,
+  type CheckpointSetting,
   LAYER_CHECKPOINT_MODES,
   PRECISIONS,
   SCHEDULES,
@@ -46,14 +47,13 @@ const TRAIN_KEYS = {
 } satisfies Record<string, Reader<unknown>>;
 
 
-/** `checkpoint`: the schedule-level modes. The plan search may also choose `selective` (recompute only the
- *  layers device memory requires) and prints it, but it cannot be asked for by name yet: the tensor-parallel
- *  work adds it; until then the error says so rather than only listing the other modes. */
-const checkpointMode: Reader<(typeof CHECKPOINT_MODES)[number]> = (v) => {
+/** `checkpoint`: the schedule-level modes, or `selective` (Korthikanti et al.'s selective recomputation: no
+ *  whole-stage recompute; each layer's attention core is recomputed in its backward — which fsm's fused
+ *  attention always does, never storing the scores — and the plan search recomputes whole only the layers
+ *  device memory requires). */
+const checkpointMode: Reader<CheckpointSetting> = (v) => {
   const w = v.k === "word" ? v.name : v.k === "str" ? v.v : undefined;
-  if (w === "selective") {
-    return { problem: `cannot be 'selective' by hand yet: the plan search chooses selective checkpointing itself (checkpoint = auto), and setting it comes with tensor parallelism; give ${CHECKPOINT_MODES.join(", ")} or auto` };
-  }
+  if (w === "selective") return "selective";
   return word(CHECKPOINT_MODES)(v);
 };
 

@@ -100,7 +100,7 @@ export function assemblePlan(x: AssembleInput): Plan {
     format: PLAN_FORMAT,
     version: PLAN_VERSION,
     fsm: x.fsmVersion,
-    model: { name: x.model.name, source: x.model.source, parameters: x.training.parameterCount() },
+    model: { name: x.model.name, source: x.model.source, parameters: x.training.modelParameterCount() },
     cluster: { profile: profile.name, devices: x.cluster.devices, nodes: x.cluster.nodes, devicesPerNode: profile.devicesPerNode, memoryBytes: profile.memory.capacity },
     settings: {
       stages: s.stages,

@@ -115,7 +115,8 @@ export function autoSettings(parallel: ParallelConfig, mesh: Mesh): string[] {
   if (parallel.schedule === "auto") out.push("schedule");
   // virtual_stages only means something for the interleaved schedule.
   if (parallel.virtualStages === "auto" && (parallel.schedule === "auto" || parallel.schedule === "interleaved")) out.push("virtual_stages");
-  if (parallel.checkpoint === "auto") out.push("checkpoint");
+  // selective: the search chooses which layers (if any) to recompute whole.
+  if (parallel.checkpoint === "auto" || parallel.checkpoint === "selective") out.push("checkpoint");
   // A group of one has nothing to shard: shard auto is none there, not a choice.
   if (parallel.shard === "auto" && mesh.dataParallel !== 1) out.push("shard");
   if (parallel.reshardAfterForward === "auto" && (parallel.shard === "auto" || parallel.shard === "fsdp") && mesh.dataParallel !== 1) out.push("reshard_after_forward");

@@ -378,9 +378,17 @@ export class Graph {
   }
 
   /** Total elements over all parameters; a tied parameter counts once (aliases own no storage). */
+  /** Elements of the parameters this graph holds (a tensor-parallel rank's graph: its slices). */
   parameterCount(): number {
     let n = 0;
     for (const p of this.paramList) n += numel(p.type.shape);
+    return n;
+  }
+
+  /** Elements of the model's parameters: a split parameter counted whole (split.parts times its slice). */
+  modelParameterCount(): number {
+    let n = 0;
+    for (const p of this.paramList) n += numel(p.type.shape) * (p.split?.parts ?? 1);
     return n;
   }
 

@@ -26,6 +26,7 @@ export interface PlanSummary {
   readonly dataParallel: number;
   /** Ranks of each tensor-parallel group (1: none). */
   readonly tensorParallel: number;
+  readonly sequenceParallel: boolean;
   readonly microbatches: number;
   readonly microBatchSize: number;
   readonly batch: number;
@@ -58,6 +59,7 @@ export function summarizePlan(plan: Plan): PlanSummary {
     virtualStages: s.virtualStages,
     dataParallel: s.dataParallel,
     tensorParallel: s.tensorParallel,
+    sequenceParallel: s.sequenceParallel ?? false,
     microbatches: s.microBatches,
     microBatchSize: s.microBatchSize,
     batch: s.batch,

@@ -63,7 +63,13 @@ export function searchSpace(x: SpaceInput): Space {
       fixed(p.schedule) !== undefined ? [fixed(p.schedule)!] : stages === 1 ? ["1f1b"] : (["gpipe", "1f1b", "interleaved", "zero_bubble"] as const);
     // layer_checkpoint = none: no layer recomputed in its own backward, so no selective candidates either.
     const checkpoints: readonly SearchCheckpoint[] =
-      fixed(p.checkpoint) !== undefined ? [fixed(p.checkpoint)!] : p.layerCheckpoint === "none" ? ["never", "except_last", "always"] : ["never", "selective", "except_last", "always"];
+      p.checkpoint === "selective"
+        ? ["never", "selective"] // no stage recompute; layers recomputed whole only where memory asks
+        : fixed(p.checkpoint) !== undefined
+          ? [fixed(p.checkpoint)!]
+          : p.layerCheckpoint === "none"
+            ? ["never", "except_last", "always"]
+            : ["never", "selective", "except_last", "always"];
     for (const microBatches of chunkChoices) {
       if (perReplica % microBatches !== 0) continue;
       for (const schedule of schedules) {

@@ -1,7 +1,7 @@
 // The HTML page's tables: summary numbers, stages, layer groups (repeated blocks collapsible), the shard map
 // and the search's alternatives. Every value escaped; one row per stage carries data-stage.
-import { count, esc, formatBytes, formatFlops, formatSeconds, pct, rankText, stageColor, stageLayers } from "./format.js";
-import type { ShardGroup, ViewModel } from "./view-types.js";
+import { count, esc, formatBytes, formatFlops, formatSeconds, pct, plural, rankText, stageColor, stageLayers } from "./format.js";
+import type { ShardGroup, TensorShard, ViewModel } from "./view-types.js";
 
 const row = (cells: readonly string[], attrs = "") => `<tr${attrs}>${cells.map((c) => `<td>${c}</td>`).join("")}</tr>`;
 const head = (cells: readonly string[]) => `<tr>${cells.map((c) => `<th>${esc(c)}</th>`).join("")}</tr>`;
@@ -54,14 +54,24 @@ export function layerTableHtml(vm: ViewModel): string {
   return `<table class="num">${head(["stage", "layers", "parameters", "FLOPs / micro-batch", "FSDP units", "tied weights"])}${rows.join("")}</table>`;
 }
 
+function tensorHtml(stage: number, t: TensorShard): string {
+  const rows = t.params.map((p) => row([esc(p.name), esc(p.shape), esc(p.split), ...Array.from({ length: t.degree }, (_, r) => esc(p.slices[r] ?? ""))]));
+  const header = head(["parameter", "whole", "split", ...Array.from({ length: t.degree }, (_, r) => `tensor rank ${r}`)]);
+  const groups = t.groups.map((g) => rankText(g)).join(", ");
+  const summary = `${swatch(stage)}stage ${stage}: tensor parallel over ${plural(t.groups.length, "group")} of ${t.degree} ranks (${esc(groups)}) — ${esc(t.holds)}`;
+  return `<details class="shard tensor" data-tensor-stage="${stage}"${t.groups.length <= 8 ? " open" : ""}><summary>${summary}</summary><table>${header}${rows.join("")}</table></details>`;
+}
+
 function shardGroupHtml(g: ShardGroup): string {
+  // A member with a tensor-parallel group stands for its every rank: each holds these bytes of its slices.
   const rows = g.members.map((m) =>
-    row([String(m.rank), String(m.groupRank), esc(formatBytes(m.paramBytes)), esc(formatBytes(m.gradBytes)), esc(formatBytes(m.optimizerBytes)), esc(m.owns.join(", "))]),
+    row([esc(rankText(m.devices)), String(m.groupRank), esc(formatBytes(m.paramBytes)), esc(formatBytes(m.gradBytes)), esc(formatBytes(m.optimizerBytes)), esc(m.owns.join(", "))]),
   );
-  const table = `<table class="num">${head(["rank", "group rank", "weights", "gradients", "optimizer state", "owns"])}${rows.join("")}</table>`;
+  const table = `<table class="num">${head([g.tensor ? "ranks (each)" : "rank", "group rank", "weights", "gradients", "optimizer state", "owns"])}${rows.join("")}</table>`;
   // Small groups open; a thousand-rank map stays folded until asked for.
   const open = g.members.length <= 8 ? " open" : "";
-  return `<details class="shard"${open}><summary>${swatch(g.stage)}stage ${g.stage}: shard ${esc(g.strategy)} over ranks ${esc(rankText(g.ranks))} — ${esc(g.holds)}</summary>${table}</details>`;
+  const shard = `<details class="shard"${open}><summary>${swatch(g.stage)}stage ${g.stage}: shard ${esc(g.strategy)} over ${esc(g.over)} — ${esc(g.holds)}</summary>${table}</details>`;
+  return g.tensor ? shard + tensorHtml(g.stage, g.tensor) : shard;
 }
 
 export function shardMapHtml(vm: ViewModel): string {

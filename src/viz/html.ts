@@ -57,14 +57,22 @@ const LEGEND: readonly [string, string][] = [
   ["idle (bubble)", "background:#f6d5d5"],
 ];
 
-function legendHtml(): string {
-  return `<p class="legend">${LEGEND.map(([name, style]) => `<span><i style="${style}"></i>${esc(name)}</span>`).join("")}</p>`;
+/** Tensor-parallel plans only: the hatched end of a predicted compute block (svg-timeline.ts). */
+const TP_LEGEND: readonly [string, string] = [
+  "tensor-parallel collectives inside compute (their cost-model time, drawn at the block's end)",
+  "background:repeating-linear-gradient(45deg,#202124 0 1px,#fff 1px 3px)",
+];
+
+function legendHtml(vm: ViewModel): string {
+  const entries = vm.summary.tensorParallel > 1 ? [...LEGEND, TP_LEGEND] : LEGEND;
+  return `<p class="legend">${entries.map(([name, style]) => `<span><i style="${style}"></i>${esc(name)}</span>`).join("")}</p>`;
 }
 
 export function renderHtml(vm: ViewModel): string {
   const timelines = timelineParts(vm).map((p, i) => `<div class="scroll">${svgElement(p, ` class="timeline-svg" data-timeline="${i === 0 ? "predicted" : "measured"}"`)}</div>`);
   const rows = vm.predicted.rows.length;
-  const aggregated = vm.summary.devices > rows ? ` Data-parallel replicas run the same actions, so each row stands for its ranks (${vm.summary.devices} devices in ${rows} rows).` : "";
+  const who = vm.summary.tensorParallel > 1 ? "Data-parallel replicas and the ranks of their tensor-parallel groups" : "Data-parallel replicas";
+  const aggregated = vm.summary.devices > rows ? ` ${who} run the same actions, so each row stands for its ranks (${vm.summary.devices} devices in ${rows} rows).` : "";
   const measuredNote = vm.measured ? " The measured step is drawn below the predicted one on the same time scale." : "";
   const sections = [
     `<header><h1>${esc(vm.title)}</h1><p class="settings">${esc(vm.settings)}</p></header>`,
@@ -73,7 +81,7 @@ export function renderHtml(vm: ViewModel): string {
     `<section id="graph"><h2>Model graph by pipeline stage</h2><div class="scroll">${svgElement(graphSvg(vm), ' class="graph-svg"')}</div>` +
       `<h3>Layers (repeated blocks collapsed: open one to list its layers)</h3>${layerTableHtml(vm)}</section>`,
     `<section id="shards"><h2>Shard map</h2><p>Model state each rank holds: weights, gradients, optimizer state.</p>${shardMapHtml(vm)}</section>`,
-    `<section id="timeline"><h2>Schedule timeline</h2><p>One row per program: a compute lane and a communication lane; hover a block for details, and to outline its micro-batch everywhere.${aggregated}${measuredNote}</p>${legendHtml()}${timelines.join("")}</section>`,
+    `<section id="timeline"><h2>Schedule timeline</h2><p>One row per program: a compute lane and a communication lane; hover a block for details, and to outline its micro-batch everywhere.${aggregated}${measuredNote}</p>${legendHtml(vm)}${timelines.join("")}</section>`,
     `<section id="memory"><h2>Memory per device</h2><div class="scroll">${svgElement(memorySvg(vm.memory, vm.predicted.stepSeconds), ' class="memory-svg"')}</div></section>`,
     `<section id="alternatives"><h2>Alternatives considered</h2>${alternativesHtml(vm)}</section>`,
   ];

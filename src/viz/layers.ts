@@ -2,7 +2,9 @@
 // grouped into boxes (a run of repeated blocks of one stage is one box) and the data flow between boxes.
 import type { Precision } from "../check/settings-types.js";
 import { ClusterError, clusterFor, type Cluster } from "../cost/cluster.js";
-import { costGraph } from "../cost/graph-cost.js";
+import { groupCollectiveTime } from "../cost/collectives.js";
+import { costGraph, type GraphCost } from "../cost/graph-cost.js";
+import type { Graph } from "../graph/graph.js";
 import { graphFromJson } from "../plan/graph-from-json.js";
 import type { Plan } from "../plan/plan.js";
 import type { GroupEdge, LayerGroup } from "./view-types.js";
@@ -16,6 +18,10 @@ export interface LayerFacts {
   /** Roofline seconds of one micro-batch, only used to place a release inside a compute action. */
   readonly forwardSeconds: number;
   readonly backwardSeconds: number;
+  /** The weight gradients' share of its backward FLOPs: how compile splits a backward into I and W. */
+  readonly weightShare: number;
+  /** Seconds of one micro-batch its tensor-parallel collectives take (forward, backward): 0 without them. */
+  readonly tpSeconds: { readonly forward: number; readonly backward: number };
 }
 
 /** Runs at least this long collapse into one box (a single layer is its own box anyway). */
@@ -36,16 +42,38 @@ export function layerFacts(plan: Plan): LayerFacts[] {
   const s = plan.settings;
   const graph = graphFromJson(plan.model.name, plan.graph);
   const bindings = s.seq === null ? { B: s.microBatchSize } : { B: s.microBatchSize, S: s.seq };
-  const cost = costGraph(graph, { cluster: clusterOf(plan), precision: s.precision as Precision, bindings });
+  const cluster = clusterOf(plan);
+  const cost = costGraph(graph, { cluster, precision: s.precision as Precision, bindings });
   const stageOf = layerStages(plan);
-  return cost.layers.map((l) => ({
-    name: l.name,
-    stage: stageOf[l.index]!,
-    parameters: l.parameters,
-    flops: l.forwardFlops + l.backwardFlops.input + l.backwardFlops.weight,
-    forwardSeconds: l.forwardSeconds,
-    backwardSeconds: l.backwardSeconds,
-  }));
+  const tp = tpSeconds(graph, cost, cluster);
+  return cost.layers.map((l) => {
+    const backwardFlops = l.backwardFlops.input + l.backwardFlops.weight;
+    return {
+      name: l.name,
+      stage: stageOf[l.index]!,
+      parameters: l.parameters,
+      flops: l.forwardFlops + backwardFlops,
+      forwardSeconds: l.forwardSeconds,
+      backwardSeconds: l.backwardSeconds,
+      weightShare: backwardFlops > 0 ? l.backwardFlops.weight / backwardFlops : 0,
+      tpSeconds: tp[l.index]!,
+    };
+  });
+}
+
+/** Per layer, the seconds of the collectives its ops wait for (cost.collectives: the tensor-parallel ops),
+ *  priced over tensor rank 0's group 0..n−1, as the cost model prices them: inside a node unless the group
+ *  is larger than one. */
+function tpSeconds(graph: Graph, cost: GraphCost, cluster: Cluster): { forward: number; backward: number }[] {
+  const out = cost.layers.map(() => ({ forward: 0, backward: 0 }));
+  for (const e of cost.ops) {
+    const c = e.cost.collectives;
+    if (!c) continue;
+    const group = Array.from({ length: c.groupSize }, (_, t) => t);
+    const layer = out[graph.op(e.op).layer]!;
+    for (const x of c.list) layer[x.phase] += groupCollectiveTime(cluster, x.kind, x.bytes, group);
+  }
+  return out;
 }
 
 /** The (virtual) stage of every layer. */

@@ -1,8 +1,9 @@
 // The measured timeline of `fsm viz --trace`: one step of a trace as rows like the predicted ones. Small
-// clusters get a row per device; large ones a row per program, drawn from its first rank (replicas run the
-// same actions, and a thousand rows would hide the pipeline).
+// clusters get a row per device (every rank of a tensor-parallel group too); large ones a row per program,
+// drawn from its first rank (replicas run the same actions, and a thousand rows would hide the pipeline).
 import type { Plan, PlanProgram } from "../plan/plan.js";
 import { formatSeconds, rankText } from "./format.js";
+import { tensorDevices } from "./tensor-map.js";
 import { blockFor, lanes } from "./timeline.js";
 import type { MeasuredStep } from "./trace.js";
 import type { Block, Timeline, TimelineRow } from "./view-types.js";
@@ -12,7 +13,8 @@ const ROW_PER_DEVICE_LIMIT = 32;
 
 export function measuredTimeline(plan: Plan, m: MeasuredStep): Timeline {
   const perDevice = plan.cluster.devices <= ROW_PER_DEVICE_LIMIT;
-  const drawnRanks = (p: PlanProgram) => (perDevice ? p.ranks : p.ranks.slice(0, 1));
+  const devicesOf = (p: PlanProgram) => tensorDevices(p.ranks, plan.settings.tensorParallel);
+  const drawnRanks = (p: PlanProgram) => (perDevice ? devicesOf(p) : p.ranks.slice(0, 1));
   // The drawn devices' blocks per stream, in trace order, from one pass over the step's spans.
   const drawn = new Map<number, { compute: (Block | undefined)[]; comm: (Block | undefined)[] }>();
   for (const program of plan.programs) for (const device of drawnRanks(program)) drawn.set(device, { compute: [], comm: [] });
@@ -21,7 +23,7 @@ export function measuredTimeline(plan: Plan, m: MeasuredStep): Timeline {
   for (const program of plan.programs) {
     for (const device of drawnRanks(program)) {
       const { compute, comm } = drawn.get(device)!;
-      const label = perDevice || program.ranks.length === 1 ? `rank ${device}` : `rank ${device} (of ${rankText(program.ranks)})`;
+      const label = perDevice || devicesOf(program).length === 1 ? `rank ${device}` : `rank ${device} (of ${rankText(devicesOf(program))})`;
       rows.push({ program: program.id, device, label, stages: program.stages, lanes: lanes(compute, comm, m.stepSeconds) });
     }
   }

@@ -5,6 +5,7 @@ import type { Plan, PlanProgram } from "../plan/plan.js";
 import { parseAction } from "../schedule/action.js";
 import { ranksLabel } from "./format.js";
 import type { LayerFacts } from "./layers.js";
+import { tensorDevices } from "./tensor-map.js";
 import type { MemoryCurve } from "./view-types.js";
 
 /**
@@ -60,7 +61,7 @@ export function memoryCurves(plan: Plan, facts: readonly LayerFacts[]): MemoryCu
     }
     return {
       program: m.program,
-      label: ranksLabel(program.ranks),
+      label: ranksLabel(tensorDevices(program.ranks, plan.settings.tensorParallel)),
       stages: program.stages,
       points,
       maxBytes: max,

@@ -1,8 +1,10 @@
 // The shard map: for every stage's shard group, which rank holds which part of the weights, gradients and
-// optimizer state (ZeRO 0-3), with the bytes each holds.
+// optimizer state (ZeRO 0-3), with the bytes each holds; with tensor parallelism, also which slice of each
+// parameter every rank of a tensor-parallel group holds (tensor-map.ts).
 import type { Plan, PlanShard } from "../plan/plan.js";
-import { plural } from "./format.js";
-import type { ShardGroup, ShardMember } from "./view-types.js";
+import { plural, rankText } from "./format.js";
+import { tensorDevices, tensorShard } from "./tensor-map.js";
+import type { LayerGroup, ShardGroup, ShardMember } from "./view-types.js";
 
 const HOLDS: Readonly<Record<string, string>> = {
   none: "every rank holds a full replica of the stage's weights, gradients and optimizer state",
@@ -27,15 +29,25 @@ function owns(s: PlanShard, g: number, order: ReadonlyMap<string, number>): stri
     .sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0));
 }
 
-export function shardGroups(plan: Plan): ShardGroup[] {
+export function shardGroups(plan: Plan, groups: readonly LayerGroup[]): ShardGroup[] {
   const order = new Map(plan.graph.params.map((p, i) => [p.name, i]));
+  const tp = plan.settings.tensorParallel;
+  // The plan's shard group is tensor rank 0's; every other tensor rank t shards its own slices alike over
+  // the same replicas' rank t, holding the same bytes (the slices are equal parts). Those ranks lie tp apart,
+  // so no run of them joins into a range: a long group is written by its ends.
+  const over = (ranks: readonly number[]) => {
+    if (tp === 1) return `ranks ${rankText(ranks)}`;
+    const list = ranks.length > 3 ? `${ranks[0]}, ${ranks[1]}, ..., ${ranks[ranks.length - 1]}` : rankText(ranks);
+    return `ranks ${list} (tensor rank 0; each tensor rank t likewise over these ranks + t)`;
+  };
   return plan.shard.map((s) => {
     const members: ShardMember[] = s.ranks.map((rank, g) => {
       const b = s.stateBytes[g]!;
-      return { rank, groupRank: g, paramBytes: b.param, gradBytes: b.grad, optimizerBytes: b.optimizer, owns: owns(s, g, order) };
+      return { rank, devices: tensorDevices([rank], tp), groupRank: g, paramBytes: b.param, gradBytes: b.grad, optimizerBytes: b.optimizer, owns: owns(s, g, order) };
     });
     const units = s.strategy === "fsdp" ? ` (${plural(s.units.length, "unit")})` : "";
     const holds = s.ranks.length === 1 ? "a group of one: the rank holds everything" : `${HOLDS[s.strategy] ?? `sharded as '${s.strategy}'`}${units}`;
-    return { stage: s.stage, strategy: s.strategy, ranks: s.ranks, holds, members };
+    const tensor = tensorShard(plan, s.stage, groups);
+    return { stage: s.stage, strategy: s.strategy, ranks: s.ranks, over: over(s.ranks), holds, members, ...(tensor && { tensor }) };
   });
 }

@@ -30,6 +30,7 @@ export const SVG_CSS = `
 .viz .collective{fill:#8e6bbf}
 .viz .optimizer{fill:#3c4043}
 .viz .other{fill:#c0c0c0}
+.viz .tp{fill-opacity:.55;stroke:#202124;stroke-width:.4}
 .viz .lane-label{fill:#888}
 .viz .box{stroke:#333;stroke-width:.6}
 .viz .edge{fill:none;stroke:#555;stroke-width:1}

@@ -1,5 +1,6 @@
 // The schedule timeline as SVG: a row per program (predicted) or device (measured), a compute lane with its
-// idle stretches shaded and a comm lane under it; blocks colored by stage, hover details in <title>.
+// idle stretches shaded and a comm lane under it; blocks colored by stage, hover details in <title>. A
+// compute block of a tensor-parallel plan ends in a hatched share: the time its collectives take.
 import { esc, formatSeconds, num, stageColor } from "./format.js";
 import { timeAxis, type SvgPart } from "./svg-part.js";
 import type { Block, Lane, Timeline, TimelineRow } from "./view-types.js";
@@ -13,6 +14,17 @@ const ROW_H = COMPUTE_H + COMM_H + ROW_GAP;
 const TOP = 34;
 /** Approximate width of a 10px monospace character: labels are drawn only where they fit. */
 const CHAR_W = 6.1;
+/** The hatching of tensor-parallel collectives; only the predicted timeline has them, so one id per page. */
+const TP_PATTERN =
+  '<defs><pattern id="tp-hatch" width="4" height="4" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="1.6" height="4" fill="#202124"/></pattern></defs>';
+
+/** The last `tpSeconds` of a compute block, hatched (the collectives run spread through it; this is their share). */
+function tpMark(b: Block, x: (t: number) => number, y: number, h: number): string {
+  if (b.tpSeconds === undefined) return "";
+  const x0 = x(b.end - b.tpSeconds);
+  const title = `tensor-parallel collectives inside ${b.label}: ${formatSeconds(b.tpSeconds)} of ${formatSeconds(b.end - b.start)} (cost model)`;
+  return `<rect class="tp" x="${num(x0)}" y="${num(y)}" width="${num(Math.max(0.6, x(b.end) - x0))}" height="${h}" fill="url(#tp-hatch)"><title>${esc(title)}</title></rect>`;
+}
 
 function blockRect(b: Block, x: (t: number) => number, y: number, h: number): string {
   const x0 = x(b.start);
@@ -21,7 +33,7 @@ function blockRect(b: Block, x: (t: number) => number, y: number, h: number): st
   const colored = b.kind === "forward" || b.kind === "backward" || b.kind === "weight" || b.kind === "recompute";
   const fill = colored && b.stage !== undefined ? ` fill="${stageColor(b.stage)}"` : "";
   const mb = b.mb !== undefined ? ` data-mb="${b.mb}"` : "";
-  const rect = `<rect class="b ${b.kind}"${mb} x="${num(x0)}" y="${num(y)}" width="${num(w)}" height="${h}"${fill}><title>${esc(b.details)}</title></rect>`;
+  const rect = `<rect class="b ${b.kind}"${mb} x="${num(x0)}" y="${num(y)}" width="${num(w)}" height="${h}"${fill}><title>${esc(b.details)}</title></rect>${tpMark(b, x, y, h)}`;
   if (w < b.label.length * CHAR_W + 3 || h < COMPUTE_H) return rect;
   return `${rect}<text x="${num(x0 + 2)}" y="${num(y + h - 5)}" pointer-events="none">${esc(b.label)}</text>`;
 }
@@ -52,7 +64,9 @@ export function timelineSvg(t: Timeline, scale: number): SvgPart {
   const s = scale > 0 ? scale : 1;
   const x = (time: number) => LABEL_WIDTH + (time * PLOT_WIDTH) / s;
   const height = TOP + t.rows.length * ROW_H + 4;
+  const hatched = t.rows.some((r) => r.lanes[0].blocks.some((b) => b.tpSeconds !== undefined));
   const body =
+    (hatched ? TP_PATTERN : "") +
     `<text class="title" x="4" y="14">${esc(t.caption)}</text>` +
     timeAxis(s, LABEL_WIDTH, PLOT_WIDTH, TOP - 2, height - 4) +
     t.rows.map((r, i) => rowMarkup(t, r, i, x)).join("");

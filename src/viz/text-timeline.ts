@@ -19,6 +19,8 @@ const SHORT: Readonly<Record<BlockKind, string>> = {
 };
 
 export const TEXT_LEGEND = "F forward, B backward (I: input gradient), W weight gradient, R recompute, > send, < receive, = collective, O optimizer, . idle compute";
+/** The tensor-parallel lane's legend, for plans that have one. */
+export const TP_LEGEND = "tp: ~ the tensor-parallel collectives inside the compute block above (their cost-model seconds, drawn at its end)";
 
 /** `F3`, `I3`, `>F3`, `AG`, `O`: what fits the start of a block. */
 function shortLabel(b: Block): string {
@@ -43,7 +45,21 @@ function lane(blocks: readonly Block[], dt: number, idle: string): string {
   return cells.join("");
 }
 
-/** Rows of a timeline at `scale` seconds across TEXT_COLUMNS (shared by predicted and measured). */
+/** The columns of each compute block's last `tpSeconds` marked `~`: where its tensor-parallel collectives
+ *  are drawn (they run spread through the block; the lane shows how much of it they take). */
+function tpLane(blocks: readonly Block[], dt: number): string {
+  const cells = new Array<string>(TEXT_COLUMNS).fill(" ");
+  for (const b of blocks) {
+    if (b.tpSeconds === undefined) continue;
+    const c1 = Math.min(TEXT_COLUMNS, Math.max(1, Math.ceil(b.end / dt)));
+    const c0 = Math.min(c1 - 1, Math.floor((b.end - b.tpSeconds) / dt));
+    for (let c = c0; c < c1; c++) cells[c] = "~";
+  }
+  return cells.join("");
+}
+
+/** Rows of a timeline at `scale` seconds across TEXT_COLUMNS (shared by predicted and measured); a third
+ *  lane, `tp`, where compute blocks carry tensor-parallel collectives. */
 export function timelineText(t: Timeline, scale: number): string[] {
   const dt = scale / TEXT_COLUMNS;
   const width = Math.max(...t.rows.map((r) => r.label.length));
@@ -51,6 +67,7 @@ export function timelineText(t: Timeline, scale: number): string[] {
   for (const r of t.rows) {
     lines.push(`  ${r.label.padEnd(width)}  compute |${lane(r.lanes[0].blocks, dt, ".")}|`);
     lines.push(`  ${"".padEnd(width)}  comm    |${lane(r.lanes[1].blocks, dt, " ")}|`);
+    if (r.lanes[0].blocks.some((b) => b.tpSeconds !== undefined)) lines.push(`  ${"".padEnd(width)}  tp      |${tpLane(r.lanes[0].blocks, dt)}|`);
   }
   return lines;
 }

@@ -1,11 +1,13 @@
 // `fsm viz --format text`: the plan at a glance in a terminal — summary, stage table, the graph by stage,
 // the shard map, the predicted (and measured) timeline, memory per program, and the search's alternatives.
-import { count, formatBytes, formatFlops, formatSeconds, pct, plural, rankText, stageLayers, tableLines as table } from "./format.js";
-import { memoryText, TEXT_LEGEND, timelineText } from "./text-timeline.js";
-import type { ShardGroup, ShardMember, ViewModel } from "./view-types.js";
+import { count, formatBytes, formatFlops, formatSeconds, pct, plural, rankText, ranksLabel, stageLayers, tableLines as table } from "./format.js";
+import { memoryText, TEXT_LEGEND, timelineText, TP_LEGEND } from "./text-timeline.js";
+import type { ShardGroup, ShardMember, TensorShard, ViewModel } from "./view-types.js";
 
 /** Shard groups up to this size list every rank; larger ones one line of ranges. */
 const LIST_MEMBERS = 8;
+/** Tensor-parallel groups up to this size get a column per tensor rank; larger ones the first and last. */
+const LIST_TENSOR_RANKS = 4;
 
 function summaryLines(vm: ViewModel): string[] {
   const s = vm.summary;
@@ -65,21 +67,41 @@ function range(xs: readonly number[]): string {
   return lo === hi ? formatBytes(lo) : `${formatBytes(lo)}..${formatBytes(hi)}`;
 }
 
+/** `0-1, 2-3, 4-5`, or `0-7, 8-15, ..., 1016-1023` when there are more than LIST_MEMBERS. */
+function groupsText(groups: readonly (readonly number[])[]): string {
+  const shown = groups.length <= LIST_MEMBERS ? groups : [groups[0]!, groups[1]!, groups[groups.length - 1]!];
+  const texts = shown.map((g) => rankText(g));
+  if (shown !== groups) texts.splice(2, 0, "...");
+  return texts.join(", ");
+}
+
+function tensorLines(stage: number, t: TensorShard): string[] {
+  const ranks = Array.from({ length: t.degree }, (_, r) => r).filter((r) => t.degree <= LIST_TENSOR_RANKS || r === 0 || r === t.degree - 1);
+  const rows = t.params.map((p) => [p.name, p.shape, p.split, ...ranks.map((r) => p.slices[r] ?? "")]);
+  return [
+    `  stage ${stage}, tensor parallel over ${plural(t.groups.length, "group")} of ${t.degree} ranks (${groupsText(t.groups)}): ${t.holds}`,
+    ...table(["parameter", "whole", "split", ...ranks.map((r) => `tensor rank ${r}`)], rows, 3 + ranks.length).map((l) => `    ${l}`),
+  ];
+}
+
 function shardLines(groups: readonly ShardGroup[]): string[] {
   const lines = ["shards (model state per rank: weights / gradients / optimizer state)"];
   for (const g of groups) {
-    lines.push(`  stage ${g.stage}, shard ${g.strategy} over ranks ${rankText(g.ranks)}: ${g.holds}`);
+    lines.push(`  stage ${g.stage}, shard ${g.strategy} over ${g.over}: ${g.holds}`);
     if (g.members.length <= LIST_MEMBERS) {
-      const w = Math.max(...g.members.map((m) => String(m.rank).length));
-      for (const m of g.members) {
-        lines.push(`    rank ${String(m.rank).padEnd(w)}  ${formatBytes(m.paramBytes)} / ${formatBytes(m.gradBytes)} / ${formatBytes(m.optimizerBytes)}${ownsText(m)}`);
-      }
+      // A member with a tensor-parallel group stands for its every rank: each holds these bytes of its slices.
+      const labels = g.members.map((m) => `${ranksLabel(m.devices)}${m.devices.length > 1 ? " each" : ""}`);
+      const w = Math.max(...labels.map((l) => l.length));
+      g.members.forEach((m, i) => {
+        lines.push(`    ${labels[i]!.padEnd(w)}  ${formatBytes(m.paramBytes)} / ${formatBytes(m.gradBytes)} / ${formatBytes(m.optimizerBytes)}${ownsText(m)}`);
+      });
     } else {
       const ms = g.members;
       const owning = ms.map((m) => m.owns.length);
       const owns = Math.max(...owning) > 0 ? `; owns ${Math.min(...owning)}..${Math.max(...owning)} ${g.strategy === "fsdp" ? "slices" : "parameters"} each` : "";
       lines.push(`    ${ms.length} ranks: ${range(ms.map((m) => m.paramBytes))} / ${range(ms.map((m) => m.gradBytes))} / ${range(ms.map((m) => m.optimizerBytes))}${owns}`);
     }
+    if (g.tensor) lines.push(...tensorLines(g.stage, g.tensor));
   }
   return lines;
 }
@@ -111,7 +133,7 @@ export function renderText(vm: ViewModel): string {
     stageLines(vm),
     graphLines(vm),
     shardLines(vm.shards),
-    [`timeline (${TEXT_LEGEND})`, ...timelineText(vm.predicted, scale), ...(vm.measured ? timelineText(vm.measured, scale) : [])],
+    [`timeline (${TEXT_LEGEND}${vm.summary.tensorParallel > 1 ? `; ${TP_LEGEND}` : ""})`, ...timelineText(vm.predicted, scale), ...(vm.measured ? timelineText(vm.measured, scale) : [])],
     ["memory", ...memoryText(vm.memory, vm.predicted.stepSeconds)],
     alternativeLines(vm),
   ];

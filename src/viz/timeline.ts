@@ -3,6 +3,8 @@
 import type { Plan, PlanAction, PlanProgram } from "../plan/plan.js";
 import { parseAction, type Action } from "../schedule/action.js";
 import { formatBytes, formatSeconds, ranksLabel } from "./format.js";
+import { tensorDevices } from "./tensor-map.js";
+import type { TpSecondsOf } from "./tensor-collectives.js";
 import type { Block, BlockKind, Lane, Timeline, TimelineRow } from "./view-types.js";
 
 const COLLECTIVE_ABBR: Readonly<Record<string, string>> = { ALL_GATHER: "AG", REDUCE_SCATTER: "RS", ALL_REDUCE: "AR", BROADCAST: "BC", REDUCE: "RD" };
@@ -40,8 +42,9 @@ function labelOf(a: Action, kind: BlockKind): string {
 }
 
 /** A block for an action named `text` (plan action text or trace event name) running [start, end]; none for
- *  a FREE, a zero-time marker that releases memory and has nothing to draw. */
-export function blockFor(text: string, start: number, end: number, extra: string): Block | undefined {
+ *  a FREE, a zero-time marker that releases memory and has nothing to draw. `tp`: the predicted seconds of
+ *  the tensor-parallel collectives inside a compute action. */
+export function blockFor(text: string, start: number, end: number, extra: string, tp?: TpSecondsOf): Block | undefined {
   const parsed = parseAction(text);
   const span = `${formatSeconds(start)} .. ${formatSeconds(end)} (${formatSeconds(end - start)})`;
   if (!parsed.ok) return { kind: "other", label: text, start, end, details: `${text}: ${span}${extra}` };
@@ -49,6 +52,9 @@ export function blockFor(text: string, start: number, end: number, extra: string
   if (a.kind === "FREE") return undefined;
   const where = [`stage ${a.stage}`, ...(a.mb !== undefined ? [`micro-batch ${a.mb}`] : []), ...(a.unit !== undefined ? [`unit ${a.unit}`] : [])];
   const kind = kindOf(a);
+  // A block cannot spend longer in collectives than it lasts (an estimate against the planned length).
+  const tpSeconds = Math.min(tp?.(a) ?? 0, end - start);
+  const inner = tpSeconds > 0 ? `; tensor-parallel collectives ${formatSeconds(tpSeconds)} (cost model)` : "";
   return {
     kind,
     label: labelOf(a, kind),
@@ -56,7 +62,8 @@ export function blockFor(text: string, start: number, end: number, extra: string
     ...(a.mb !== undefined && { mb: a.mb }),
     start,
     end,
-    details: `${text} (${where.join(", ")}): ${span}${extra}`,
+    details: `${text} (${where.join(", ")}): ${span}${extra}${inner}`,
+    ...(tpSeconds > 0 && { tpSeconds }),
   };
 }
 
@@ -87,29 +94,30 @@ export function lanes(compute: readonly (Block | undefined)[], comm: readonly (B
   ];
 }
 
-function programRow(program: PlanProgram, stepSeconds: number): TimelineRow {
+function programRow(program: PlanProgram, stepSeconds: number, tensorParallel: number, tp: TpSecondsOf | undefined): TimelineRow {
   const block = (id: number) => {
     const a = program.actions[id]!;
-    return blockFor(a.text, a.start, a.end, predictedExtra(a));
+    return blockFor(a.text, a.start, a.end, predictedExtra(a), tp);
   };
   return {
     program: program.id,
-    label: ranksLabel(program.ranks),
+    label: ranksLabel(tensorDevices(program.ranks, tensorParallel)),
     stages: program.stages,
     lanes: lanes(program.streams.compute.map(block), program.streams.comm.map(block), stepSeconds),
   };
 }
 
 /**
- * The predicted step: one row per program (its data-parallel replicas run the same actions, so one row with
- * their rank range stands for all of them; peers in the details are the first replica's).
+ * The predicted step: one row per program (its data-parallel replicas and the ranks of their tensor-parallel
+ * groups run the same actions, so one row with their rank range stands for all of them; peers in the details
+ * are the first replica's). `tp`: the tensor-parallel collectives inside compute actions, when the plan has any.
  */
-export function predictedTimeline(plan: Plan): Timeline {
+export function predictedTimeline(plan: Plan, tp?: TpSecondsOf): Timeline {
   const step = plan.predicted.stepTimeSeconds;
   return {
     kind: "predicted",
     caption: `predicted step ${formatSeconds(step)}`,
     stepSeconds: step,
-    rows: plan.programs.map((p) => programRow(p, step)),
+    rows: plan.programs.map((p) => programRow(p, step, plan.settings.tensorParallel, tp)),
   };
 }

@@ -6,6 +6,8 @@ import { groupEdges, layerFacts, layerGroups, type LayerFacts } from "./layers.j
 import { measuredTimeline } from "./measured.js";
 import { memoryCurves } from "./memory-curve.js";
 import { shardGroups } from "./shard-map.js";
+import { tpSecondsOf } from "./tensor-collectives.js";
+import { tensorDevices } from "./tensor-map.js";
 import { predictedTimeline } from "./timeline.js";
 import type { MeasuredStep } from "./trace.js";
 import type { Alternatives, StageRow, Summary, Timeline, ViewModel } from "./view-types.js";
@@ -18,7 +20,7 @@ export interface ViewOptions {
 export function buildViewModel(plan: Plan, options: ViewOptions = {}): ViewModel {
   const facts = layerFacts(plan);
   const groups = layerGroups(plan, facts);
-  const predicted = predictedTimeline(plan);
+  const predicted = predictedTimeline(plan, tpSecondsOf(plan, facts));
   const c = plan.cluster;
   return {
     title: `${plan.model.name} on ${c.profile} × ${c.devices}`,
@@ -27,7 +29,7 @@ export function buildViewModel(plan: Plan, options: ViewOptions = {}): ViewModel
     stages: stageRows(plan, facts, predicted),
     layerGroups: groups,
     edges: groupEdges(plan, groups),
-    shards: shardGroups(plan),
+    shards: shardGroups(plan, groups),
     predicted,
     ...(options.measured && { measured: measuredTimeline(plan, options.measured) }),
     memory: memoryCurves(plan, facts),
@@ -39,8 +41,9 @@ function settingsLine(plan: Plan): string {
   const s = plan.settings;
   const virtual = s.virtualStages > 1 ? ` (${s.virtualStages} virtual each)` : "";
   const reshard = s.shard === "fsdp" ? ` (reshard after forward: ${s.reshardAfterForward})` : "";
+  const tensor = s.tensorParallel > 1 ? ` × ${s.tensorParallel} tensor-parallel${s.sequenceParallel === true ? " (sequence parallel)" : ""}` : "";
   return (
-    `${plural(s.stages, "pipeline stage")}${virtual} × ${s.dataParallel} data-parallel${s.tensorParallel > 1 ? ` × ${s.tensorParallel} tensor-parallel` : ""}, ${s.schedule}, ` +
+    `${plural(s.stages, "pipeline stage")}${virtual} × ${s.dataParallel} data-parallel${tensor}, ${s.schedule}, ` +
     `${plural(s.microBatches, "micro-batch")} of ${s.microBatchSize} (batch ${s.batch}), checkpoint ${s.checkpoint}, ` +
     `shard ${s.shard}${reshard}, ${s.precision}, ${s.optimizer}`
   );
@@ -67,6 +70,7 @@ function summary(plan: Plan): Summary {
     mfu: p.mfu,
     tokensPerSecond: p.tokensPerSecond,
     flopsPerStep: p.flopsPerStep,
+    tensorParallel: plan.settings.tensorParallel,
   };
 }
 
@@ -91,7 +95,7 @@ function stageRows(plan: Plan, facts: readonly LayerFacts[], predicted: Timeline
       layers,
       firstLayer,
       lastLayer,
-      ranks,
+      ranks: tensorDevices(ranks, plan.settings.tensorParallel),
       parameters,
       flopsPerDevice: flops * plan.settings.microBatches,
       computeSeconds: computeSeconds[stage]!,

@@ -35,10 +35,14 @@ export interface Summary {
   readonly mfu: number;
   readonly tokensPerSecond: number;
   readonly flopsPerStep: number;
+  /** Ranks of each tensor-parallel group (1: none). */
+  readonly tensorParallel: number;
 }
 
 /** A stage as `fsm compile`'s summary names it, plus what the page draws of it. */
-export interface StageRow extends Pick<StageSummary, "stage" | "pipeRank" | "layers" | "firstLayer" | "lastLayer" | "ranks"> {
+export interface StageRow extends Pick<StageSummary, "stage" | "pipeRank" | "layers" | "firstLayer" | "lastLayer"> {
+  /** Every device running the stage: each replica's whole tensor-parallel group. */
+  readonly ranks: readonly number[];
   readonly parameters: number;
   /** Model FLOPs one device of the stage runs per step (forward + backward, every micro-batch). */
   readonly flopsPerDevice: number;
@@ -79,14 +83,43 @@ export interface GroupEdge {
 export interface ShardGroup {
   readonly stage: number;
   readonly strategy: string;
+  /** The data-parallel group of tensor rank 0 (the plan's shard group); tensor rank t's is each rank + t. */
   readonly ranks: readonly number[];
+  /** Who the group is, as a phrase after `over`: `ranks 0-1`, or with tensor parallelism which tensor rank. */
+  readonly over: string;
   /** What each group rank holds, one sentence shared by the ranks it applies to (`fsdp`: each its slice). */
   readonly holds: string;
   readonly members: readonly ShardMember[];
+  /** Tensor-parallel plans: what each rank of a tensor-parallel group holds of the stage's parameters. */
+  readonly tensor?: TensorShard;
+}
+
+export interface TensorShard {
+  readonly degree: number;
+  /** Each replica's group: ranks r..r+degree−1, tensor rank t being r + t. */
+  readonly groups: readonly (readonly number[])[];
+  /** What each rank of a group holds, one sentence. */
+  readonly holds: string;
+  /** The stage's parameters, a collapsed run of repeated blocks listing its first block's once. */
+  readonly params: readonly TensorParam[];
+}
+
+export interface TensorParam {
+  /** `wte.weight`, `layers.0 .. layers.1: attn.qkv.weight` (a run of blocks), `lm_head.weight = wte.weight` (tied). */
+  readonly name: string;
+  /** The whole parameter's shape, `96×32`. */
+  readonly shape: string;
+  /** `rows of each of 3 blocks split 2 ways`, or `replicated` (every rank of the group holds it whole). */
+  readonly split: string;
+  /** What each tensor rank holds, by tensor rank (`rows 0..31 of 64`); empty when replicated. */
+  readonly slices: readonly string[];
 }
 
 export interface ShardMember {
   readonly rank: number;
+  /** The devices holding these bytes: the rank and the rest of its tensor-parallel group (each its own
+   *  slices of the split parameters); just the rank without tensor parallelism. */
+  readonly devices: readonly number[];
   readonly groupRank: number;
   readonly paramBytes: number;
   readonly gradBytes: number;
@@ -108,6 +141,9 @@ export interface Block {
   readonly end: number;
   /** One line for hover: the action, its times, what it moves. */
   readonly details: string;
+  /** Predicted compute of a tensor-parallel plan: the seconds of it its tensor-parallel collectives take by
+   *  the cost model (absent when none). */
+  readonly tpSeconds?: number;
 }
 
 export interface Lane {

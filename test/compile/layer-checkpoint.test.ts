@@ -41,6 +41,16 @@ describe("parallel.layer_checkpoint", () => {
     expect(none.recomputeLayers ?? []).toEqual([]);
   });
 
+  it("checkpoint = selective: no whole-stage recompute; the search recomputes whole only the layers memory needs", () => {
+    const selective = llama70b({ checkpoint: "selective" });
+    expect(selective.checkpoint).toBe("never");
+    expect(selective.recomputeLayers!.length).toBeGreaterThan(0); // 1,024 H200s need some (as auto chooses)
+    // On a model that fits without any, selective recomputes none: the same plan as never.
+    const small = compileSample("gpt-tiny", "cpu", { ...fsdp, checkpoint: "selective" }, 4).plan.settings;
+    expect(small.checkpoint).toBe("never");
+    expect(small.recomputeLayers ?? []).toEqual([]);
+  });
+
   it("refuses another value with a located error", () => {
     const r = checkFile(samplePath("gpt-tiny"), { overrides: sets({ layer_checkpoint: "some" }) });
     expect(r.model).toBeUndefined();

@@ -205,7 +205,7 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
       if (!json) {
         const over = world.size > 1 ? ` over ${world.size} processes (mpirun)` : "";
         if (device.note) io.stdout(`note: ${device.note}\n`);
-        io.stdout(`run ${plan.model.name}: ${devicesText(device.kind, plan.cluster.devices)}${over} = ${s.stages} stage${s.stages === 1 ? "" : "s"} × ${s.dataParallel} data-parallel${s.tensorParallel > 1 ? ` × ${s.tensorParallel} tensor-parallel` : ""}, ${s.microBatches} micro-batch${s.microBatches === 1 ? "" : "es"}, ${s.schedule}, shard ${s.shard}\n`);
+        io.stdout(`run ${plan.model.name}: ${devicesText(device.kind, plan.cluster.devices)}${over} = ${s.stages} stage${s.stages === 1 ? "" : "s"} × ${s.dataParallel} data-parallel${s.tensorParallel > 1 ? ` × ${s.tensorParallel} tensor-parallel${s.sequenceParallel ? " (sequence-parallel)" : ""}` : ""}, ${s.microBatches} micro-batch${s.microBatches === 1 ? "" : "es"}, ${s.schedule}, shard ${s.shard}\n`);
       }
       let elapsed = 0;
       let offset = 0; // steps done before this run (a resumed checkpoint's)
