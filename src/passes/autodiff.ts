@@ -61,6 +61,7 @@ function deriveGradients(g: Graph): void {
     forwardOp: fwd.id,
   })[0]!;
   const grad = new Map<TensorId, TensorId>([[loss, seed]]);
+  const again = regathering(g);
 
   for (let i = forwardOps.length - 1; i >= 0; i--) {
     const o = forwardOps[i]!;
@@ -72,7 +73,7 @@ function deriveGradients(g: Graph): void {
     const def = getOp(o.op) ?? internal(`unknown op '${o.op}'`);
     if (!def.backward) throw new Error(`not implemented: backward of op '${o.op}'`);
     const wants = o.inputs.map((t) => need[t] === 1);
-    const grads = def.backward({ inputs: o.inputs, output: o.outputs[0]!, dy, attrs: withDefaults(def.attrs, o.attrs), wants }, emitterFor(g, o));
+    const grads = def.backward({ inputs: o.inputs.map((t) => again(t, o)), output: o.outputs[0]!, dy, attrs: withDefaults(def.attrs, o.attrs), wants }, emitterFor(g, o));
     o.inputs.forEach((t, slot) => {
       const dt = grads[slot];
       if (wants[slot] && dt !== undefined) accumulate(g, grad, t, dt, o);
@@ -83,6 +84,27 @@ function deriveGradients(g: Graph): void {
     const t = grad.get(p.tensor);
     if (t !== undefined) g.setParamGrad(p.name, t);
   }
+}
+
+/**
+ * What a backward reads of a forward value: the value itself, except a sequence-parallel all-gather's whole
+ * sequence (tp_seq_gather), which is gathered again from the ranks' parts at its first backward use and
+ * not kept from the forward, as Megatron-LM does: a rank then stores 1/t of a region's input (its part) and
+ * the backward pays a second all-gather (tp_seq_gather's cost counts it).
+ */
+function regathering(g: Graph): (t: TensorId, reader: OpNode) => TensorId {
+  const regathered = new Map<TensorId, TensorId>();
+  return (t, reader) => {
+    const producer = g.tensor(t).producer;
+    const gather = producer === undefined ? undefined : g.op(producer);
+    if (gather?.op !== "tp_seq_gather" || gather.phase !== "forward") return t;
+    let again = regathered.get(t);
+    if (again === undefined) {
+      again = g.addOp({ op: "tp_seq_gather", attrs: gather.attrs, inputs: gather.inputs, outputTypes: [g.tensor(t).type], scope: reader.scope, layer: reader.layer, phase: "backward", forwardOp: reader.id })[0]!;
+      regathered.set(t, again);
+    }
+    return again;
+  };
 }
 
 /**

@@ -1,7 +1,8 @@
 // tp_seq_gather(x): Megatron's "g" under sequence parallelism — enters a tensor-parallel region from the
 // sequence-parallel one: the ranks' sequence parts all-gathered into the whole sequence forward; backward the
 // region's partial gradients (each rank's heads or columns contribute one) reduce-scattered back into the
-// ranks' sequence parts. It replaces tp_copy where the input is sequence-split.
+// ranks' sequence parts. It replaces tp_copy where the input is sequence-split. Its output is not kept for
+// the backward: autodiff gathers it again there (src/passes/autodiff.ts regathering).
 import type { OpDef } from "../op-def.js";
 import { AXIS_ATTR, axisOf, axisWhole, collectiveCost, defineTensorParallelOp, PARTS_ATTR, partsOf } from "./tensor-parallel-rules.js";
 
@@ -13,8 +14,11 @@ export const tp_seq_gather: OpDef = defineTensorParallelOp({
   infer: ([x], attrs) => axisWhole(x!, partsOf(attrs), axisOf(attrs, x!.shape.length)),
   cost: collectiveCost(() => undefined, ([x], attrs) => {
     const whole = axisWhole(x!, partsOf(attrs), axisOf(attrs, x!.shape.length));
+    // Backward: the whole sequence gathered again (autodiff does not keep it from the forward), then the
+    // gradient reduce-scattered.
     return [
       { phase: "forward", kind: "all_gather", type: whole },
+      { phase: "backward", kind: "all_gather", type: whole },
       { phase: "backward", kind: "reduce_scatter", type: whole },
     ];
   }),
