@@ -128,7 +128,8 @@ export function searchPlans(x: SearchInput): SearchResult {
   const space = searchSpace({ devices, tensorParallel: [...tables.keys()], batch: x.train.batch, layers: layerCount, parallel: x.parallel });
   const bandwidth = x.cluster.profile.memory.bandwidth * x.cluster.profile.achievable.memory;
 
-  const word = stateBytesPerParam(x.train.precision, x.train.optimizer, x.train.reduceDtype).param;
+  const perParam = stateBytesPerParam(x.train.precision, x.train.optimizer, x.train.reduceDtype);
+  const word = perParam.param;
   const bucketBytes = bucketCapBytes(x.parallel.bucketMB);
   const microBatch = (c: Candidate): number => x.train.batch / (c.dataParallel * c.microBatches);
   // Layer seconds depend on the micro-batch size, the data-parallel degree and the sharding only: shared.
@@ -137,7 +138,7 @@ export function searchPlans(x: SearchInput): SearchResult {
     const key = `${microBatch(c)}|${c.dataParallel}|${c.tensorParallel}|${c.shard}|${c.reshardAfterForward}`;
     let s = secondsCache.get(key);
     if (!s) {
-      s = layerSeconds(tableOf(c), tableOf(c).at(microBatch(c)), x.cluster, c, word, bucketBytes);
+      s = layerSeconds(tableOf(c), tableOf(c).at(microBatch(c)), x.cluster, c, perParam, bucketBytes);
       secondsCache.set(key, s);
     }
     return s;

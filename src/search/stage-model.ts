@@ -92,7 +92,7 @@ export function bucketedTime(kind: CollectiveKind, bytes: number, ranks: number,
   return buckets * collectiveTime(kind, bytes / buckets, ranks, link);
 }
 
-export function layerSeconds(table: LayerTable, pr: MicroBatchProfile, cluster: Cluster, c: Candidate, word: number, bucketBytes: number): LayerSeconds {
+export function layerSeconds(table: LayerTable, pr: MicroBatchProfile, cluster: Cluster, c: Candidate, perParam: StateBytesPerParam, bucketBytes: number): LayerSeconds {
   const L = table.count;
   // Every stage's data-parallel group spans as many nodes as stage 0's under meshRank's layout.
   const link = blockLink(cluster, 0, c.dataParallel, c.tensorParallel);
@@ -107,15 +107,18 @@ export function layerSeconds(table: LayerTable, pr: MicroBatchProfile, cluster: 
   for (let l = 0; l < L; l++) {
     const f = pr.forward[l]!;
     const b = pr.backwardInput[l]! + pr.backwardWeight[l]!;
-    const bytes = table.params[l]! * word;
+    // Weights travel in their storage type, gradients in the reduction's (train.reduce_dtype: fp32 by
+    // default), as the shard plans move them.
+    const weights = table.params[l]! * perParam.param;
+    const grads = table.params[l]! * perParam.grad;
     let m = 0;
     if (c.shard === "fsdp") {
-      const gather = collectiveTime("all_gather", bytes, c.dataParallel, link);
-      m = (c.reshardAfterForward ? 2 : 1 / c.microBatches) * gather + collectiveTime("reduce_scatter", bytes, c.dataParallel, link);
+      const gather = collectiveTime("all_gather", weights, c.dataParallel, link);
+      m = (c.reshardAfterForward ? 2 : 1 / c.microBatches) * gather + collectiveTime("reduce_scatter", grads, c.dataParallel, link);
       if (c.reshardAfterForward) gathers[l] = gather;
     } else if (c.shard === "sddp") {
       // ShardedDDP reduces each micro-batch's gradients to their owners as they are ready (src/shard/sddp.ts).
-      m = bucketedTime("reduce", bytes, c.dataParallel, link, bucketBytes);
+      m = bucketedTime("reduce", grads, c.dataParallel, link, bucketBytes);
     }
     forward[l] = f;
     backward[l] = b;
@@ -154,7 +157,7 @@ export class StageModel {
 
   constructor(
     private readonly x: StageModelInput,
-    seconds: LayerSeconds = layerSeconds(x.table, x.profile, x.cluster, x.candidate, stateBytesPerParam(x.precision, x.optimizer, x.reduceDtype).param, x.bucketBytes),
+    seconds: LayerSeconds = layerSeconds(x.table, x.profile, x.cluster, x.candidate, stateBytesPerParam(x.precision, x.optimizer, x.reduceDtype), x.bucketBytes),
   ) {
     const { table, profile: pr, cluster, candidate: c } = x;
     const L = table.count;
@@ -182,7 +185,7 @@ export class StageModel {
     // ShardedDDP (once per step otherwise: step-model.ts), over the link that spans the pipeline.
     const perMicroBatch = c.shard === "fsdp" || c.shard === "sddp";
     const pipeLink = groupLink(cluster, [0, cluster.devices - 1]);
-    const tied = table.shared.map((t) => ({ layers: t.layers, seconds: collectiveTime("all_reduce", t.params * this.word, 2, pipeLink) }));
+    const tied = table.shared.map((t) => ({ layers: t.layers, seconds: collectiveTime("all_reduce", t.params * this.perParam.grad, 2, pipeLink) }));
     this.tied = perMicroBatch ? tied : [];
     this.tiedPerStep = perMicroBatch ? [] : tied;
     this.selective = c.checkpoint !== "selective" ? [] : selectiveKinds(table, pr);
@@ -427,6 +430,10 @@ export class StageModel {
   }
   get weightBytes(): number {
     return this.word;
+  }
+  /** Bytes per gradient element as the data-parallel reductions move it (train.reduce_dtype). */
+  get gradBytes(): number {
+    return this.perParam.grad;
   }
   /** Seconds of the once-per-step all-reduces of tied weights whose holders include pipeline rank r and
    *  another rank (DDP and OSS). */

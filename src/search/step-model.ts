@@ -84,14 +84,14 @@ function tailSync(c: Candidate, model: StageModel, r: number, bounds: readonly [
   bounds.forEach(([i, j], k) => {
     if (k % c.stages === r) params += model.paramsIn(i, j);
   });
-  const bytes = params * model.weightBytes;
   const link = model.dpLink(r);
-  // DDP and OSS all-reduce the gradients once, overlapping the last backward; ShardedDDP reduced them per
-  // micro-batch already.
-  const reduce = c.shard === "sddp" ? 0 : bucketedTime("all_reduce", bytes, c.dataParallel, link, model.bucketBytes);
+  // DDP and OSS all-reduce the gradients once (in the reduction's type), overlapping the last backward;
+  // ShardedDDP reduced them per micro-batch already.
+  const reduce = c.shard === "sddp" ? 0 : bucketedTime("all_reduce", params * model.gradBytes, c.dataParallel, link, model.bucketBytes);
   const exposed = Math.max(0, reduce - lastBackward);
-  // OSS and ShardedDDP owners broadcast their parameters: together, the stage's parameters once around.
-  const broadcast = c.shard === "none" ? 0 : collectiveTime("all_gather", bytes, c.dataParallel, link);
+  // OSS and ShardedDDP owners broadcast their parameters (in their storage type): together, the stage's
+  // parameters once around.
+  const broadcast = c.shard === "none" ? 0 : collectiveTime("all_gather", params * model.weightBytes, c.dataParallel, link);
   return exposed + broadcast + tied;
 }
 
