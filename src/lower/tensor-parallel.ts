@@ -6,10 +6,9 @@
 //     all-gather of the flat parts (rank-major, [parts, outer, n]) and a transpose into [outer, parts·n];
 //   - tp_reduce_scatter is the reverse: a transpose of [outer, parts·n] into [parts, outer, n], then one
 //     reduce-scatter, each rank keeping the sum of its part;
-//   - the vocabulary-parallel loss and its gradient gather the logits' slices and compute the whole loss on
-//     every rank (the gradient then keeps the rank's slice) — the same values as the group interpreter
-//     (src/interp/tensor-parallel.ts), at the price of one [rows, V] buffer where Megatron's kernel all-reduces
-//     three numbers per row;
+//   - the vocabulary-parallel loss and its gradient move row statistics, never the logits (Megatron-LM's):
+//     each rank's row maxima all-gathered, then its Σ exp(l − M) and target logits all-reduced, and the whole
+//     loss (or the rank's part of its gradient) computed from them on every rank (the fsm_vocab_ce_* kernels);
 //   - tp_slice and the vocabulary-parallel lookup and its gradient are kernels told the device's rank
 //     (`tensor_rank`), since the graph's op is the same on every rank.
 import type { NativeAttrs } from "../native/binding.js";
@@ -34,7 +33,6 @@ export function lowerTensorParallelOp(b: DeviceBuilder, place: TensorPlace, op: 
   if (parts === 1) return false;
   if (parts !== place.group.length) throw new Error(`internal: ${text}: ${op} is split ${parts} ways, the device's tensor-parallel group has ${place.group.length} ranks`);
   const group = [...place.group];
-  const { parts: _, ...whole } = attrs;
   switch (op) {
     case "tp_all_reduce":
       b.emit(COMPUTE, "fsm_copy", [ins[0]!], [outs[0]!], {}, text);
@@ -48,15 +46,13 @@ export function lowerTensorParallelOp(b: DeviceBuilder, place: TensorPlace, op: 
       reduceScatterAlong(b, group, ins[0]!, axisOf(attrs, b.shape(ins[0]!).length), outs[0]!, text);
       return true;
     case "cross_entropy": {
-      const logits = gatherAlong(b, group, ins[0]!, b.shape(ins[0]!).length - 1, undefined, text);
-      b.emit(COMPUTE, "cross_entropy", [logits, ins[1]!], outs, whole, text);
+      const stats = rowStatistics(b, place, ins[0]!, ins[1]!, text);
+      b.emit(COMPUTE, "fsm_vocab_ce_loss", [stats.sums, stats.maxes], outs, {}, text);
       return true;
     }
     case "cross_entropy_grad": {
-      const logits = gatherAlong(b, group, ins[1]!, b.shape(ins[1]!).length - 1, undefined, text);
-      const grad = b.slot(b.shape(logits));
-      b.emit(COMPUTE, "cross_entropy_grad", [ins[0]!, logits, ins[2]!], [grad], whole, text);
-      b.emit(COMPUTE, "tp_slice", [grad], outs, { parts, tensor_rank: place.rank }, text);
+      const stats = rowStatistics(b, place, ins[1]!, ins[2]!, text);
+      b.emit(COMPUTE, "fsm_vocab_ce_grad", [ins[0]!, ins[1]!, ins[2]!, stats.sums, stats.maxes], outs, { tensor_rank: place.rank }, text);
       return true;
     }
     default:
@@ -64,6 +60,22 @@ export function lowerTensorParallelOp(b: DeviceBuilder, place: TensorPlace, op: 
       b.emit(COMPUTE, op, ins, outs, { ...attrs, tensor_rank: place.rank }, text);
       return true;
   }
+}
+
+/** The vocabulary-parallel loss's row statistics: every rank's row maxima [parts, rows] (all-gathered), and
+ *  [Σ exp(l − M) over the group's classes; the target's logit] [2, rows] (all-reduced). */
+function rowStatistics(b: DeviceBuilder, place: TensorPlace, logits: number, targets: number, text: string): { maxes: number; sums: number } {
+  const shape = b.shape(logits);
+  const rows = shape.reduce((x, y) => x * y, 1) / shape[shape.length - 1]!;
+  const group = [...place.group];
+  const mine = b.slot([rows]);
+  b.emit(COMPUTE, "fsm_vocab_ce_max", [logits], [mine], {}, text);
+  const maxes = b.slot([group.length, rows]);
+  b.emit(COMM, "comm.allGather", [mine], [maxes], { group }, text);
+  const sums = b.slot([2, rows]);
+  b.emit(COMPUTE, "fsm_vocab_ce_sums", [logits, targets, maxes], [sums], { tensor_rank: place.rank }, text);
+  b.emit(COMM, "comm.allReduce", [sums], [sums], { group }, text);
+  return { maxes, sums };
 }
 
 /** A slot's shape around `axis`: the blocks before it (outer) and the elements of one block (n). */

@@ -41,6 +41,8 @@ export function calibratePlan(plan: Plan, repeats = 5): CalibrationFile {
   }
   if (plan.settings.precision !== "fp32") throw new CalibrateError(`calibrate runs fp32 kernels; the plan's precision is ${plan.settings.precision}`);
   if (!(Number.isInteger(repeats) && repeats >= 1)) throw new CalibrateError(`repeats must be a positive integer, got ${repeats}`);
+  // Its ops are timed one device at a time; a tensor-parallel rank's collectives need its whole group.
+  if (plan.settings.tensorParallel > 1) throw new CalibrateError(`not implemented: calibrating a tensor-parallel plan (tensor_parallel = ${plan.settings.tensorParallel}); calibrate the model's plan with tensor_parallel = 1, whose kernels the tensor-parallel ranks run on slices`);
   const g = graphFromJson(plan.model.name, plan.graph);
   const missing = [...new Set(g.ops().map((o) => o.op))].filter((op) => !hasNativeKernel(op));
   if (missing.length > 0) throw new CalibrateError(`no native kernel yet for ${missing.join(", ")}`);

@@ -85,6 +85,23 @@ describe("CUDA kernels of lowered programs match the CPU's", () => {
     expect(Array.from(cuda[0]!)).toEqual(Array.from(cpu[0]!));
   });
 
+  it("the vocabulary-parallel loss's pieces: row maxima, sums, the loss and its gradient", () => {
+    const [rows, local, parts] = [6, 5, 2];
+    const logits = floats([rows, local], 8);
+    const targets = { shape: [rows], data: Int32Array.of(0, 7, 4, 9, 5, 2) };
+    const [cpuMax, cudaMax] = both("fsm_vocab_ce_max", [logits], {}, [{ shape: [rows], dtype: "f32" }]);
+    expect(Array.from(cudaMax[0]!)).toEqual(Array.from(cpuMax[0]!));
+    // The other rank's maxima, as the all-gather would bring them (rank 0's first).
+    const maxes = { shape: [parts, rows], data: Float32Array.from([...cpuMax[0]!, ...Array.from({ length: rows }, (_, r) => (r % 2 === 0 ? 3 : -3))]) };
+    for (const rank of [0, 1]) {
+      const sums = both("fsm_vocab_ce_sums", [logits, targets, maxes], { tensor_rank: rank }, [{ shape: [2, rows], dtype: "f32" }]);
+      expectClose(...sums, 1e-6, 1e-7);
+      const s = { shape: [2, rows], data: sums[0][0]! };
+      expectClose(...both("fsm_vocab_ce_loss", [s, maxes], {}, [{ shape: [], dtype: "f32" }]), 1e-6, 1e-7);
+      expectClose(...both("fsm_vocab_ce_grad", [{ shape: [], data: Float32Array.of(0.5) }, logits, targets, s, maxes], { tensor_rank: rank }, [{ shape: [rows, local], dtype: "f32" }]), 1e-5, 1e-7);
+    }
+  });
+
   it("ops split over a tensor-parallel group that only the CPU device runs say so", () => {
     const ids = { data: Int32Array.of(0, 1), shape: [2] };
     const embed = () => runNativeKernel("embedding", [ids, { data: new Float32Array(6), shape: [3, 2] }], { parts: 2, tensor_rank: 0 }, [{ shape: [2, 2], dtype: "f32" }], { device: DEVICE });

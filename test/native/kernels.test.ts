@@ -54,6 +54,34 @@ describe("native kernels match the interpreter's", () => {
     expect(Array.from(nativeKernel("embedding")([ids, w], { parts: 2, tensor_rank: 1 }, { outShapes: [[5, 2]], float: "f32" })[0]!.data)).toEqual([0, 0, 3, 4, 5, 6, 0, 0, 3, 4]);
   });
 
+  it("the vocabulary-parallel loss's pieces, strung together over 2 ranks by hand, give the whole loss and its gradient", () => {
+    const [rows, V, parts] = [5, 8, 2];
+    const local = V / parts;
+    const whole = Float32Array.from({ length: rows * V }, (_, i) => Math.sin(i * 1.7) * 3);
+    const targets = { shape: [rows], data: Int32Array.of(0, 3, 4, 7, 6) };
+    const f32 = (shape: number[]) => ({ shape, dtype: "f32" as const });
+    // Rank k holds classes [k·4, (k+1)·4) of every row.
+    const slice = (k: number) => ({ shape: [rows, local], data: Float32Array.from({ length: rows * local }, (_, i) => whole[Math.floor(i / local) * V + k * local + (i % local)]!) });
+    const maxes = { shape: [parts, rows], data: new Float32Array(parts * rows) };
+    for (let k = 0; k < parts; k++) maxes.data.set(runNativeKernel("fsm_vocab_ce_max", [slice(k)], {}, [f32([rows])])[0] as Float32Array, k * rows);
+    const sums = { shape: [2, rows], data: new Float32Array(2 * rows) };
+    for (let k = 0; k < parts; k++) {
+      const mine = runNativeKernel("fsm_vocab_ce_sums", [slice(k), targets, maxes], { tensor_rank: k }, [f32([2, rows])])[0] as Float32Array;
+      mine.forEach((v, i) => (sums.data[i] += v)); // the all-reduce
+    }
+    const loss = (runNativeKernel("fsm_vocab_ce_loss", [sums, maxes], {}, [f32([])])[0] as Float32Array)[0]!;
+    const want = (runNativeKernel("cross_entropy", [{ shape: [rows, V], data: whole }, targets], {}, [f32([])])[0] as Float32Array)[0]!;
+    expect(Math.abs(loss - want)).toBeLessThan(1e-6 * Math.abs(want));
+    const dloss = { shape: [], data: Float32Array.of(0.7) };
+    const wantGrad = runNativeKernel("cross_entropy_grad", [dloss, { shape: [rows, V], data: whole }, targets], {}, [f32([rows, V])])[0] as Float32Array;
+    for (let k = 0; k < parts; k++) {
+      const grad = runNativeKernel("fsm_vocab_ce_grad", [dloss, slice(k), targets, sums, maxes], { tensor_rank: k }, [f32([rows, local])])[0] as Float32Array;
+      grad.forEach((g, i) => expect(Math.abs(g - wantGrad[Math.floor(i / local) * V + k * local + (i % local)]!)).toBeLessThan(1e-6));
+    }
+    // A target outside the whole vocabulary is the whole loss's error.
+    expect(() => runNativeKernel("fsm_vocab_ce_sums", [slice(0), { shape: [rows], data: Int32Array.of(0, 1, 2, 3, 8) }, maxes], { tensor_rank: 0 }, [f32([2, rows])])).toThrow(/target 8 is out of range \[0, 8\)/);
+  });
+
   it("relu keeps NaN as PyTorch does (a poisoned activation reaches the loss), in both kernels", () => {
     const x = { shape: [3], data: Float32Array.of(Number.NaN, -1, 2) };
     const native = nativeKernel("relu")([x], {}, { outShapes: [[3]], float: "f32" })[0]!.data;
