@@ -92,7 +92,9 @@ export function resolveMesh(parallel: ParallelConfig, devices: number | undefine
   const dataParallel = num(parallel.dataParallel);
   const tp = num(parallel.tensorParallel);
   if (tp === undefined) {
-    // The search chooses tensor_parallel, unless stages and data_parallel leave it one value.
+    // The search chooses tensor_parallel, unless stages and data_parallel leave it one value: with the
+    // devices, what they leave; without, none (the mesh given is the whole of it).
+    if (all === undefined && stagesGiven !== undefined && dataParallel !== undefined) return { devices: stagesGiven * dataParallel, stages: stagesGiven, dataParallel, tensorParallel: 1 };
     if (all === undefined || stagesGiven === undefined || dataParallel === undefined) return { devices: all, stages: stagesGiven, dataParallel, tensorParallel: undefined };
     if (all % (stagesGiven * dataParallel) !== 0) {
       throw new CompileError(`devices = ${all} is not a multiple of stages × data_parallel = ${stagesGiven} × ${dataParallel}`);

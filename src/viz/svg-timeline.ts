@@ -18,12 +18,14 @@ const CHAR_W = 6.1;
 const TP_PATTERN =
   '<defs><pattern id="tp-hatch" width="4" height="4" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="1.6" height="4" fill="#202124"/></pattern></defs>';
 
-/** The last `tpSeconds` of a compute block, hatched (the collectives run spread through it; this is their share). */
+/** The last `tpSeconds` of a compute block, hatched (the collectives run spread through it; this is their share),
+ *  along the block's lower third: however large the share, the block itself stays under the pointer. */
 function tpMark(b: Block, x: (t: number) => number, y: number, h: number): string {
   if (b.tpSeconds === undefined) return "";
   const x0 = x(b.end - b.tpSeconds);
   const title = `tensor-parallel collectives inside ${b.label}: ${formatSeconds(b.tpSeconds)} of ${formatSeconds(b.end - b.start)} (cost model)`;
-  return `<rect class="tp" x="${num(x0)}" y="${num(y)}" width="${num(Math.max(0.6, x(b.end) - x0))}" height="${h}" fill="url(#tp-hatch)"><title>${esc(title)}</title></rect>`;
+  const strip = h / 3;
+  return `<rect class="tp" x="${num(x0)}" y="${num(y + h - strip)}" width="${num(Math.max(0.6, x(b.end) - x0))}" height="${num(strip)}" fill="url(#tp-hatch)"><title>${esc(title)}</title></rect>`;
 }
 
 function blockRect(b: Block, x: (t: number) => number, y: number, h: number): string {

@@ -103,7 +103,7 @@ describe("the plan search's choices", () => {
       expect(simulated.every((s) => Number.isFinite(s))).toBe(true);
       // Ranked by simulated step time; within 0.1% (a tie for the cost model) by memory instead.
       for (let i = 1; i < simulated.length; i++) expect(simulated[i]!, search.candidates[i]!.settings).toBeGreaterThanOrEqual(simulated[i - 1]! * (1 - 1e-3));
-      expect(plan.settings.stages * plan.settings.dataParallel).toBe(c.devices);
+      expect(plan.settings.stages * plan.settings.dataParallel * plan.settings.tensorParallel).toBe(c.devices);
     });
   }
 
