@@ -59,6 +59,9 @@ export interface ClusterProgram {
   readonly paramReaders: ReadonlyMap<string, { readonly ranks: readonly (readonly ParamPiece[])[]; readonly split?: ParamSplitInfo }>;
   /** Ranks of each tensor-parallel group: device d is rank d mod tensorParallel of its group. */
   readonly tensorParallel: number;
+  /** The parameters a tensor-parallel rank holds a slice of, however many of the group's ranks this process
+   *  runs (its pieces are of that slice). */
+  readonly paramSplits: ReadonlyMap<string, ParamSplitInfo>;
   /** The loss of every (replica, micro-batch) the lowered ranks compute, replica-major. */
   readonly lossSlots: readonly { readonly replica: number; readonly mb: number; readonly device: number; readonly slot: number }[];
   /** Per device: the optimizer state that persists between steps (checkpoint.ts names and saves it). */
@@ -159,6 +162,10 @@ export function lower(plan: Plan, g: Graph, ranks: readonly number[] = Array.fro
     if (list) list.push(x);
     else f32Pieces.set(key, [x]);
   }
+  const splits = new Map<string, ParamSplitInfo>();
+  for (const p of g.params()) {
+    if (p.split) splits.set(p.name, { split: p.split, shape: wholeShape(concreteShape(p.type.shape, {}), p.split) });
+  }
   for (const p of g.params()) {
     const total = numel(p.type.shape);
     const lists = (p.split ? Array.from({ length: tp }, (_, t) => `${p.name}#${t}`) : [p.name]).map((key) => {
@@ -174,13 +181,13 @@ export function lower(plan: Plan, g: Graph, ranks: readonly number[] = Array.fro
     });
     // A parameter every rank holds a piece of is whole only over the whole world.
     const whole = lists.every((list) => list.reduce((n, x) => n + x.count, 0) === total);
-    const shape = concreteShape(p.type.shape, {});
-    if (whole) readers.set(p.name, { ranks: lists, ...(p.split && { split: { split: p.split, shape: wholeShape(shape, p.split) } }) });
+    const split = splits.get(p.name);
+    if (whole) readers.set(p.name, { ranks: lists, ...(split && { split }) });
     else if (ranks.length === plan.cluster.devices) throw new Error(`internal: no device holds every element of parameter '${p.name}'`);
   }
   losses.sort((a, b) => a.replica - b.replica || a.mb - b.mb);
   const lossScaling = plan.settings.precision === "fp16" ? { lossScaling: scaling } : {};
-  return { ranks: [...ranks], devices, inputs, paramPieces: pieces, paramReaders: readers, tensorParallel: tp, lossSlots: losses, optimizerState, ...lossScaling };
+  return { ranks: [...ranks], devices, inputs, paramPieces: pieces, paramReaders: readers, tensorParallel: tp, paramSplits: splits, lossSlots: losses, optimizerState, ...lossScaling };
 }
 
 /** One device's lowering: its slots, value maps and the strategy's buffers, fed the program's actions. */

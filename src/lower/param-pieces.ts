@@ -29,7 +29,7 @@ export function writeParams(cluster: DeviceSlots, program: ClusterProgram, value
   // A tensor-parallel device's pieces are of its slice of a split parameter: each rank's slice cut once.
   const slices = new Map<string, Float32Array>();
   const valueOn = (name: string, device: number): Float32Array => {
-    const split = program.paramReaders.get(name)?.split;
+    const split = program.paramSplits.get(name);
     if (!split) return values(name);
     const key = `${name}#${device % program.tensorParallel}`;
     let slice = slices.get(key);

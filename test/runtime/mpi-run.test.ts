@@ -99,6 +99,16 @@ describe.skipIf(!mpi)("mpirun: the same bits as one process", () => {
     expect(stepLosses(r.stdout)).toEqual(stepLosses(alone.stdout));
   });
 
+  it("tensor and sequence parallelism across processes (-np 4: each rank of a group its own process): the same losses", async () => {
+    const { path, plan } = planFile("tp", "gpt-tiny", { ...adam, stages: 1, data_parallel: 2, tensor_parallel: 2, sequence_parallel: "true", chunks: 2, shard: "fsdp", checkpoint: "never" });
+    expect(plan.settings.tensorParallel).toBe(2);
+    const losses: number[] = [];
+    await runPlan(plan, { onStep: (r) => losses.push(r.loss) });
+    const r = mpirun(4, ["run", path, "--json"]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(stepLosses(r.stdout)).toEqual(losses);
+  });
+
   it("over TCP only (--mca btl self,tcp, the path between machines): the same losses", async () => {
     const { path, plan } = planFile("tcp", "gpt-tiny", { ...adam, stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp", checkpoint: "never" });
     const losses: number[] = [];
