@@ -47,6 +47,10 @@ export function checkParallelFeasible(
   } else if (num(c.devices) && num(c.dataParallel) && c.devices % (c.dataParallel * (tp ?? 1)) !== 0) {
     diags.push(error("FSM502", `devices = ${c.devices} is not a multiple of data_parallel${tpText} = ${c.dataParallel}${tpValue}`, at("devices")));
   }
+  // Sequence parallelism gives each rank of a group 1/tensor_parallel of the sequence.
+  if (c.sequenceParallel === true && tp !== undefined && tp > 1 && train?.seq !== undefined && train.seq % tp !== 0) {
+    diags.push(error("FSM503", `sequence_parallel = true: the sequence of ${train.seq} does not split over tensor_parallel = ${tp} ranks`, at("sequence_parallel")));
+  }
   if (num(c.virtualStages) && c.virtualStages > 1 && c.schedule !== "interleaved" && c.schedule !== "auto") {
     diags.push(error("FSM503", `virtual_stages = ${c.virtualStages} needs schedule = interleaved (schedule is ${c.schedule})`, at("virtual_stages")));
   }
