@@ -1,6 +1,6 @@
 // Owns `npm run grammar`: regenerates grammar/diagrams.html, grammar/grammar.snapshot.txt, grammar/diagnostics.md
 // and grammar/ops.md from the parser, the diagnostic table and the op registry.
-import { createSyntaxDiagramsCode } from "chevrotain";
+import { createSyntaxDiagramsCode } from "../src/parse/chevrotain.js";
 import { readFileSync, renameSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { basename, dirname, join, resolve } from "node:path";

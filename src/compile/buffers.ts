@@ -127,6 +127,6 @@ export function programLifetimes(program: Program, p: number, shards: readonly S
     const sendB = get("SEND_B", stage, mb);
     if (sendB !== undefined) out.push({ program: p, name: `s${stage} mb ${mb} input gradient`, kind: "comm", bytes: costs.boundaryBytes(stage, mb, "backward"), from: backward, fromLayer: costs.sendLayer(stage, "backward"), to: sendB, ...tag });
   }
-  out.push(...extra.filter((l) => l.program === p));
+  for (const l of extra) if (l.program === p) out.push(l);
   return out;
 }

@@ -156,7 +156,9 @@ export function placeShardCollectives(placer: Placer, shards: readonly ShardPlan
     const bytes = plan.gradBuckets.reduce((n, b) => n + b.bytes, 0);
     for (const [x, reduces] of staged) stagedAll.push({ program: p, stage: plan.stage, action: x, reduces, bytes });
   }
-  needs.forEach((list, p) => lifetimes.push(...placeGathers(placer, p, list, cluster, prefetch)));
+  needs.forEach((list, p) => {
+    for (const l of placeGathers(placer, p, list, cluster, prefetch)) lifetimes.push(l);
+  });
   return { lifetimes, gradients, placed, staged: stagedAll, afterOptimizer, reuse };
 }
 

@@ -37,6 +37,7 @@ import { candidateSettings } from "./candidate-settings.js";
 import { checkPrograms } from "./check-programs.js";
 import { CompileError } from "./errors.js";
 import { MemoryError, shortfall } from "./fit.js";
+import { checkHeapRoom } from "./heap-room.js";
 import { addReuseDependencies, layoutMemory, type ProgramMemory } from "./memory.js";
 import { addReleaseDependencies } from "./release-dependencies.js";
 import { layOutArenas, type ArenaMode } from "./runtime-arenas.js";
@@ -116,6 +117,7 @@ function withArenas(compiled: Compiled, mode: ArenaMode): Compiled {
 function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {
   const train = model.train;
   if (!train) throw new CompileError(`model ${model.name} has no train section: a plan needs its batch, optimizer and precision`);
+  checkHeapRoom(model.name, model.graph.ops().length);
   const parallel = model.parallel;
   const mesh = resolveMesh(parallel, options.devices);
   // The training graph of one rank of a tensor-parallel group of t (t = 1: the model's own).

@@ -5,6 +5,8 @@
 import type { BufferKind } from "../plan/plan.js";
 import type { EngineRun } from "./engine.js";
 import type { Lifetime } from "./lifetimes.js";
+import { firstFitOffsets } from "./first-fit.js";
+import { latestEarlierOccupants } from "./occupants.js";
 import { segmentOf, type Program } from "./program.js";
 
 /** Offsets are multiples of this (a cache line / CUDA allocation granule; DLPack-friendly). */
@@ -28,12 +30,6 @@ export interface ProgramMemory {
 
 const align = (n: number): number => Math.ceil(n / ALIGNMENT) * ALIGNMENT;
 
-/** Lifetimes [s1, e1] and [s2, e2] share a moment; one ending when the other starts does not (a release
- *  comes before an allocation at the same time), but two starting together do even if empty. */
-function overlaps(s1: number, e1: number, s2: number, e2: number): boolean {
-  return (s1 < e2 && s2 < e1) || s1 === s2;
-}
-
 export function layoutMemory(program: Program, p: number, lifetimes: readonly Lifetime[], run: EngineRun): ProgramMemory {
   const r = run.programs[p]!;
   const timed = lifetimes.map((l) => {
@@ -47,23 +43,12 @@ export function layoutMemory(program: Program, p: number, lifetimes: readonly Li
   const end = Float64Array.from(timed, (b) => b.end);
   const size = Float64Array.from(timed, (b) => align(b.bytes));
   const order = timed.map((_, i) => i).sort((a, b) => size[b]! - size[a]! || start[a]! - start[b]! || a - b);
-  const offsets = new Float64Array(n);
-  // Placed buffers sorted by offset: the first gap wide enough among those alive at the same time wins.
-  const placed: number[] = [];
+  // The lowest offset clear of every buffer placed before it that is alive at the same time (a lifetime
+  // ending when another starts does not share that moment: a release comes before an allocation at the
+  // same time; two starting together do, even if empty).
+  const offsets = firstFitOffsets(start, end, size, order);
   let arena = 0;
-  for (const i of order) {
-    let offset = 0;
-    for (const j of placed) {
-      if (!overlaps(start[i]!, end[i]!, start[j]!, end[j]!)) continue;
-      if (offset + size[i]! <= offsets[j]!) break;
-      offset = Math.max(offset, offsets[j]! + size[j]!);
-    }
-    offsets[i] = offset;
-    let at = placed.length;
-    while (at > 0 && offsets[placed[at - 1]!]! > offset) at--;
-    placed.splice(at, 0, i);
-    arena = Math.max(arena, offset + size[i]!);
-  }
+  for (let i = 0; i < n; i++) arena = Math.max(arena, offsets[i]! + size[i]!);
   const buffers: PlacedBuffer[] = timed.map((b, i) => ({ ...b, offset: offsets[i]! }));
   const { peak, peakTime, timeline } = liveBytes(buffers);
   const peakByKind: Partial<Record<BufferKind, number>> = {};
@@ -105,40 +90,33 @@ function liveBytes(buffers: readonly PlacedBuffer[]): { peak: number; peakTime: 
  */
 export function addReuseDependencies(program: Program, memory: ProgramMemory): void {
   const bs = memory.buffers;
-  const n = bs.length;
-  const start = Float64Array.from(bs, (b) => b.start);
-  const end = Float64Array.from(bs, (b) => b.end);
-  const lo = Float64Array.from(bs, (b) => b.offset);
-  const hi = Float64Array.from(bs, (b) => b.offset + align(b.bytes));
-  const readerOnCompute = Uint8Array.from(bs, (b) => (program.actions[b.to]!.stream === "compute" ? 1 : 0));
-  for (let i = 0; i < n; i++) {
-    const b = bs[i]!;
-    const writerOnCompute = program.actions[b.from]!.stream === "compute" ? 1 : 0;
-    // Per stream, the latest earlier occupant of b's bytes: waiting for it covers the others on that stream.
-    const last = [-1, -1];
-    for (let j = 0; j < n; j++) {
-      if (end[j]! > start[i]! || j === i || start[j] === start[i]) continue;
-      if (lo[j]! >= hi[i]! || lo[i]! >= hi[j]!) continue;
-      const stream = readerOnCompute[j]!;
-      if (stream === writerOnCompute) continue;
-      if (last[stream]! < 0 || end[j]! > end[last[stream]!]!) last[stream] = j;
-    }
+  const streamOf = (action: number): number => (program.actions[action]!.stream === "compute" ? 1 : 0);
+  // Per buffer, the latest earlier occupant of its bytes whose reader is on the other stream than its writer:
+  // waiting for it covers the others on that stream (one on the writer's own stream is ordered already).
+  const occupants = latestEarlierOccupants({
+    start: Float64Array.from(bs, (b) => b.start),
+    end: Float64Array.from(bs, (b) => b.end),
+    lo: Float64Array.from(bs, (b) => b.offset),
+    hi: Float64Array.from(bs, (b) => b.offset + align(b.bytes)),
+    readerStream: Uint8Array.from(bs, (b) => streamOf(b.to)),
+    writerStream: Uint8Array.from(bs, (b) => streamOf(b.from)),
+  });
+  bs.forEach((b, i) => {
+    const j = occupants[i]!;
+    if (j < 0) return;
     const writer = program.actions[b.from]!;
-    for (const j of last) {
-      if (j < 0) continue;
-      const a = bs[j]!;
-      // Released earlier in the same action's own run: its order already says so.
-      if (a.to === b.from) continue;
-      if (b.fromLayer !== undefined) {
-        // Allocated part-way through the writer (at fromLayer): that layer waits, not the whole action, which
-        // may itself be what the old occupant's last reader waits for (a reduce-scatter hung on its layers).
-        // The occupant's reader is on the other stream (same-stream ones were skipped above), so a whole action.
-        if (!writer.gates.some(([l, x]) => l === b.fromLayer && x === a.to)) writer.gates.push([b.fromLayer, a.to]);
-        continue;
-      }
-      if (a.toLayer !== undefined) {
-        if (!writer.partial.some(([x, l]) => x === a.to && l === a.toLayer)) writer.partial.push([a.to, a.toLayer]);
-      } else if (!writer.deps.includes(a.to) && a.to !== b.from) writer.deps.push(a.to);
+    const a = bs[j]!;
+    // Released earlier in the same action's own run: its order already says so.
+    if (a.to === b.from) return;
+    if (b.fromLayer !== undefined) {
+      // Allocated part-way through the writer (at fromLayer): that layer waits, not the whole action, which
+      // may itself be what the old occupant's last reader waits for (a reduce-scatter hung on its layers).
+      // The occupant's reader is on the other stream (the only one looked at), so a whole action.
+      if (!writer.gates.some(([l, x]) => l === b.fromLayer && x === a.to)) writer.gates.push([b.fromLayer, a.to]);
+      return;
     }
-  }
+    if (a.toLayer !== undefined) {
+      if (!writer.partial.some(([x, l]) => x === a.to && l === a.toLayer)) writer.partial.push([a.to, a.toLayer]);
+    } else if (!writer.deps.includes(a.to) && a.to !== b.from) writer.deps.push(a.to);
+  });
 }

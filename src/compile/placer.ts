@@ -144,7 +144,7 @@ export class Placer {
     this.programs.forEach((prog, p) => {
       const run = this.reference.programs[p]!;
       const items: Pending[] = prog.comm.map((id, i) => ({ program: p, id, key: run.start[id]!, cls: 0, seq: -prog.comm.length + i }));
-      items.push(...this.pending.filter((x) => x.program === p));
+      for (const x of this.pending) if (x.program === p) items.push(x);
       items.sort((a, b) => a.key - b.key || a.cls - b.cls || a.seq - b.seq);
       // Only once-per-step collectives move: a per-micro-batch one (a reduce-scatter, a reduce) holds its
       // gradient buffer until it runs, and moving each behind the next transfer would pile them up.

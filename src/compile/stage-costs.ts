@@ -9,7 +9,7 @@ import type { Graph, TensorId } from "../graph/graph.js";
 import type { DimBindings } from "../graph/op-cost.js";
 import { bytesOf } from "../graph/ops/cost-rules.js";
 import { savedByLayer } from "../passes/autodiff.js";
-import { backwardGradientPeaks } from "../passes/backward-gradients.js";
+import { BackwardWalk } from "../passes/backward-gradients.js";
 import { forwardWorkingPeaks } from "../passes/forward-working-set.js";
 import { firstGradientWrites, gradientOwners, type GradientWrite } from "../passes/gradient-writes.js";
 import { meshRank } from "../plan/plan.js";
@@ -103,7 +103,12 @@ export class StageCostModel implements ScheduleCosts {
       }
       return { f, i, w };
     });
-    const bytes = (t: TensorId): number => bytesOf(onDevice(training.tensor(t).type, settings.precision), bindings);
+    // Each tensor's bytes found once (by tensor id, −1 until found): every stage walk asks again.
+    const sizes = new Float64Array(training.tensors().length).fill(-1);
+    const bytes = (t: TensorId): number => {
+      if (sizes[t]! < 0) sizes[t] = bytesOf(onDevice(training.tensor(t).type, settings.precision), bindings);
+      return sizes[t]!;
+    };
     const total = (ts: Iterable<TensorId>): number => {
       let n = 0;
       for (const t of ts) n += bytes(t);
@@ -279,13 +284,14 @@ function stageActivations(training: Graph, stages: readonly StageAssignment[], b
     // Every backward of an FSDP stage makes its units' gradients; a replicated/OSS stage's first creates the
     // accumulators, writing straight into them (no partial buffer), and the later ones add partials.
     const units = buffers?.kind === "units" ? buffers.at : undefined;
-    const gradients = backwardGradientPeaks(training, s.start, s.end, bytes, released, backScratch, units && ((op) => units.get(op) ?? 0), sendsBack);
+    const backward = new BackwardWalk(training, s.start, s.end);
+    const gradients = backward.peaks(bytes, released, backScratch, units && ((op) => units.get(op) ?? 0), sendsBack);
     const sends = new Set(boundaries.sends[k]!);
     const forward = forwardWorkingPeaks(training, s.start, s.end, bytes, new Set([...kept, ...sends]), scratch);
     const forwardAlone = pricing.recomputes ? forwardWorkingPeaks(training, s.start, s.end, bytes, sends, scratch) : forward;
     const firstBackward = buffers?.kind === "accumulators" && {
       gradientsByLayer: buffers.byLayer,
-      gradients: backwardGradientPeaks(training, s.start, s.end, bytes, released, scratch, (op) => buffers.at.get(op) ?? 0, sendsBack),
+      gradients: backward.peaks(bytes, released, scratch, (op) => buffers.at.get(op) ?? 0, sendsBack),
     };
     return { kept: total(kept), input: total(input), weightGrad: total(w), byLayer, rebuilt, gradients, forward, forwardAlone, ...(firstBackward && { firstBackward }) };
   });
@@ -310,7 +316,7 @@ function gradientBuffers(writes: readonly GradientWrite[], shard: ShardPlan): Gr
     const order = new Map(writes.map((x, i) => [x.param, i] as const));
     for (const c of shard.collectives) {
       if (c.kind !== "REDUCE_SCATTER" || c.of !== "unit") continue;
-      const first = Math.min(...(shard.units.find((u) => u.index === c.unit)?.params ?? []).map((m) => order.get(m.name) ?? Infinity));
+      const first = (shard.units.find((u) => u.index === c.unit)?.params ?? []).reduce((a, m) => Math.min(a, order.get(m.name) ?? Infinity), Infinity);
       if (first !== Infinity) at.set(writes[first]!.op, (at.get(writes[first]!.op) ?? 0) + c.bytes);
     }
     return { kind: "units", at };

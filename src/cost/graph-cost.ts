@@ -57,7 +57,9 @@ export function estimateOp(graph: Graph, id: OpId, options: CostOptions): OpEsti
   const inputs = node.inputs.map((t) => onDevice(graph.tensor(t).type, options.precision));
   const attrs = withDefaults(def.attrs, node.attrs);
   const cost = def.cost(inputs, attrs, options.bindings);
-  const measured = calibrated(options.cluster.calibration, node.op, shapeKey(inputs, attrs, options.bindings));
+  // The shape key only where there is a calibration to look it up in (it is the op's costliest part).
+  const calibration = options.cluster.calibration;
+  const measured = calibration && calibrated(calibration, node.op, shapeKey(inputs, attrs, options.bindings));
   if (measured) {
     // A calibration measures one device's kernels; the group's collectives are priced on top.
     const forwardSeconds = measured.forwardSeconds + collectiveSeconds(cost, "forward", options.cluster);

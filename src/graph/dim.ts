@@ -21,7 +21,9 @@ export function symDim(name: SymbolName): Dim {
 }
 
 export function isConcrete(d: Dim): boolean {
-  return Object.keys(d.syms).length === 0;
+  // A key loop, not Object.keys: called for every dimension of every tensor a plan writes or costs.
+  for (const _ in d.syms) return false;
+  return true;
 }
 
 export function dimMul(a: Dim, b: Dim): Dim {
@@ -55,13 +57,14 @@ export function shapeEq(a: Shape, b: Shape): boolean {
 
 /** `768`, `B`, `B*S`, `4*S^2`: the stable text form used by printers and messages. */
 export function dimToString(d: Dim): string {
-  const parts: string[] = [];
-  if (d.coef !== 1 || isConcrete(d)) parts.push(String(d.coef));
+  let text = d.coef !== 1 || isConcrete(d) ? String(d.coef) : "";
   for (const s of SYMBOLIC_DIMS) {
     const p = d.syms[s];
-    if (p) parts.push(p === 1 ? s : `${s}^${p}`);
+    if (!p) continue;
+    const part = p === 1 ? s : `${s}^${p}`;
+    text = text === "" ? part : `${text}*${part}`;
   }
-  return parts.join("*");
+  return text;
 }
 
 export function shapeToString(s: Shape): string {
@@ -83,7 +86,20 @@ export function evalDim(d: Dim, bindings: Readonly<Partial<Record<SymbolName, nu
 
 /** Number of elements as a Dim (product of all dims); the empty shape (a scalar) has one element. */
 export function numelDim(s: Shape): Dim {
-  return s.reduce(dimMul, dim(1));
+  // dimMul folded over the shape without a Dim per step (the cost model asks for every tensor's size at
+  // every micro-batch size): the same coefficient product, in the same order, and the same powers.
+  let coef = 1;
+  let syms: Partial<Record<SymbolName, number>> | undefined;
+  for (const d of s) {
+    coef *= d.coef;
+    for (const name of SYMBOLIC_DIMS) {
+      const p = d.syms[name];
+      if (!p) continue;
+      syms ??= {};
+      syms[name] = (syms[name] ?? 0) + p;
+    }
+  }
+  return { coef, syms: syms ?? {} };
 }
 
 /** Element count of a concrete shape; throws if symbolic (parameters are always concrete). */

@@ -68,7 +68,7 @@ export function printGraph(g: Graph): string {
   }
   const loss = g.loss;
   lines.push(loss === undefined ? "loss <unset>" : `loss ${operandToString(g, loss)} : ${g.hasTensor(loss) ? typeToString(g.tensor(loss).type) : "?"}`);
-  if (g.isTraining()) lines.push(...trainingSections(g));
+  if (g.isTraining()) for (const line of trainingSections(g)) lines.push(line);
   return lines.join("\n") + "\n";
 }
 

@@ -1,6 +1,7 @@
 // Owns the text renderings of the parser's grammar (EBNF-like snapshot) and of the diagnostic code table, which
 // scripts/generate-grammar.ts writes under grammar/ and tests compare with the files, so the docs cannot drift.
-import { Lexer, type ISerializedGast, type TokenType } from "chevrotain";
+import type { ISerializedGast, TokenType } from "chevrotain";
+import { Lexer } from "./chevrotain.js";
 import { DIAGNOSTIC_CODES } from "../diagnostics/codes.js";
 import { sharedParser } from "./parser.js";
 import { allTokens } from "./tokens.js";

@@ -1,5 +1,6 @@
 // Owns the .fsm grammar: one chevrotain CstParser (rules as properties) with error recovery and readable messages.
-import { CstParser, EOF, tokenMatcher, type IParserErrorMessageProvider, type IToken, type TokenType } from "chevrotain";
+import type { IParserErrorMessageProvider, IToken, TokenType } from "chevrotain";
+import { CstParser, EOF, tokenMatcher } from "./chevrotain.js";
 import * as T from "./tokens.js";
 
 // ---------- error messages ----------

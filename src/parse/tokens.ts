@@ -1,5 +1,6 @@
 // Owns the .fsm token set and lexer: keywords, names, numbers, strings, punctuation, comments, and lexical diagnostics.
-import { Lexer, createToken, type IToken, type TokenType } from "chevrotain";
+import type { IToken, TokenType } from "chevrotain";
+import { Lexer, createToken } from "./chevrotain.js";
 import { error, type Diagnostic } from "../diagnostics/diagnostic.js";
 import type { Span } from "../diagnostics/span.js";
 

@@ -23,8 +23,9 @@ export function graphToJson(g: Graph): PlanGraph {
   const ops = g.ops().map((o): PlanOp => {
     const attrs: Record<string, PlanAttr> = {};
     for (const [k, v] of Object.entries(o.attrs)) attrs[k] = attrToJson(v);
-    const base = { op: o.op, attrs, inputs: [...o.inputs], outputs: [...o.outputs], phase: o.phase, layer: o.layer, scope: o.scope };
-    return o.forwardOp === undefined ? base : { ...base, forwardOp: o.forwardOp };
+    const op: { -readonly [K in keyof PlanOp]: PlanOp[K] } = { op: o.op, attrs, inputs: [...o.inputs], outputs: [...o.outputs], phase: o.phase, layer: o.layer, scope: o.scope };
+    if (o.forwardOp !== undefined) op.forwardOp = o.forwardOp;
+    return op;
   });
   return {
     inputs: [...g.inputs()],

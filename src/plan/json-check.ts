@@ -78,6 +78,18 @@ export function arrayOf<T>(v: Json, path: string, each: (x: Json, path: string, 
   return array(v, path).map((x, i) => each(x, index(path, i), i));
 }
 
+/** arrayOf for a plan's long arrays (a deep model's hundreds of thousands of ops and tensors), whose
+ *  members' paths would cost more to build than the checks: `quick(x, i)` tests a member without paths, and
+ *  only a member it does not pass is checked by `each`, which throws with the path or accepts it. So `quick`
+ *  must pass nothing `each` refuses; what it cannot vouch for it leaves to `each`. */
+export function everyOf(v: Json, path: string, quick: (x: Json, i: number) => boolean, each: (x: Json, path: string, i: number) => void): void {
+  const a = array(v, path);
+  for (let i = 0; i < a.length; i++) if (!quick(a[i], i)) each(a[i], index(path, i), i);
+}
+
+/** What integer() accepts, without a path. */
+export const isInteger = (v: Json, min: number, max: number): boolean => typeof v === "number" && Number.isSafeInteger(v) && v >= min && v < max;
+
 /** A list of integers in [min, max). */
 export function ids(v: Json, path: string, max: number, what: string): number[] {
   return arrayOf(v, path, (x, p) => integer(x, p, 0, max, what));

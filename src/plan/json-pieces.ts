@@ -2,8 +2,11 @@
 // longest string V8 makes (2^29 − 24 characters; gpt-tiny with 20,000 layers writes 475 MiB), and a plan
 // written in pieces is stringified once for both its hash and its file, never built and flattened whole.
 
-/** Pieces are joined up to about this many characters before a new one starts: few pieces, none too long. */
+/** Short texts (brackets, commas, keys, small values) are gathered into pieces of about this many characters;
+ *  a long one (a run of members, below) is a piece of its own as JSON.stringify made it, never copied into a
+ *  larger string: hashing and writing read the pieces one by one, and joining them cost more than both. */
 const PIECE_CHARS = 1 << 20;
+const LONG_TEXT = 1 << 12;
 
 /** Objects and arrays nearer the top than this are cut into their members; deeper ones only when they are
  *  long arrays (a plan's ops, tensors, actions and buffers), every other value being one JSON.stringify. */
@@ -12,16 +15,21 @@ const LONG_ARRAY = 1024;
 
 class Pieces {
   readonly done: string[] = [];
-  private current = "";
+  private short = "";
 
   add(text: string): void {
-    this.current += text;
-    if (this.current.length >= PIECE_CHARS) this.flush();
+    if (text.length >= LONG_TEXT) {
+      this.flush();
+      this.done.push(text);
+      return;
+    }
+    this.short += text;
+    if (this.short.length >= PIECE_CHARS) this.flush();
   }
 
   flush(): string[] {
-    if (this.current !== "") this.done.push(this.current);
-    this.current = "";
+    if (this.short !== "") this.done.push(this.short);
+    this.short = "";
     return this.done;
   }
 }
@@ -29,17 +37,40 @@ class Pieces {
 /** Members that JSON.stringify leaves out of an object (and writes as null in an array). */
 const omitted = (v: unknown): boolean => v === undefined || typeof v === "function" || typeof v === "symbol";
 
+const hasToJson = (value: object): boolean => typeof (value as { toJSON?: unknown }).toJSON === "function";
+
+/** Whether `value` at `depth` is cut into its members rather than stringified whole. */
+function cut(value: unknown, depth: number): value is object {
+  return typeof value === "object" && value !== null && !hasToJson(value) && (depth < CUT_DEPTH || (Array.isArray(value) && value.length >= LONG_ARRAY));
+}
+
+/** Members of an array stringified by one JSON.stringify call (a run of members none of which is cut): a
+ *  plan's hundreds of thousands of ops and tensors cost a few thousand calls and strings, not one each. */
+const RUN = 256;
+
+/** Whether an array member is stringified whole and the same inside a run as alone (JSON.stringify passes
+ *  toJSON its index in a run, "" alone: such members stay alone). */
+const plainMember = (v: unknown, depth: number): boolean => !cut(v, depth) && !(typeof v === "object" && v !== null && hasToJson(v));
+
 function add(out: Pieces, value: unknown, depth: number): void {
-  const cut = typeof value === "object" && value !== null && typeof (value as { toJSON?: unknown }).toJSON !== "function" && (depth < CUT_DEPTH || (Array.isArray(value) && value.length >= LONG_ARRAY));
-  if (!cut) {
+  if (!cut(value, depth)) {
     out.add(omitted(value) ? "null" : JSON.stringify(value));
     return;
   }
   if (Array.isArray(value)) {
     out.add("[");
-    for (let i = 0; i < value.length; i++) {
+    for (let i = 0; i < value.length; ) {
       if (i > 0) out.add(",");
-      add(out, value[i], depth + 1);
+      let j = i;
+      while (j < value.length && j - i < RUN && plainMember(value[j], depth + 1)) j++;
+      if (j - i > 1) {
+        // "[a,b,c]" without its brackets is the members' text joined by commas, as the array writes them.
+        out.add(JSON.stringify(value.slice(i, j)).slice(1, -1));
+        i = j;
+      } else {
+        add(out, value[i], depth + 1);
+        i++;
+      }
     }
     out.add("]");
     return;

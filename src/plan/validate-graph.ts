@@ -1,7 +1,7 @@
 // Load-time checks of a plan's training graph: every field typed, every tensor, op and layer reference in range.
 import { DTYPES } from "../graph/types.js";
 import { PHASES } from "../graph/graph.js";
-import { array, arrayOf, boolean, fail, field, ids, integer, key, number, object, oneOf, string, tuple, type Json } from "./json-check.js";
+import { array, arrayOf, boolean, everyOf, fail, field, ids, integer, isInteger, key, number, object, oneOf, string, tuple, type Json } from "./json-check.js";
 
 const TENSOR_KINDS = ["input", "param", "state", "activation", "grad", "update"] as const;
 const STATE_ROLES = ["momentum", "exp_avg", "exp_avg_sq", "step"] as const;
@@ -45,12 +45,71 @@ function attr(v: Json, path: string): void {
   else fail(key(path, k), `unknown attribute encoding '${k}'`);
 }
 
+/** The quick tests of the graph's long arrays (json-check's everyOf): each passes only what the checks with
+ *  paths below accept, member for member. */
+class Quick {
+  /** Dimension texts already found well formed: a model's tensors share a few dozen. */
+  private readonly dims = new Set<string>();
+
+  tensor = (t: Json): boolean => {
+    const o = plainObject(t);
+    return o !== undefined && has(o, "name") && typeof o.name === "string" && has(o, "dtype") && isOneOf(o.dtype, DTYPES) && has(o, "shape") && this.shape(o.shape) && has(o, "kind") && isOneOf(o.kind, TENSOR_KINDS);
+  };
+
+  /** The op test, for a graph of these counts. */
+  op = (tensorCount: number, layerCount: number, opCount: number) => (op: Json, i: number): boolean => {
+    const o = plainObject(op);
+    if (o === undefined || !(has(o, "op") && typeof o.op === "string" && has(o, "attrs") && has(o, "inputs") && has(o, "outputs") && has(o, "phase") && has(o, "layer") && has(o, "scope"))) return false;
+    const attrs = plainObject(o.attrs);
+    if (attrs === undefined || !Object.values(attrs).every(this.attr)) return false;
+    return (
+      tensorIds(o.inputs, tensorCount) &&
+      tensorIds(o.outputs, tensorCount) &&
+      isOneOf(o.phase, PHASES) &&
+      isInteger(o.layer, 0, layerCount) &&
+      typeof o.scope === "string" &&
+      (o.forwardOp === undefined || isInteger(o.forwardOp, 0, Math.min(i, opCount)))
+    );
+  };
+
+  private attr = (v: Json): boolean => {
+    if (typeof v === "string" || typeof v === "boolean") return true;
+    if (typeof v === "number") return Number.isFinite(v);
+    const o = plainObject(v);
+    if (o === undefined) return false;
+    const keys = Object.keys(o);
+    if (keys.length !== 1) return false;
+    if (keys[0] === "dim") return this.dim(o.dim);
+    if (keys[0] === "shape") return this.shape(o.shape);
+    if (keys[0] === "param") return typeof o.param === "string";
+    return keys[0] === "number" && isOneOf(o.number, ["Infinity", "-Infinity", "NaN"]);
+  };
+
+  private shape(v: Json): boolean {
+    return Array.isArray(v) && v.every((d) => this.dim(d));
+  }
+
+  private dim(v: Json): boolean {
+    if (typeof v !== "string") return false;
+    if (this.dims.has(v)) return true;
+    if (!isDimText(v)) return false;
+    this.dims.add(v);
+    return true;
+  }
+}
+
+const plainObject = (v: Json): Record<string, Json> | undefined => (typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, Json>) : undefined);
+const tensorIds = (v: Json, count: number): boolean => Array.isArray(v) && v.every((x) => isInteger(x, 0, count));
+const has = (o: Record<string, Json>, k: string): boolean => Object.prototype.hasOwnProperty.call(o, k);
+const isOneOf = (v: Json, values: readonly string[]): boolean => typeof v === "string" && values.includes(v);
+
 /** Returns the layer count, which later sections check their layer references against. */
 export function checkGraph(v: Json, path: string): { layers: number; tensors: number } {
   const g = object(v, path);
   const tensorsPath = key(path, "tensors");
   const tensorCount = array(field(g, "tensors", path), tensorsPath).length;
-  arrayOf(g.tensors, tensorsPath, (t, p) => {
+  const quick = new Quick();
+  everyOf(g.tensors, tensorsPath, quick.tensor, (t, p) => {
     const o = object(t, p);
     string(field(o, "name", p), key(p, "name"));
     oneOf(field(o, "dtype", p), key(p, "dtype"), DTYPES);
@@ -71,7 +130,7 @@ export function checkGraph(v: Json, path: string): { layers: number; tensors: nu
   });
   const opsPath = key(path, "ops");
   const opCount = array(field(g, "ops", path), opsPath).length;
-  arrayOf(g.ops, opsPath, (op, p, i) => {
+  everyOf(g.ops, opsPath, quick.op(tensorCount, layerCount, opCount), (op, p, i) => {
     const o = object(op, p);
     string(field(o, "op", p), key(p, "op"));
     const attrs = object(field(o, "attrs", p), key(p, "attrs"));

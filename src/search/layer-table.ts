@@ -15,8 +15,8 @@ import type { Graph, OpId, TensorId } from "../graph/graph.js";
 import type { DimBindings } from "../graph/op-cost.js";
 import { bytesOf } from "../graph/ops/cost-rules.js";
 import { savedByLayer } from "../passes/autodiff.js";
-import { backwardGradientPeaks } from "../passes/backward-gradients.js";
-import { forwardWorkingPeaks } from "../passes/forward-working-set.js";
+import { BackwardWalk } from "../passes/backward-gradients.js";
+import { ForwardWalk } from "../passes/forward-working-set.js";
 import { numel } from "../graph/dim.js";
 import { sequenceSymbol } from "../graph/sequence.js";
 
@@ -80,6 +80,7 @@ export class LayerTable {
   private readonly crossing: readonly { readonly tensor: TensorId; readonly from: number; readonly to: number }[];
   private readonly modelInputs: readonly { readonly tensor: TensorId; readonly lo: number; readonly hi: number }[];
   private readonly cache = new Map<number, MicroBatchProfile>();
+  private walked?: { readonly backward: BackwardWalk; readonly forward: ForwardWalk };
 
   constructor(
     private readonly training: Graph,
@@ -255,13 +256,14 @@ export class LayerTable {
       backwardWeight[l] = c.bw;
       flops[l] = c.flops;
     }
-    // Each tensor's bytes at this micro-batch size, found once: the sums and the working-set walks ask again.
-    const sizes = new Map<TensorId, number>();
+    // Each tensor's bytes at this micro-batch size, found once: the sums and the working-set walks ask again
+    // (by tensor id, −1 until found).
+    const sizes = new Float64Array(this.training.tensors().length).fill(-1);
     const size = (t: TensorId): number => {
-      let n = sizes.get(t);
-      if (n === undefined) {
+      let n = sizes[t]!;
+      if (n < 0) {
         n = bytesOf(onDevice(this.training.tensor(t).type, this.precision), bindings);
-        sizes.set(t, n);
+        sizes[t] = n;
       }
       return n;
     };
@@ -306,18 +308,27 @@ export class LayerTable {
     return { b, forward, backwardInput, backwardWeight, flops, cut, reducible, saved, weightGrad, keptIn, inputs, workingIn };
   }
 
+  /** The whole model's backward and forward (the stash held) walked once for every micro-batch size. */
+  private walks(): { readonly backward: BackwardWalk; readonly forward: ForwardWalk } {
+    if (!this.walked) {
+      const held = new Set<TensorId>();
+      for (const ts of this.savedTensors) for (const t of ts) held.add(t);
+      this.walked = { backward: new BackwardWalk(this.training, 0, this.count), forward: new ForwardWalk(this.training, 0, this.count, held) };
+    }
+    return this.walked;
+  }
+
   /** The working sets of compile's stage walks (stage-costs.ts), over the whole model at once. */
   private workingSets(bindings: DimBindings, size: (t: TensorId) => number): { working: Float64Array; workingStaged: Float64Array } {
     const g = this.training;
     const L = this.count;
     const scratch = opScratch(this.cluster.profile, g, this.precision, bindings);
     const partial = weightGradientBytes(g, bindings);
-    const held = new Set<TensorId>();
-    for (const ts of this.savedTensors) for (const t of ts) held.add(t);
     const released = (l: number): readonly TensorId[] => this.savedTensors[l]!;
-    const back = backwardGradientPeaks(g, 0, L, size, released, scratch);
-    const backStaged = backwardGradientPeaks(g, 0, L, size, released, (op, dying) => scratch(op, dying) + partial(op));
-    const fwd = forwardWorkingPeaks(g, 0, L, size, held, scratch);
+    const walks = this.walks();
+    const back = walks.backward.peaks(size, released, scratch);
+    const backStaged = walks.backward.peaks(size, released, (op, dying) => scratch(op, dying) + partial(op));
+    const fwd = walks.forward.peaks(size, scratch);
     const working = new Float64Array(L);
     const workingStaged = new Float64Array(L);
     for (const { layer, bytes } of fwd) {

@@ -166,7 +166,7 @@ export class StageModel {
     this.capacity = x.capacity ?? cluster.profile.memory.capacity;
     this.perParam = stateBytesPerParam(x.precision, x.optimizer, x.reduceDtype);
     this.word = this.perParam.param;
-    this.maxLayerParams = Math.max(...table.params);
+    this.maxLayerParams = table.params.reduce((a, b) => Math.max(a, b), -Infinity);
     this.dpLinks = Array.from({ length: c.stages }, (_, k) => blockLink(cluster, meshRank(c, k, 0), c.dataParallel, c.tensorParallel));
     this.p2pLinks = Array.from({ length: c.stages }, (_, k) => groupLink(cluster, [meshRank(c, k, 0), meshRank(c, (k + 1) % c.stages, 0)]));
     const recomputeShare = c.checkpoint === "always" ? 1 : c.checkpoint === "except_last" ? (c.microBatches - 1) / c.microBatches : 0;

@@ -47,32 +47,64 @@ export function groupUnits(layers: readonly LayerInfo[], params: readonly StageP
 
 /** One unit's flat parameter: members (the parameters filed under `layers`) packed in declaration order,
  *  padded to a multiple of the group size so every rank holds an equal shard (FairScale FlatParameter +
- *  FSDP's _shard_parameters). Its span also covers layers of the stage that read a member elsewhere. */
-export function flattenUnit(index: number, root: boolean, layers: readonly number[], params: readonly StageParam[], groupSize: number): FsdpUnit {
-  const inUnit = new Set(layers);
+ *  FSDP's _shard_parameters). Its span also covers layers of the stage that read a member elsewhere.
+ *  `paramsOf(layer)`: the positions in `params` of the parameters filed under a layer (fsdpUnits indexes
+ *  them once: looking through every parameter of the stage for each unit is quadratic in a deep stage). */
+export function flattenUnit(
+  index: number,
+  root: boolean,
+  layers: readonly number[],
+  params: readonly StageParam[],
+  groupSize: number,
+  paramsOf: (layer: number) => readonly number[] = layerIndex(params),
+): FsdpUnit {
+  const chosen = [...new Set(layers)].flatMap(paramsOf).sort((a, b) => a - b);
   const members: FlatMember[] = [];
-  const read = [...layers];
+  // The layers that read a member, as a span: running bounds (a deep root unit reads thousands).
+  let first = Infinity;
+  let last = -Infinity;
+  const reads = (l: number): void => {
+    first = Math.min(first, l);
+    last = Math.max(last, l);
+  };
+  layers.forEach(reads);
   let offset = 0;
-  for (const p of params) {
-    if (!inUnit.has(p.layer)) continue;
+  for (const k of chosen) {
+    const p = params[k]!;
     members.push({ name: p.name, offset, numel: p.numel });
     offset += p.numel;
-    read.push(...p.useLayers);
+    p.useLayers.forEach(reads);
   }
   const numel = offset;
   const shardNumel = Math.ceil(numel / groupSize);
   const paddedNumel = shardNumel * groupSize;
   const shards: FlatShard[] = [];
+  // Members lie end to end in offset order, so the ones meeting rank r's range [lo, hi) are a run that moves
+  // up with r: from the first whose end passes lo, while they start below hi.
+  let m = 0;
   for (let rank = 0; rank < groupSize; rank++) {
     const lo = rank * shardNumel;
     const hi = lo + shardNumel;
-    const pieces = members
-      .filter((m) => m.offset < hi && m.offset + m.numel > lo)
-      .map((m) => ({ name: m.name, from: Math.max(lo, m.offset) - m.offset, to: Math.min(hi, m.offset + m.numel) - m.offset }));
+    while (m < members.length && members[m]!.offset + members[m]!.numel <= lo) m++;
+    const pieces: FlatShard["pieces"][number][] = [];
+    for (let j = m; j < members.length && members[j]!.offset < hi; j++) {
+      const x = members[j]!;
+      pieces.push({ name: x.name, from: Math.max(lo, x.offset) - x.offset, to: Math.min(hi, x.offset + x.numel) - x.offset });
+    }
     shards.push({ rank, offset: lo, numel: shardNumel, pieces });
   }
-  const span = { first: Math.min(...read), last: Math.max(...read) };
-  return { index, root, layers: [...layers], span, params: members, numel, paddedNumel, padding: paddedNumel - numel, shardNumel, shards };
+  return { index, root, layers: [...layers], span: { first, last }, params: members, numel, paddedNumel, padding: paddedNumel - numel, shardNumel, shards };
+}
+
+/** Positions in `params` by the layer each is filed under, ascending. */
+function layerIndex(params: readonly StageParam[]): (layer: number) => readonly number[] {
+  const byLayer = new Map<number, number[]>();
+  params.forEach((p, k) => {
+    const list = byLayer.get(p.layer);
+    if (list) list.push(k);
+    else byLayer.set(p.layer, [k]);
+  });
+  return (layer) => byLayer.get(layer) ?? [];
 }
 
 /** The stage's units, numbered in order of first forward use (lowest layer). */
@@ -80,8 +112,9 @@ export function fsdpUnits(layers: readonly LayerInfo[], params: readonly StagePa
   const g = groupUnits(layers, params, minParams);
   const groups = g.inner.map((ls) => ({ layers: ls, root: false }));
   if (g.root.length > 0) groups.push({ layers: g.root, root: true });
+  const paramsOf = layerIndex(params);
   return groups
-    .map((u) => flattenUnit(0, u.root, u.layers, params, groupSize))
+    .map((u) => flattenUnit(0, u.root, u.layers, params, groupSize, paramsOf))
     .sort((a, b) => a.span.first - b.span.first)
     .map((u, index) => ({ ...u, index }));
 }

@@ -49,7 +49,7 @@ export function unitActions(ctx: PlanContext, u: FsdpUnit): { collectives: Shard
       bytes: u.paddedNumel * ctx.bytes.grad,
       group: ctx.ranks,
       // Backward runs last layer to first: the lowest layer is where the unit's last gradient completes.
-      at: after("weight_grad", Math.min(...gradLayers), "each"),
+      at: after("weight_grad", gradLayers.reduce((a, b) => Math.min(a, b), Infinity), "each"),
     });
   }
   return { collectives, frees };

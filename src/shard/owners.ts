@@ -44,6 +44,6 @@ export function broadcastCollectives(ctx: PlanContext, buckets: readonly Bucket[
     bytes: b.bytes,
     group: ctx.ranks,
     root: ctx.ranks[b.owner!]!,
-    at: afterOptimizer(Math.max(...b.params.map((name) => layerOf.get(name)!))),
+    at: afterOptimizer(b.params.reduce((a, name) => Math.max(a, layerOf.get(name)!), -Infinity)),
   }));
 }

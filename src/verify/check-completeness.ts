@@ -34,7 +34,7 @@ export function checkCompleteness(plan: Plan): void {
     for (const k of prog.stages) {
       const occ = occurrences(prog, k);
       if (occ.optimizer < 0) fail(`programs[${p}]`, `stage ${k} has no OPTIMIZER (${k}OPTIMIZER): its weights would never be updated`);
-      expected.push(...stageCollectives(plan, p, k, occ));
+      for (const c of stageCollectives(plan, p, k, occ)) expected.push(c);
     }
     if (norm) {
       const text = formatAction(shardAction("ALL_REDUCE", Math.min(...prog.stages)));
