@@ -8,10 +8,9 @@
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { checkFile } from "../src/check/check.js";
-import { compileModel } from "../src/compile/compile.js";
+import { compileModel, searchTrainings } from "../src/compile/compile.js";
 import { CompileError } from "../src/compile/errors.js";
 import { clusterFor } from "../src/cost/cluster.js";
-import { buildTrainingGraph } from "../src/passes/autodiff.js";
 import { candidateText } from "../src/search/candidate.js";
 import { searchPlans, type SearchResult } from "../src/search/search.js";
 import { medianMs } from "./timing.js";
@@ -31,9 +30,10 @@ const results = cases.map(({ model: name, cluster: profile, devices }) => {
   const checked = checkFile(path);
   const model = checked.model;
   if (!model?.train) throw new Error(`${path} failed to check: ${checked.diagnostics.map((d) => d.message).join("; ")}`);
-  const training = buildTrainingGraph(model.graph, model.train);
+  // One training graph per tensor-parallel degree the search may choose, as compile gives it.
+  const trainings = searchTrainings(model, profile, devices);
   const cluster = clusterFor(profile, devices);
-  const input = { training, train: model.train, parallel: model.parallel, cluster };
+  const input = { training: trainings.values().next().value!, tensorParallel: trainings, train: model.train, parallel: model.parallel, cluster };
 
   let t0 = performance.now();
   let result: SearchResult = searchPlans(input);

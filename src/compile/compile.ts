@@ -120,12 +120,8 @@ function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {
   checkHeapRoom(model.name, model.graph.ops().length);
   const parallel = model.parallel;
   const mesh = resolveMesh(parallel, options.devices);
-  // The training graph of one rank of a tensor-parallel group of t (t = 1: the model's own).
-  const rankTraining = (t: number): Graph => buildTrainingGraph(splitForTensorParallel(model.graph, { degree: t, sequenceParallel: sequenceParallelAt(parallel, t, train.seq) }), train);
-  if (autoSettings(parallel, mesh).length > 0) {
-    const degrees = mesh.tensorParallel !== undefined ? [mesh.tensorParallel] : tensorParallelDegrees(model.graph, options.cluster, mesh.devices);
-    return compileSearched(model.name, new Map(degrees.map((t) => [t, rankTraining(t)])), train, options);
-  }
+  const rankTraining = (t: number): Graph => rankTrainingGraph(model, train, t);
+  if (autoSettings(parallel, mesh).length > 0) return compileSearched(model.name, searchTrainings(model, options.cluster, options.devices), train, options);
   const resolved = resolveSettings(train, parallel, model.graph.layers().length, options.devices);
   const training = rankTraining(resolved.tensorParallel);
   // The split, when no balance is given, is the optimal one for these settings.
@@ -190,6 +186,21 @@ function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {
 
 /** The tensor-parallel degrees the search may choose: 1, and each degree that fits in one node, divides the
  *  devices, and splits the model (heads, key/value heads and vocabulary divide). */
+/** The training graph of one rank of a tensor-parallel group of t (t = 1: the model's own). */
+function rankTrainingGraph(model: CheckedModel, train: TrainConfig, t: number): Graph {
+  return buildTrainingGraph(splitForTensorParallel(model.graph, { degree: t, sequenceParallel: sequenceParallelAt(model.parallel, t, train.seq) }), train);
+}
+
+/** What the plan search is given: a rank's training graph for every tensor-parallel degree it may choose (the
+ *  one the settings fix, or each that fits a node and splits the model). */
+export function searchTrainings(model: CheckedModel, profile: string, devices: number | undefined): Map<number, Graph> {
+  const train = model.train;
+  if (!train) throw new CompileError(`model ${model.name} has no train section: a plan needs its batch, optimizer and precision`);
+  const mesh = resolveMesh(model.parallel, devices);
+  const degrees = mesh.tensorParallel !== undefined ? [mesh.tensorParallel] : tensorParallelDegrees(model.graph, profile, mesh.devices);
+  return new Map(degrees.map((t) => [t, rankTrainingGraph(model, train, t)]));
+}
+
 function tensorParallelDegrees(forward: Graph, profile: string, devices: number | undefined): number[] {
   const perNode = clusterFor(profile, 1).profile.devicesPerNode;
   const out: number[] = [];
