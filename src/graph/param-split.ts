@@ -3,8 +3,9 @@
 import type { ParamSplit } from "./graph.js";
 
 /** Element strides of a row-major shape around `axis`: how many blocks lie before it and how many elements
- *  one step along it spans. */
-function around(shape: readonly number[], axis: number): { outer: number; inner: number } {
+ *  one step along it spans (one block, the axis and after, is `shape[axis]·inner`). Shared by everything that
+ *  moves a tensor-parallel rank's part along an axis: parameters here, values in the interpreter and lowering. */
+export function aroundAxis(shape: readonly number[], axis: number): { outer: number; inner: number } {
   let outer = 1;
   let inner = 1;
   shape.forEach((n, i) => {
@@ -40,7 +41,7 @@ export function splitShape(shape: readonly number[], split: ParamSplit): number[
 
 /** Rank `rank`'s slice of a whole parameter's values (row-major, `shape`). */
 export function sliceForRank(whole: ArrayLike<number>, shape: readonly number[], split: ParamSplit, rank: number): Float64Array {
-  const { outer, inner } = around(shape, split.axis);
+  const { outer, inner } = aroundAxis(shape, split.axis);
   const n = shape[split.axis]!;
   const m = n / split.parts;
   const out = new Float64Array(outer * m * inner);
@@ -58,7 +59,7 @@ export function sliceForRank(whole: ArrayLike<number>, shape: readonly number[],
 
 /** The whole parameter from every rank's slice, in rank order (the inverse of sliceForRank). */
 export function joinRanks(slices: readonly ArrayLike<number>[], shape: readonly number[], split: ParamSplit): Float64Array {
-  const { outer, inner } = around(shape, split.axis);
+  const { outer, inner } = aroundAxis(shape, split.axis);
   const n = shape[split.axis]!;
   const m = n / split.parts;
   const out = new Float64Array(outer * n * inner);

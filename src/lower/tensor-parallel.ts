@@ -11,6 +11,8 @@
 //     loss (or the rank's part of its gradient) computed from them on every rank (the fsm_vocab_ce_* kernels);
 //   - tp_slice and the vocabulary-parallel lookup and its gradient are kernels told the device's rank
 //     (`tensor_rank`), since the graph's op is the same on every rank.
+import { axisOf, partsOf } from "../graph/ops/tensor-parallel-rules.js";
+import { aroundAxis } from "../graph/param-split.js";
 import type { NativeAttrs } from "../native/binding.js";
 import { COMM, COMPUTE, type DeviceBuilder } from "./device-program.js";
 
@@ -29,7 +31,7 @@ export interface TensorPlace {
 /** Emits a split op of a tensor-parallel graph; false when `op` runs as its plain kernel. Operands are f32 or
  *  i32 slots (the CPU lowering's widened values). */
 export function lowerTensorParallelOp(b: DeviceBuilder, place: TensorPlace, op: string, attrs: NativeAttrs, ins: readonly number[], outs: readonly number[], text: string): boolean {
-  const parts = typeof attrs.parts === "number" ? attrs.parts : 1;
+  const parts = partsOf(attrs);
   if (parts === 1) return false;
   if (parts !== place.group.length) throw new Error(`internal: ${text}: ${op} is split ${parts} ways, the device's tensor-parallel group has ${place.group.length} ranks`);
   const group = [...place.group];
@@ -80,14 +82,8 @@ function rowStatistics(b: DeviceBuilder, place: TensorPlace, logits: number, tar
 
 /** A slot's shape around `axis`: the blocks before it (outer) and the elements of one block (n). */
 function around(shape: readonly number[], axis: number): { outer: number; n: number } {
-  let n = 1;
-  for (let i = axis; i < shape.length; i++) n *= shape[i]!;
-  return { outer: shape.reduce((x, y) => x * y, 1) / n, n };
-}
-
-/** The op's split axis for an operand of `rank` dimensions (tensor-parallel-rules.ts axisOf, on native attrs). */
-function axisOf(attrs: NativeAttrs, rank: number): number {
-  return typeof attrs.axis === "number" ? attrs.axis : rank - 1;
+  const { outer, inner } = aroundAxis(shape, axis);
+  return { outer, n: shape[axis]! * inner };
 }
 
 /** The group's parts of `slot` along `axis` joined in rank order, into `into` (or a new slot). */

@@ -237,10 +237,8 @@ class Splitter {
     if (v.layout === "Q") return v.t;
     const cached = this.seqParts.get(old);
     if (cached !== undefined) return cached;
-    const t =
-      v.layout === "P"
-        ? this.collective("tp_reduce_scatter", v.t, at, this.axisAttr(v.t))
-        : this.collective("tp_slice", this.toWhole(old, at), at, this.axisAttr(this.toWhole(old, at)));
+    const from = v.layout === "P" ? v.t : this.toWhole(old, at);
+    const t = this.collective(v.layout === "P" ? "tp_reduce_scatter" : "tp_slice", from, at, this.axisAttr(from));
     this.seqParts.set(old, t);
     return t;
   }

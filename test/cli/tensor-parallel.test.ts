@@ -36,7 +36,7 @@ describe("fsm with tensor_parallel", () => {
     expect(existsSync(ck)).toBe(false);
   });
 
-  it("a tensor_parallel that does not divide the devices is a located error", async () => {
+  it("a tensor_parallel that does not divide the devices is an error naming it, and writes no plan", async () => {
     const r = await runCli("compile", samplePath("gpt-tiny"), "--devices", "6", "--set", "parallel.tensor_parallel=4", "-o", join(dir, "bad.json"));
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/tensor_parallel/);

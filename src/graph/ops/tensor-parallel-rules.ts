@@ -18,7 +18,7 @@ import type { OpCheckError } from "../op-def.js";
 export const PARTS_ATTR: AttrSpec = { name: "parts", type: "int", optional: true, passOnly: true, doc: "Ranks of the tensor-parallel group that each hold one part (set by the tensor-parallel pass; absent: 1)." };
 
 /** An op's `parts` (1 when absent). */
-export function partsOf(attrs: Attrs): number {
+export function partsOf(attrs: Readonly<Record<string, unknown>>): number {
   const p = attrs["parts"];
   return typeof p === "number" ? p : 1;
 }
@@ -28,7 +28,7 @@ export function partsOf(attrs: Attrs): number {
 export const AXIS_ATTR: AttrSpec = { name: "axis", type: "int", optional: true, passOnly: true, doc: "Dimension the ranks' parts lie along (set by the tensor-parallel pass; absent: the last)." };
 
 /** An op's split axis for a tensor of `rank` dimensions (the last when no `axis` is set). */
-export function axisOf(attrs: Attrs, rank: number): number {
+export function axisOf(attrs: Readonly<Record<string, unknown>>, rank: number): number {
   const a = attrs["axis"];
   return typeof a === "number" ? a : rank - 1;
 }

@@ -5,6 +5,7 @@
 // tensor-parallel execution is held to.
 import type { Attrs } from "../../graph/types.js";
 import { axisOf, partsOf } from "../../graph/ops/tensor-parallel-rules.js";
+import { aroundAxis } from "../../graph/param-split.js";
 import { floats, type Tensor } from "../tensor.js";
 import { alloc, type Kernel, type KernelContext } from "./kernel.js";
 import { lossKernels } from "./loss.js";
@@ -15,9 +16,8 @@ export type GroupKernel = (inputs: readonly (readonly Tensor[])[], attrs: Attrs,
 /** A tensor around `axis`: the blocks before it (outer), and the elements from it on (whole), of which one
  *  rank's part is whole / parts. */
 function around(t: Tensor, axis: number): { outer: number; whole: number } {
-  let whole = 1;
-  for (let i = axis; i < t.shape.length; i++) whole *= t.shape[i]!;
-  return { outer: whole === 0 ? 0 : t.data.length / whole, whole };
+  const { outer, inner } = aroundAxis(t.shape, axis);
+  return { outer, whole: t.shape[axis]! * inner };
 }
 
 /** Rank k's part [k·n, (k+1)·n) along `axis` (n = the axis's size / parts). */

@@ -92,6 +92,8 @@ void copy(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<T
 
 REGISTER_CUDA_KERNEL("fsm_accumulate", accumulate);
 REGISTER_CUDA_KERNEL("fsm_copy", copy, nullptr, UsesBlas::No, FillsOutputs::Yes);
+// Megatron's "f" entering a tensor-parallel region: forward, the value as it is (src/graph/ops/tp_copy.ts).
+REGISTER_CUDA_KERNEL("tp_copy", copy, nullptr, UsesBlas::No, FillsOutputs::Yes);
 REGISTER_CUDA_KERNEL("fsm_scale", scale, nullptr, UsesBlas::No, FillsOutputs::Yes);
 REGISTER_CUDA_KERNEL("fsm_add_inplace", addInPlace, nullptr, UsesBlas::No, FillsOutputs::Yes);
 
