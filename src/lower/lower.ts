@@ -135,7 +135,7 @@ export function lower(plan: Plan, g: Graph, ranks: readonly number[] = Array.fro
       devicesOf(first).forEach((device, t) => {
         const i = local.get(device);
         if (i === undefined) return;
-        const lowered = new DeviceLowering(plan, g, routes, program, device, replica, { rank: t, group: devicesOf(first) }, budget, options);
+        const lowered = new DeviceLowering(plan, g, routes, program, device, replica, { rank: t, group: devicesOf(first), rowStats: new Map() }, budget, options);
         for (const piece of order) lowered.piece(piece);
         builders[i] = lowered.b;
         inputs[i] = { replica, slots: lowered.inputSlots };

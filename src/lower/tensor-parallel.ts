@@ -26,6 +26,15 @@ const RANKED = new Set(["tp_slice", "embedding", "embedding_grad_weight"]);
 export interface TensorPlace {
   readonly rank: number;
   readonly group: readonly number[];
+  /** The vocabulary-parallel loss's row statistics by logits slot: the forward's, which the backward reads
+   *  on the same logits instead of exchanging them again (a recomputed forward has its own slot). */
+  readonly rowStats: Map<number, RowStats>;
+}
+
+/** Every rank's row maxima [parts, rows], and [Σ exp(l − M); the target's logit] [2, rows] over the group. */
+interface RowStats {
+  readonly maxes: number;
+  readonly sums: number;
 }
 
 /** Emits a split op of a tensor-parallel graph; false when `op` runs as its plain kernel. Operands are f32 or
@@ -64,9 +73,11 @@ export function lowerTensorParallelOp(b: DeviceBuilder, place: TensorPlace, op: 
   }
 }
 
-/** The vocabulary-parallel loss's row statistics: every rank's row maxima [parts, rows] (all-gathered), and
- *  [Σ exp(l − M) over the group's classes; the target's logit] [2, rows] (all-reduced). */
-function rowStatistics(b: DeviceBuilder, place: TensorPlace, logits: number, targets: number, text: string): { maxes: number; sums: number } {
+/** The vocabulary-parallel loss's row statistics: every rank's row maxima (all-gathered), then Σ exp(l − M)
+ *  over the group's classes and the target's logit (all-reduced); once per logits slot. */
+function rowStatistics(b: DeviceBuilder, place: TensorPlace, logits: number, targets: number, text: string): RowStats {
+  const known = place.rowStats.get(logits);
+  if (known) return known;
   const shape = b.shape(logits);
   const rows = shape.reduce((x, y) => x * y, 1) / shape[shape.length - 1]!;
   const group = [...place.group];
@@ -77,6 +88,7 @@ function rowStatistics(b: DeviceBuilder, place: TensorPlace, logits: number, tar
   const sums = b.slot([2, rows]);
   b.emit(COMPUTE, "fsm_vocab_ce_sums", [logits, targets, maxes], [sums], { tensor_rank: place.rank }, text);
   b.emit(COMM, "comm.allReduce", [sums], [sums], { group }, text);
+  place.rowStats.set(logits, { maxes, sums });
   return { maxes, sums };
 }
 
