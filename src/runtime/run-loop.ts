@@ -16,6 +16,7 @@ import { createEngine, defaultEngine, EngineError, type Engine, type InjectedFau
 import type { DeviceKind } from "./device-choice.js";
 import type { Resumed, RunFailure } from "./engine-types.js";
 import type { TraceEvent } from "./trace.js";
+import type { DeviceProgram } from "../lower/device-program.js";
 import { sliceBatch } from "./reference-step.js";
 import { processWorld, WorldError, type ProcessWorld } from "./world.js";
 
@@ -86,6 +87,9 @@ export interface RunOptions {
   readonly engine?: Engine;
   /** Record a Chrome trace of every step (native engine only); passed to onDone's engine. */
   readonly trace?: boolean;
+  /** With `trace`: after every step, this process's devices' programs and the step's per-instruction timings
+   *  (the native engine's lastTimings), with the step's wall-clock seconds (`fsm run --profile` adds them up). */
+  readonly onTimings?: (step: number, devices: readonly { program: DeviceProgram; timings: Float64Array }[], seconds: number) => void;
   /** Told which engine runs, before the first step. */
   readonly onEngine?: (engine: Engine) => void;
   readonly onStep?: (r: StepReport) => void;
@@ -321,6 +325,7 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
     if (step === 1) firstLoss = loss;
     finalLoss = loss;
     times.push(seconds);
+    if (options.trace && options.onTimings && stepper.lastTimings) options.onTimings(global, stepper.lastTimings(), seconds);
     options.onStep?.({ step: global, loss, seconds, tokensPerSecond: tokens / seconds, ...stepper.lastStep?.() });
     done = step;
     const stopping = step < steps && (await stopAgreed());

@@ -20,6 +20,8 @@ import { version } from "../main.js";
 import { reportDiagnostics } from "../report.js";
 import type { Command } from "./command.js";
 import { formatBytes, formatSeconds, plural } from "../../format/units.js";
+import { formatProfile, ProfileRecorder, type RunProfile } from "../../runtime/profile.js";
+import { measurePeaks, type Peaks } from "../../runtime/profile-peaks.js";
 
 const ENGINE_TEXT: Readonly<Record<Engine, string>> = {
   native: "native (each virtual device its own arena, a compute thread and a communication thread; C++ kernels, OpenBLAS when built with it; collectives through the in-process communicator)",
@@ -58,7 +60,7 @@ function parseFault(text: string): InjectedFault {
 export const runCommand: Command = {
   name: "run",
   summary: "train a model as planned and report each step",
-  usage: `fsm run PLAN|FILE.fsm [--steps N] [--json] [--device cpu|cuda|simt] [--devices N] [--set KEY=VALUE]... [--save DIR [--save-every N]] [--resume DIR] [--init FILE] [--timeout SECONDS] [--inject-fault KIND@DEVICE[:STEP]]
+  usage: `fsm run PLAN|FILE.fsm [--steps N] [--json] [--device cpu|cuda|simt] [--devices N] [--set KEY=VALUE]... [--save DIR [--save-every N]] [--resume DIR] [--init FILE] [--timeout SECONDS] [--inject-fault KIND@DEVICE[:STEP]] [--profile]
 
 Runs the plan's training steps on its devices: every stage, micro-batch and
 data-parallel replica as planned, parameters from the train section's seed, its
@@ -81,6 +83,12 @@ and its action; nothing of the failed step is checkpointed; the exit code is 1.
   --engine E     native, native-kernels or reference (default: native)
   --trace FILE   write a Chrome trace (Perfetto) of every step: per device a compute
                  and a communication track, so overlap is visible (native engine)
+  --profile      after the run, where each step's time goes per kernel: calls, ms per
+                 step and share of the step, per stream (compute, communication),
+                 achieved GFLOP/s and GB/s against this machine's sgemm and memory
+                 peaks (measured at startup). Steps after the first (the warm-up),
+                 the mean over devices; with --json, the summary's 'profile'. CPU
+                 devices and the native engine only (for now)
   --save DIR     write a checkpoint into DIR at the end (and on Ctrl-C): per-device
                  safetensors files, then DIR/latest.json (native engine)
   --save-every N also every N steps
@@ -126,6 +134,7 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
       { name: "inject-fault", value: true },
       { name: "timeout", value: true },
       { name: "device", value: true },
+      { name: "profile" },
     ]);
     if (args.positionals.length !== 1) return -1;
     const steps = integerFlag(args, "steps");
@@ -149,6 +158,8 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
     if (deviceText !== undefined && deviceText !== "cpu" && engineText !== undefined && engineText !== "native") {
       throw new UsageError(`--device ${deviceText} runs the native engine only, not --engine ${engineText}`);
     }
+    const profile = args.flags.has("profile");
+    if (profile && engineText !== undefined && engineText !== "native") throw new UsageError(`--profile times the native engine's instructions, not --engine ${engineText}`);
     const faultText = flag(args, "inject-fault");
     const fault = faultText === undefined ? undefined : parseFault(faultText);
     if (fault && engineText !== undefined && engineText !== "native") throw new UsageError(`--inject-fault works with the native engine only, not --engine ${engineText}`);
@@ -202,6 +213,18 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
         if (e instanceof DeviceChoiceError) throw new RunError(e.message);
         throw e;
       }
+      if (profile && device.kind !== "cpu") {
+        throw new RunError(`--profile is CPU-only for now (its peaks are measured on CPU virtual devices and GPU kernels are timed differently); this run is on ${device.kind} devices: use --device cpu`);
+      }
+      // The profile's peaks, measured before the run on as many devices at once as this process runs; process 0
+      // profiles its own devices (the others train as usual).
+      const ranks = world.localRanks(plan.cluster.devices);
+      let peaks: Peaks | undefined;
+      let recorder: ProfileRecorder | undefined;
+      if (profile && lead) {
+        peaks = await measurePeaks(ranks.length);
+        recorder = new ProfileRecorder(ranks);
+      }
       if (!json) {
         const over = world.size > 1 ? ` over ${world.size} processes (mpirun)` : "";
         if (device.note) io.stdout(`note: ${device.note}\n`);
@@ -232,7 +255,8 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
           device: device.kind,
           steps: total,
           ...(engineText !== undefined && { engine: engineText as Engine }),
-          ...(tracePath !== undefined && { trace: true }),
+          ...((tracePath !== undefined || profile) && { trace: true }),
+          ...(recorder && { onTimings: (step: number, timings: Parameters<ProfileRecorder["add"]>[1], seconds: number) => recorder.add(step, timings, seconds) }),
           onDone: (_engine, traceEvents) => {
             if (tracePath !== undefined && lead) writeAtomically(tracePath, JSON.stringify({ traceEvents, displayTimeUnit: "ms" }) + "\n");
           },
@@ -266,7 +290,8 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
         process.off("SIGINT", onSignal);
         process.off("SIGTERM", onSignal);
       }
-      if (json) io.stdout(JSON.stringify({ summary }) + "\n");
+      const profiled: RunProfile | undefined = recorder && peaks && recorder.steps > 0 ? recorder.finish(peaks) : undefined;
+      if (json) io.stdout(JSON.stringify({ summary: profiled ? { ...summary, profile: profiled } : summary }) + "\n");
       else {
         io.stdout(`done: ${plural(summary.steps, "step")} in ${formatSeconds(summary.seconds)}, loss ${summary.firstLoss.toFixed(5)} → ${summary.finalLoss.toFixed(5)}${tracePath === undefined ? "" : `; trace in ${tracePath}`}\n`);
         io.stdout(`step time: measured ${formatSeconds(summary.measuredStepSeconds)} (median), predicted ${formatSeconds(summary.predictedStepSeconds)}\n`);
@@ -281,6 +306,8 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
               : `memory: fullest device ${d} holds ${formatBytes(most)} (its arena), predicted ${predicted} (the plan's memory plan; compile did not lay out the arenas)\n`,
           );
         }
+        if (profiled) io.stdout(formatProfile(profiled));
+        else if (recorder && summary.steps > 0) io.stderr(`--profile: the ${summary.engine} engine records no per-instruction times, so there is no profile\n`);
       }
       // A clean end on every process: the MPI world is closed (mpirun counts a process that leaves it open as failed).
       world.finalize();
