@@ -61,6 +61,17 @@ export function checkParallelFeasible(
     // A warning, not an error: sweeping `--set parallel.shard=...` over a file written for fsdp must work.
     diags.push(warning("FSM503", `reshard_after_forward only applies to shard = fsdp (shard is ${c.shard}); it is ignored`, at("reshard_after_forward")));
   }
+  for (const key of ["shard_group", "no_sync"] as const) {
+    if (c.shard !== "fsdp" && c.shard !== "auto" && p.spans.has(key)) {
+      diags.push(warning("FSM503", `${key} only applies to shard = fsdp (shard is ${c.shard}); it is ignored`, at(key)));
+    }
+  }
+  // Each shard group is a whole number of the stage's data-parallel ranks; the groups replicate each other.
+  if (c.shard === "fsdp" && num(c.shardGroup) && num(c.dataParallel) && c.dataParallel % c.shardGroup !== 0) {
+    diags.push(error("FSM503", `shard_group = ${c.shardGroup} does not divide data_parallel = ${c.dataParallel}`, at("shard_group")));
+  } else if (c.shard === "fsdp" && c.shardGroup === 1 && c.dataParallel !== 1) {
+    diags.push(error("FSM503", "shard_group = 1 shards nothing: every rank would hold the whole model (that is shard = none)", at("shard_group")));
+  }
   if (train && num(c.chunks)) {
     const dp = num(c.dataParallel) ? c.dataParallel : 1;
     if (train.batch % (dp * c.chunks) !== 0) {

@@ -74,4 +74,13 @@ export interface ParallelConfig {
   readonly tensorParallel: number | Auto;
   /** Megatron's sequence parallelism over the tensor-parallel group. */
   readonly sequenceParallel: boolean | Auto;
+  /** FSDP's shard group (hybrid sharding: FSDP2's 2-D mesh, ZeRO++'s hpZ): ranks of a stage's data-parallel
+   *  group that split the model state among themselves, consecutive ranks (inside a node); the groups hold
+   *  replicas and all-reduce their gradient shards once per step. `auto`: the plan search's choice when it
+   *  runs, else the whole data-parallel group (plain FSDP). */
+  readonly shardGroup: number | Auto;
+  /** FSDP's `no_sync`: micro-batches accumulate unsharded gradients and each unit is reduce-scattered once per
+   *  step (the unit's whole gradient held across the step) instead of after every micro-batch. `auto`: the
+   *  plan search's choice when it runs, else false. */
+  readonly noSync: boolean | Auto;
 }

@@ -74,6 +74,8 @@ const PARALLEL_KEYS = {
   layer_checkpoint: orAuto(word(LAYER_CHECKPOINT_MODES)),
   tensor_parallel: orAuto(intAtLeast(1)),
   sequence_parallel: orAuto(bool),
+  shard_group: orAuto(intAtLeast(1)),
+  no_sync: orAuto(bool),
 } satisfies Record<string, Reader<unknown>>;
 
 
@@ -178,6 +180,8 @@ export const DEFAULT_PARALLEL: ParallelConfig = {
   // plans yet, and a plan a user can run is the default.
   tensorParallel: 1,
   sequenceParallel: false,
+  shardGroup: "auto",
+  noSync: "auto",
 };
 
 export function checkParallel(diags: Diagnostic[], section: SettingsSection | undefined, env: Env): CheckedParallel {
@@ -201,6 +205,8 @@ export function checkParallel(diags: Diagnostic[], section: SettingsSection | un
     layerCheckpoint: get("layer_checkpoint", DEFAULT_PARALLEL.layerCheckpoint),
     tensorParallel: get("tensor_parallel", DEFAULT_PARALLEL.tensorParallel),
     sequenceParallel: get("sequence_parallel", DEFAULT_PARALLEL.sequenceParallel),
+    shardGroup: get("shard_group", DEFAULT_PARALLEL.shardGroup),
+    noSync: get("no_sync", DEFAULT_PARALLEL.noSync),
   };
   return { config, spans };
 }

@@ -18,7 +18,8 @@ export function alternatives(s: ResolvedSettings, layerCount: number): { singles
   const out: Alternative[] = [];
   if (s.checkpoint !== "always") out.push({ change: "checkpoint = always", set: ["parallel.checkpoint=always"], settings: { ...s, checkpoint: "always" } });
   for (const strategy of SHARD_STRATEGIES.slice(SHARD_STRATEGIES.indexOf(s.shard) + 1)) {
-    out.push({ change: `shard = ${strategy}`, set: [`parallel.shard=${strategy}`], settings: { ...s, shard: strategy } });
+    // Plain FSDP over the whole group, as `--set parallel.shard=fsdp` alone gives.
+    out.push({ change: `shard = ${strategy}`, set: [`parallel.shard=${strategy}`], settings: { ...s, shard: strategy, shardGroup: s.dataParallel, noSync: false } });
   }
   for (const factor of [2, 4, 8, 16]) {
     const microBatches = s.microBatches * factor;
@@ -58,10 +59,18 @@ function deeperPipeline(s: ResolvedSettings, layerCount: number): Alternative | 
   let microBatches = s.microBatches;
   if (s.schedule === "interleaved" && microBatches % stages !== 0) microBatches = stages;
   if (s.batch % (dataParallel * microBatches) !== 0) return undefined;
+  // A hybrid shard group keeps its size where the halved group still divides into it.
+  const hybrid = s.shard === "fsdp" && s.shardGroup < s.dataParallel && dataParallel % s.shardGroup === 0 && s.shardGroup < dataParallel;
+  const shardGroup = hybrid ? s.shardGroup : dataParallel;
   return {
     change: `stages = ${stages}, data_parallel = ${dataParallel}`,
-    set: [`parallel.stages=${stages}`, `parallel.data_parallel=${dataParallel}`, ...(microBatches !== s.microBatches ? [`parallel.chunks=${microBatches}`] : [])],
-    settings: { ...s, stages, dataParallel, balance: undefined, microBatches, microBatchSize: s.batch / (dataParallel * microBatches) },
+    set: [
+      `parallel.stages=${stages}`,
+      `parallel.data_parallel=${dataParallel}`,
+      ...(microBatches !== s.microBatches ? [`parallel.chunks=${microBatches}`] : []),
+      ...(s.shard === "fsdp" && s.shardGroup < s.dataParallel ? [`parallel.shard_group=${shardGroup}`] : []),
+    ],
+    settings: { ...s, stages, dataParallel, shardGroup, balance: undefined, microBatches, microBatchSize: s.batch / (dataParallel * microBatches) },
   };
 }
 

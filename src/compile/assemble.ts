@@ -117,6 +117,8 @@ export function assemblePlan(x: AssembleInput): Plan {
       recomputeLayers: [...s.recomputeLayers],
       shard: s.shard,
       reshardAfterForward: s.reshardAfterForward,
+      ...(s.shard === "fsdp" && s.shardGroup !== s.dataParallel && { shardGroup: s.shardGroup }),
+      ...(s.noSync && { noSync: true }),
       bucketMB: s.bucketMB,
       fsdpPrefetch: s.fsdpPrefetch,
       precision: s.precision,

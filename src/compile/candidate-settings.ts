@@ -21,6 +21,8 @@ export function candidateSettings(base: ResolvedSettings, e: Evaluated, sequence
     checkpoint: c.checkpoint === "selective" ? "never" : c.checkpoint,
     shard: c.shard,
     reshardAfterForward: c.reshardAfterForward,
+    shardGroup: c.shardGroup,
+    noSync: c.noSync,
     recomputeLayers: e.recomputeLayers,
   };
 }

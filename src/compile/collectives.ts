@@ -63,6 +63,15 @@ export interface PlacedCollectives {
   readonly staged: { program: number; stage: number; action: number; reduces: number[]; bytes: number }[];
   /** fsdp: gates that let a unit's gradient buffer be reused micro-batch to micro-batch (applyGradientReuse). */
   readonly reuse: GradientReuse[];
+  /** Collectives that must stay behind another of their program on the comm stream (a hybrid shard group's
+   *  all-reduce behind the reduce-scatter it sums), whatever later placement moves (keepBehind). */
+  readonly followers: { program: number; id: number; after: number }[];
+}
+
+/** Moves each follower behind the collective it sums, once the tied all-reduces may have moved that one
+ *  later (a tiedFirst reduction is rekeyed behind its tied all-reduce). */
+export function keepBehind(placer: Placer, followers: PlacedCollectives["followers"]): void {
+  for (const f of followers) placer.rekey(f.program, f.id, placer.orderOf(f.program, f.after)[0]);
 }
 
 /** Before `layer` of backward `action` (where it first writes a unit's gradient), the previous micro-batch's
@@ -100,6 +109,7 @@ export function placeShardCollectives(placer: Placer, shards: readonly ShardPlan
   const stagedAll: PlacedCollectives["staged"] = [];
   const reuse: GradientReuse[] = [];
   const afterOptimizer: PlacedCollectives["afterOptimizer"] = [];
+  const followers: PlacedCollectives["followers"] = [];
   const needs = placer.programs.map((): Need[] => []);
   for (const plan of shards) {
     const p = programOf(plan.stage);
@@ -110,6 +120,8 @@ export function placeShardCollectives(placer: Placer, shards: readonly ShardPlan
     const staged = new Map<number, number[]>();
     // Per FSDP reduce-scatter (a unit's): the last one placed, for the next micro-batch's gradient to wait on.
     const lastReduceScatter = new Map<number, number>();
+    // Per unit: its reduce-scatter placed last, which a hybrid shard group's all-reduce of the unit follows.
+    const reducedBy = new Map<number, number>();
     for (const [ci, c] of plan.collectives.entries()) {
       const seconds = groupCollectiveTime(cluster, COST_KIND[c.kind], c.bytes, c.group);
       const collective = { group: "data" as const, of: c.of, bytes: c.bytes };
@@ -125,21 +137,28 @@ export function placeShardCollectives(placer: Placer, shards: readonly ShardPlan
           continue;
         }
         const action = collectiveAction(plan, c, mb);
-        const id = placer.add(p, { action, stream: "comm", seconds: [seconds], partial: [[x, c.at.layer]], collective }, placer.endOf(p, x, c.at.layer), 2);
+        const follows = c.kind === "ALL_REDUCE" && c.of === "unit" ? reducedBy.get(c.unit) : undefined;
+        if (c.kind === "ALL_REDUCE" && c.of === "unit" && follows === undefined) throw new Error(`internal: stage ${plan.stage} all-reduces unit ${c.unit} before reduce-scattering it`);
+        const id = placer.add(p, { action, stream: "comm", seconds: [seconds], partial: [[x, c.at.layer]], ...(follows !== undefined && { deps: [follows] }), collective }, placer.endOf(p, x, c.at.layer), 2);
+        if (follows !== undefined) followers.push({ program: p, id, after: follows });
         placed.set(placedKey(plan.stage, ci, x), id);
         grads.push({ program: p, id });
         if (c.kind === "REDUCE_SCATTER") {
           // The unit's unsharded gradient appears when the backward reaches the first layer (in its run order)
           // that reads the unit's parameters, not when the action starts: FSDP's one-unit-at-a-time promise.
           const unit = plan.units.find((u) => u.index === c.unit);
-          const fromLayer = firstLayerReading(placer.action(p, x).layers, unit);
+          // no_sync (a reduce-scatter of the last micro-batch only): every micro-batch accumulates into the
+          // unit's one gradient buffer, which is born where the step's first backward first writes it.
+          const writer = each ? x : occurrencesOf({ ...c.at, microBatch: "first" }, occ)[0]!;
+          const fromLayer = firstLayerReading(placer.action(p, writer).layers, unit);
           // One buffer per unit at a time: a micro-batch's first write of the unit's gradient waits for the
           // previous micro-batch's reduce-scatter of it (FSDP's rate limit on memory), where the schedule
           // allows (applyGradientReuse).
           const previous = lastReduceScatter.get(ci);
           if (previous !== undefined && fromLayer !== undefined) reuse.push({ program: p, action: x, layer: fromLayer, after: previous });
           lastReduceScatter.set(ci, id);
-          lifetimes.push({ program: p, name: `s${plan.stage} unit ${c.unit} gradient mb ${mb}`, kind: "grad", bytes: c.bytes, from: x, ...(fromLayer !== undefined && { fromLayer }), to: id, stage: plan.stage, ...(mb !== undefined && { mb }) });
+          reducedBy.set(c.unit, id);
+          lifetimes.push({ program: p, name: `s${plan.stage} unit ${c.unit} gradient ${each ? `mb ${mb}` : "of the step"}`, kind: "grad", bytes: c.bytes, from: writer, ...(fromLayer !== undefined && { fromLayer }), to: id, stage: plan.stage, ...(mb !== undefined && { mb }) });
           // Every micro-batch after the first reduces into a fresh shard that is then added to the step's
           // sharded gradient (FSDP2's reduce-scatter output, accumulated after): live while the collective runs.
           if (previous !== undefined && unit) {
@@ -159,7 +178,7 @@ export function placeShardCollectives(placer: Placer, shards: readonly ShardPlan
   needs.forEach((list, p) => {
     for (const l of placeGathers(placer, p, list, cluster, prefetch)) lifetimes.push(l);
   });
-  return { lifetimes, gradients, placed, staged: stagedAll, afterOptimizer, reuse };
+  return { lifetimes, gradients, placed, staged: stagedAll, afterOptimizer, reuse, followers };
 }
 
 /**

@@ -167,10 +167,13 @@ function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {
       // it may plan for scaled by the overflow (cheaper than planning the other finalists, which share the
       // misestimate, and it may find a different kind of plan).
       const e = result.ranked[0]!;
+      const plan = (x: typeof e): Compiled => {
+        const training = trainings.get(x.candidate.tensorParallel)!;
+        return withArenas(compileResolved(name, training, candidateSettings({ ...base } as ResolvedSettings, x, sequenceParallelAt(parallel, x.candidate.tensorParallel, train.seq)), options), options.arenas ?? "auto");
+      };
       try {
-        const training = trainings.get(e.candidate.tensorParallel)!;
-        const compiled = withArenas(compileResolved(name, training, candidateSettings({ ...base } as ResolvedSettings, e, sequenceParallelAt(parallel, e.candidate.tensorParallel, train.seq)), options), options.arenas ?? "auto");
-        const search = planSearch(result, 0, [], compiled, memoryScale, rejected);
+        const { compiled, chosen, passed } = verifiedFinalist(result, plan(e), plan);
+        const search = planSearch(result, chosen, passed, compiled, memoryScale, rejected);
         return { ...compiled, plan: { ...compiled.plan, search }, search: result };
       } catch (err) {
         if (!(err instanceof MemoryError)) throw err;
@@ -222,6 +225,45 @@ function explicitSplit(training: Graph, settings: ResolvedSettings, cluster: Clu
 }
 
 /** What the plan records of the search: the choice, the runners-up, why families lost, and the counts. */
+/** Finalists compiled besides the search's best at most (the compiled plans are the exact prediction). */
+const VERIFIED_FINALISTS = 3;
+/** How much slower than a later finalist's own prediction the compiled best may be before that one is
+ *  compiled too. */
+const VERIFY_SLACK = 1.03;
+
+/**
+ * The search ranks by its estimates; the compiled plan is exact (every transfer and collective on its stream,
+ * FSDP's gathers where compute waits for them). When the best finalist compiles slower than the next one's
+ * own prediction, that one is compiled too, up to VERIFIED_FINALISTS, and the fastest compiled plan is kept:
+ * a misestimate costs compile time, not the plan. Finalists passed over are returned with why.
+ */
+export function verifiedFinalist(result: SearchResult, first: Compiled, plan: (e: SearchResult["ranked"][number]) => Compiled): { compiled: Compiled; chosen: number; passed: { text: string; reason: string }[] } {
+  const planned: { index: number; compiled: Compiled }[] = [{ index: 0, compiled: first }];
+  const best = () => planned.reduce((a, b) => (b.compiled.prediction.stepTime < a.compiled.prediction.stepTime ? b : a));
+  for (let i = 1; i < Math.min(VERIFIED_FINALISTS, result.ranked.length); i++) {
+    const next = result.ranked[i]!;
+    if (best().compiled.prediction.stepTime <= VERIFY_SLACK * (next.simulated ?? next.estimate)) break;
+    try {
+      planned.push({ index: i, compiled: plan(next) });
+    } catch (err) {
+      if (!(err instanceof MemoryError)) throw err;
+    }
+  }
+  const kept = best();
+  const time = (x: number) => `${x.toFixed(3)} s`;
+  const passed = result.ranked.slice(0, kept.index).map((x, i) => {
+    const c = planned.find((p) => p.index === i);
+    const predicted = x.simulated ?? x.estimate;
+    return {
+      text: candidateText(x.candidate),
+      reason: c
+        ? `its compiled plan predicts ${time(c.compiled.prediction.stepTime)} a step (the search's ${time(predicted)}); ${candidateText(result.ranked[kept.index]!.candidate)} compiles to ${time(kept.compiled.prediction.stepTime)}`
+        : `its memory plan does not fit`,
+    };
+  });
+  return { compiled: kept.compiled, chosen: kept.index, passed };
+}
+
 function planSearch(
   result: SearchResult,
   chosen: number,

@@ -5,7 +5,7 @@
 import type { Cluster } from "../cost/cluster.js";
 import type { LoweredSchedule } from "../schedule/lowered.js";
 import type { ShardPlan } from "../shard/types.js";
-import { applyGradientReuse, placeAfterOptimizer, placeShardCollectives, stagedLifetimes } from "./collectives.js";
+import { applyGradientReuse, keepBehind, placeAfterOptimizer, placeShardCollectives, stagedLifetimes } from "./collectives.js";
 import { emitFrees } from "./frees.js";
 import type { Lifetime } from "./lifetimes.js";
 import { wireOptimizer } from "./optimizer-step.js";
@@ -39,6 +39,7 @@ export function buildPrograms(
   const programOf = (stage: number) => stages[stage]!.pipeRank;
   const placed = placeShardCollectives(placer, shards, cluster, programOf, settings.fsdpPrefetch);
   placeTiedCollectives(placer, shards, cluster, programOf, placed.placed, placed.gradients);
+  keepBehind(placer, placed.followers);
   wireOptimizer(placer, placed.gradients, settings, cluster);
   placeAfterOptimizer(placer, placed.afterOptimizer, cluster);
   const lifetimes = [...placed.lifetimes, ...stagedLifetimes(placer, placed.staged)];

@@ -29,6 +29,10 @@ export interface ResolvedSettings {
   readonly recomputeLayers: readonly number[];
   readonly shard: ShardStrategy;
   readonly reshardAfterForward: boolean;
+  /** FSDP: ranks of each shard group (hybrid sharding when below dataParallel); dataParallel otherwise. */
+  readonly shardGroup: number;
+  /** FSDP: reduce-scatter each unit once per step, gradients accumulated unsharded (no_sync). */
+  readonly noSync: boolean;
   readonly bucketMB: number;
   readonly fsdpMinParams: number;
   /** FSDP: units gathered ahead of the one computing (1: the next one, FairScale's and FSDP's default). */
@@ -193,5 +197,21 @@ export function resolveSettings(train: TrainConfig, parallel: ParallelConfig, la
     recomputeLayers: [],
     shard: parallel.shard === "auto" ? "none" : parallel.shard,
     reshardAfterForward: parallel.reshardAfterForward === "auto" ? true : parallel.reshardAfterForward,
+    ...fsdpGrouping(parallel, parallel.shard === "auto" ? "none" : parallel.shard, dataParallel),
   };
+}
+
+/** shard_group and no_sync once the strategy and the data-parallel degree are known: settings of FSDP only
+ *  (under another strategy the group is the whole data-parallel group and gradients reduce as it does), the
+ *  file's `auto` taken as plain FSDP (the search, when it runs, chooses instead). */
+export function fsdpGrouping(parallel: ParallelConfig, shard: ShardStrategy, dataParallel: number): Pick<ResolvedSettings, "shardGroup" | "noSync"> {
+  if (shard !== "fsdp") return { shardGroup: dataParallel, noSync: false };
+  const shardGroup = parallel.shardGroup === "auto" ? dataParallel : parallel.shardGroup;
+  if (dataParallel % shardGroup !== 0) {
+    throw new CompileError(`shard_group = ${shardGroup} does not divide data_parallel = ${dataParallel} (each shard group must be a whole number of replicas' worth of ranks)`);
+  }
+  if (shardGroup === 1 && dataParallel > 1) {
+    throw new CompileError(`shard_group = 1 shards nothing: every rank would hold the whole model (that is shard = none)`);
+  }
+  return { shardGroup, noSync: parallel.noSync === true };
 }

@@ -26,6 +26,8 @@ export function planShards(training: Graph, stages: readonly StageAssignment[], 
         bucketMB: s.bucketMB,
         fsdpMinParams: s.fsdpMinParams,
         reshardAfterForward: s.reshardAfterForward,
+        shardGroup: s.shardGroup,
+        noSync: s.noSync,
         uses,
       });
     } catch (e) {

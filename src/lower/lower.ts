@@ -21,7 +21,7 @@ import { numel } from "../graph/dim.js";
 import { isFloatDType } from "../graph/types.js";
 import { concreteShape } from "../interp/run.js";
 import { concreteAttrs } from "../native/kernels.js";
-import type { Plan, PlanAction, PlanProgram, PlanUnit } from "../plan/plan.js";
+import { shardGroupOf, type Plan, type PlanAction, type PlanProgram, type PlanUnit } from "../plan/plan.js";
 import { actionFromText, type Action } from "../schedule/action.js";
 import { programPieces, type ActionPiece } from "./action-order.js";
 import { lowerOptimizer, type OptimizerLowering, type UpdateItem } from "./optimizer.js";
@@ -286,7 +286,8 @@ class DeviceLowering {
         byUnit.set(u.index, slot);
         const copy = this.half === "f32" ? undefined : this.b.pin(this.b.slot([u.shardNumel], this.half));
         if (copy !== undefined) this.computeShards.set(`${k}:${u.index}`, copy);
-        const lo = r * u.shardNumel;
+        // Under hybrid sharding replicas r, r + s, ... of a shard group of s hold the same shard.
+        const lo = (r % shardGroupOf(this.plan, k)) * u.shardNumel;
         const hi = lo + u.shardNumel;
         const norm: { at: number; count: number }[] = [];
         for (const [name, offset, count] of u.params) {
@@ -295,7 +296,8 @@ class DeviceLowering {
           if (a < z) {
             this.pieces.push({ device: this.device, slot, dtype: "f32", param: name, from: a - offset, count: z - a, at: a - lo });
             if (copy !== undefined) this.pieces.push({ device: this.device, slot: copy, dtype: this.half, param: name, from: a - offset, count: z - a, at: a - lo });
-            if (firstHolder(name)) norm.push({ at: a - lo, count: z - a });
+            // Counted once: by the first shard group (the others hold replicas of the same shards).
+            if (firstHolder(name) && r < shardGroupOf(this.plan, k)) norm.push({ at: a - lo, count: z - a });
           }
         }
         items.push({ stage: k, params: u.params.map(([n]) => n), param: slot, ...(copy !== undefined && { copy }), shape: [u.shardNumel], grad: -1, key: `u${k}:${u.index}`, norm });
@@ -440,9 +442,17 @@ class DeviceLowering {
     }
   }
 
-  /** Stage k's shard group: its replicas' devices of this device's tensor rank. */
-  private group(k: number): number[] {
-    return this.plan.shard[k]!.ranks.map((r) => r + this.tensor.rank).sort((x, y) => x - y);
+  /** Stage k's data-parallel group as this device's collectives take it, on this device's tensor rank:
+   *  `all` its replicas; under hybrid sharding `shard` the shard group this replica is in (consecutive group
+   *  ranks) and `replicas` the holders of the same shard in the other shard groups. */
+  private group(k: number, which: "all" | "shard" | "replicas" = "all"): number[] {
+    const shard = this.plan.shard[k]!;
+    const size = shardGroupOf(this.plan, k);
+    const mine = this.replica % size;
+    const block = this.replica - mine;
+    const ranks =
+      which === "all" ? shard.ranks : which === "shard" ? shard.ranks.slice(block, block + size) : shard.ranks.filter((_, i) => i % size === mine);
+    return ranks.map((r) => r + this.tensor.rank).sort((x, y) => x - y);
   }
 
   // ---- compute ------------------------------------------------------------------------------------------
@@ -558,6 +568,11 @@ class DeviceLowering {
 
   // ---- gradients ----------------------------------------------------------------------------------------
 
+  /** fsdp no_sync on stage k: its units reduce-scattered once per step from one accumulating buffer. */
+  private noSync(k: number): boolean {
+    return this.strategy[k] === "fsdp" && this.plan.settings.noSync === true;
+  }
+
   /** Whether stage k all-reduces tied parameter p's partial every micro-batch (fsdp, sddp: before the
    *  stage's own reduction) rather than once on the sum. */
   private tiedEachMicroBatch(k: number, p: string): boolean {
@@ -570,12 +585,17 @@ class DeviceLowering {
   private gradTarget(k: number, j: number, p: string, op: number): number | undefined {
     const s = this.strategy[k];
     const single = this.routes.partials[k]!.get(p) === 1;
+    const key = `${k}:${p}`;
     if (s === "fsdp" || s === "sddp") {
       if (!single) throw new Error(`not implemented: parameter '${p}' has several gradient partials on stage ${k} under ${s}`);
+      // no_sync: only the step's first gradient lands in the unit's buffer; later ones are added to it.
+      if (this.noSync(k)) {
+        if (this.started.has(key)) return undefined;
+        this.started.add(key);
+      }
       this.direct.add(op);
       return this.mbBuffer(k, j, p).views.get(p)!;
     }
-    const key = `${k}:${p}`;
     if (!single || this.started.has(key)) return undefined;
     this.started.add(key);
     this.direct.add(op);
@@ -586,7 +606,8 @@ class DeviceLowering {
     const shard = this.plan.shard[k]!;
     if (this.strategy[k] === "fsdp") {
       const u = this.unitOf(k, p);
-      const key = `${k}:u${u.index}:${j}`;
+      // no_sync: one buffer for the step, every micro-batch accumulating into it.
+      const key = `${k}:u${u.index}:${this.noSync(k) ? "step" : j}`;
       if (!this.mbFlat.has(key)) {
         // Zeroed first: padding and any member without a gradient must add nothing to the shards. The fill
         // waits for the unit's previous reduce-scatter, so that micro-batch's buffer is free by then (as the
@@ -620,6 +641,8 @@ class DeviceLowering {
   private accumulator(k: number, p: string): number {
     const key = `${k}:${p}`;
     if (this.acc.has(key)) return this.acc.get(key)!;
+    // fsdp no_sync: the unit's step buffer, which its reduce-scatter moves once.
+    if (this.strategy[k] === "fsdp" && this.noSync(k)) return this.mbBuffer(k, 0, p).views.get(p)!;
     const shard = this.plan.shard[k]!;
     const bucket = shard.ranks.length === 1 ? undefined : shard.gradBuckets.find((x) => x.params.includes(p));
     if (!bucket) {
@@ -694,7 +717,7 @@ class DeviceLowering {
     // Under mixed precision the 16-bit copy of the shard is what travels and what compute reads.
     const shard = this.computeShards.get(`${k}:${u.index}`) ?? this.shards.get(k)!.get(u.index)!;
     const slot = this.b.slot([u.paddedNumel], this.half);
-    this.b.emit(COMM, "comm.allGather", [this.wire(shard)], [this.wire(slot)], { group: this.group(k) }, a.text);
+    this.b.emit(COMM, "comm.allGather", [this.wire(shard)], [this.wire(slot)], { group: this.group(k, "shard") }, a.text);
     this.gathered.set(`${k}:${u.index}`, { action: a.id, views: new Map(u.params.map(([n, offset]) => [n, this.b.view(slot, offset, this.paramShape(n))])) });
   }
 
@@ -708,15 +731,15 @@ class DeviceLowering {
     const k = act.stage;
     const u = this.plan.shard[k]!.units.find((x) => x.index === act.unit)!;
     const p = u.params[0]![0];
-    const buf = this.mbBuffer(k, act.mb!, p);
+    const buf = this.mbBuffer(k, act.mb ?? 0, p);
     const item = this.items.get(k)!.find((x) => x.key === `u${k}:${u.index}`)!;
     // The first micro-batch lands in the shard's accumulator itself; later ones are added to it.
     if (item.grad < 0) {
       item.grad = this.b.slot([u.shardNumel]);
-      this.lastReduceScatter.set(`${k}:${u.index}`, this.b.emit(COMM, "comm.reduceScatter", [buf.slot], [item.grad], { group: this.group(k) }, text));
+      this.lastReduceScatter.set(`${k}:${u.index}`, this.b.emit(COMM, "comm.reduceScatter", [buf.slot], [item.grad], { group: this.group(k, "shard") }, text));
     } else {
       const tmp = this.b.slot([u.shardNumel]);
-      this.lastReduceScatter.set(`${k}:${u.index}`, this.b.emit(COMM, "comm.reduceScatter", [buf.slot], [tmp], { group: this.group(k) }, text));
+      this.lastReduceScatter.set(`${k}:${u.index}`, this.b.emit(COMM, "comm.reduceScatter", [buf.slot], [tmp], { group: this.group(k, "shard") }, text));
       this.b.emit(COMM, "fsm_add_inplace", [item.grad, tmp], [item.grad], {}, text);
     }
   }
@@ -743,6 +766,13 @@ class DeviceLowering {
     const c = a.collective;
     if (!c) throw new Error(`internal: ${a.text} has no collective`);
     if (c.of === "gradNorm") return this.tail.gradNorm(a.text);
+    if (c.of === "unit") {
+      // Hybrid sharding: the shard groups' reduce-scattered shards summed across the replicas of the shard.
+      const item = this.items.get(k)!.find((x) => x.key === `u${k}:${act.unit}`);
+      if (!item || item.grad < 0) throw new Error(`internal: device ${this.device}, ${a.text}: unit ${act.unit} of stage ${k} has no reduced gradient shard yet`);
+      this.b.emit(COMM, "comm.allReduce", [item.grad], [item.grad], { group: this.group(k, "replicas") }, a.text);
+      return;
+    }
     if (c.of === "gradBucket") {
       const bucket = this.plan.shard[k]!.gradBuckets.find((x) => x.index === act.unit)!;
       this.accumulator(k, bucket.params[0]!);
@@ -756,8 +786,9 @@ class DeviceLowering {
     const group = tied.stages.map((s) => this.plan.stages[s]!.ranks[this.replica]! + this.tensor.rank).sort((x, y) => x - y);
     if (new Set(group).size !== group.length) throw new Error(`not implemented: tied weight '${p}' on two stages of one device`);
     if (this.tiedEachMicroBatch(k, p)) {
-      if (act.mb === undefined) throw new Error(`internal: ${a.text}: a per-micro-batch tied all-reduce without a micro-batch`);
-      const view = this.mbBuffer(k, act.mb, p).views.get(p)!;
+      // no_sync: once, on the step's accumulated partial, before the unit's one reduce-scatter.
+      if (act.mb === undefined && !this.noSync(k)) throw new Error(`internal: ${a.text}: a per-micro-batch tied all-reduce without a micro-batch`);
+      const view = this.mbBuffer(k, act.mb ?? 0, p).views.get(p)!;
       this.b.emit(COMM, "comm.allReduce", [view], [view], { group }, a.text);
     } else {
       const into = this.accumulator(k, p);

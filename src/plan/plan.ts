@@ -142,6 +142,11 @@ export interface PlanSettings {
   readonly recomputeLayers?: readonly number[];
   readonly shard: string;
   readonly reshardAfterForward: boolean;
+  /** FSDP: ranks of each shard group, when smaller than dataParallel (hybrid sharding: the groups replicate
+   *  the state and all-reduce gradient shards once per step). Absent: the whole data-parallel group. */
+  readonly shardGroup?: number;
+  /** FSDP: units reduce-scattered once per step, gradients accumulated unsharded (no_sync). Absent: false. */
+  readonly noSync?: boolean;
   readonly bucketMB: number;
   /** FSDP: units all-gathered ahead of the one computing. Absent in plans written before it existed: 1. */
   readonly fsdpPrefetch?: number;
@@ -442,4 +447,11 @@ export function arenasLaidOut(plan: Plan): boolean {
 /** The mesh rank of tensor rank 0 of (pipe, data): the rank a program lists for that replica. */
 export function meshRank(mesh: { readonly dataParallel: number; readonly tensorParallel: number }, pipe: number, data: number): number {
   return (pipe * mesh.dataParallel + data) * mesh.tensorParallel;
+}
+
+/** Ranks of each FSDP shard group of stage k: the plan's shard group under hybrid sharding, else the whole
+ *  data-parallel group (every other strategy's group). */
+export function shardGroupOf(plan: Pick<Plan, "settings" | "shard">, k: number): number {
+  const shard = plan.shard[k]!;
+  return shard.strategy === "fsdp" ? plan.settings.shardGroup ?? shard.ranks.length : shard.ranks.length;
 }

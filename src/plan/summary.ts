@@ -1,6 +1,6 @@
 // The short account of a plan that `fsm compile` prints (as text or --json): stages with their layers and
 // devices, shard groups, micro-batches, schedule, and the predictions.
-import { arenasLaidOut, type Plan, type PlanPrediction } from "./plan.js";
+import { arenasLaidOut, type Plan, type PlanPrediction, type PlanSettings } from "./plan.js";
 
 export interface StageSummary {
   readonly stage: number;
@@ -34,6 +34,8 @@ export interface PlanSummary {
   readonly checkpoint: string;
   readonly shard: string;
   readonly reshardAfterForward: boolean;
+  /** fsdpSettingsText of the plan's settings. */
+  readonly fsdp: string;
   readonly stageLayers: readonly StageSummary[];
   readonly programs: number;
   readonly predicted: PlanPrediction;
@@ -44,6 +46,16 @@ export interface PlanSummary {
   readonly memoryPlanPeakBytes: readonly [number, number];
   /** The most a device reserves besides its arena (a GPU's kernel scratch and cuBLAS workspace; 0: none). */
   readonly reservedBytes: number;
+}
+
+/** How an FSDP plan shards, for one line of text (empty for other strategies): resharding, the hybrid shard
+ *  groups and no_sync. */
+export function fsdpSettingsText(s: Pick<PlanSettings, "shard" | "reshardAfterForward" | "shardGroup" | "noSync" | "dataParallel">): string {
+  if (s.shard !== "fsdp") return "";
+  const parts = [`reshard after forward: ${s.reshardAfterForward}`];
+  if (s.shardGroup !== undefined && s.shardGroup < s.dataParallel) parts.push(`hybrid: shard groups of ${s.shardGroup}, each shard on ${s.dataParallel / s.shardGroup} replicas`);
+  if (s.noSync) parts.push("no_sync: one reduce-scatter per unit per step");
+  return ` (${parts.join("; ")})`;
 }
 
 export function summarizePlan(plan: Plan): PlanSummary {
@@ -67,6 +79,7 @@ export function summarizePlan(plan: Plan): PlanSummary {
     checkpoint: s.checkpoint,
     shard: s.shard,
     reshardAfterForward: s.reshardAfterForward,
+    fsdp: fsdpSettingsText(s),
     stageLayers: plan.stages.map((st) => {
       const first = st.ranks[0]!;
       return {

@@ -116,6 +116,11 @@ function checkSettings(v: Json): { pipe: number; data: number; tensor: number; v
   oneOf(field(o, "checkpoint", p), key(p, "checkpoint"), CHECKPOINT_MODES);
   oneOf(field(o, "shard", p), key(p, "shard"), SHARD_STRATEGIES);
   boolean(field(o, "reshardAfterForward", p), key(p, "reshardAfterForward"));
+  if (o.shardGroup !== undefined) {
+    const g = positive(o.shardGroup, key(p, "shardGroup"));
+    if (data % g !== 0) fail(key(p, "shardGroup"), `shard group ${g} does not divide dataParallel ${data}`);
+  }
+  if (o.noSync !== undefined) boolean(o.noSync, key(p, "noSync"));
   nonNegative(field(o, "bucketMB", p), key(p, "bucketMB"));
   if (o.fsdpPrefetch !== undefined) integer(o.fsdpPrefetch, key(p, "fsdpPrefetch"), 1, 64, "a prefetch depth");
   oneOf(field(o, "precision", p), key(p, "precision"), PRECISIONS);

@@ -15,6 +15,10 @@ export interface Candidate {
   readonly schedule: ScheduleKind;
   readonly shard: ShardStrategy;
   readonly reshardAfterForward: boolean;
+  /** FSDP: ranks of each shard group (hybrid sharding below dataParallel); dataParallel otherwise. */
+  readonly shardGroup: number;
+  /** FSDP: each unit reduce-scattered once per step, not after every micro-batch (no_sync). */
+  readonly noSync: boolean;
   readonly checkpoint: SearchCheckpoint;
 }
 
@@ -44,7 +48,12 @@ export function familyText(c: Candidate): string {
 
 export function candidateText(c: Candidate): string {
   const parts = [`pp=${c.stages}`, `dp=${c.dataParallel}`, ...(c.tensorParallel > 1 ? [`tp=${c.tensorParallel}`] : []), `shard=${c.shard}`];
-  if (c.shard === "fsdp") parts.push(`reshard=${c.reshardAfterForward}`);
+  if (c.shard === "fsdp") {
+    // Hybrid sharding names its group; plain FSDP's is the data-parallel group, as before.
+    if (c.shardGroup !== c.dataParallel) parts[parts.length - 1] += `(group ${c.shardGroup})`;
+    parts.push(`reshard=${c.reshardAfterForward}`);
+    if (c.noSync) parts.push("no_sync");
+  }
   parts.push(`chunks=${c.microBatches}`, `schedule=${c.schedule}${c.virtualStages > 1 ? `(v=${c.virtualStages})` : ""}`, `checkpoint=${c.checkpoint}`);
   return parts.join(" ");
 }
@@ -61,7 +70,8 @@ export function candidateSets(e: Evaluated): string[] {
   ];
   if (c.virtualStages > 1) out.unshift(`parallel.stages=${c.stages}`, `parallel.virtual_stages=${c.virtualStages}`);
   else out.unshift(`parallel.balance=[${e.balance.join(",")}]`);
-  if (c.shard === "fsdp") out.push(`parallel.reshard_after_forward=${c.reshardAfterForward}`);
+  // shard_group and no_sync given in full, so a file's own values (or `auto`) cannot change the plan.
+  if (c.shard === "fsdp") out.push(`parallel.reshard_after_forward=${c.reshardAfterForward}`, `parallel.shard_group=${c.shardGroup}`, `parallel.no_sync=${c.noSync}`);
   if (c.tensorParallel > 1) out.push(`parallel.tensor_parallel=${c.tensorParallel}`);
   return out;
 }

@@ -17,10 +17,10 @@ import { activationMemory } from "../schedule/memory.js";
 import { actionSeconds } from "../schedule/simulate.js";
 import { candidateText, familyText, type Candidate, type Evaluated } from "./candidate.js";
 import { SearchError } from "./errors.js";
-import { LayerTable } from "./layer-table.js";
+import { LayerTable, type MicroBatchProfile } from "./layer-table.js";
 import { optimalPartition, stageBounds } from "./partition.js";
 import { scheduleCostsFor } from "./schedule-costs.js";
-import { searchSpace } from "./space.js";
+import { searchSpace, shardGroups } from "./space.js";
 import { blockLink, layerSeconds, StageModel, type LayerSeconds } from "./stage-model.js";
 import { modelStateBytes, stateBytesPerParam } from "../cost/memory.js";
 import { bucketCapBytes } from "../shard/buckets.js";
@@ -83,7 +83,7 @@ export interface SearchResult {
 
 /** The chosen plan with one setting changed: what that setting's other values would give. */
 export interface Neighbor {
-  readonly setting: "shard" | "reshard_after_forward" | "schedule" | "checkpoint" | "chunks";
+  readonly setting: "shard" | "reshard_after_forward" | "shard_group" | "no_sync" | "schedule" | "checkpoint" | "chunks";
   readonly value: string;
   readonly stepSeconds?: number;
   readonly memoryBytes?: number;
@@ -91,13 +91,21 @@ export interface Neighbor {
   readonly reason?: string;
 }
 
-/** Every one-setting change of `c` (chunks: half and double), for explanations. */
-function alternativesOf(c: Candidate, batch: number): { setting: Neighbor["setting"]; value: string; candidate: Candidate }[] {
+/** Every one-setting change of `c` (chunks: half and double; shard_group: the other groups the space
+ *  tries), for explanations. */
+function alternativesOf(c: Candidate, batch: number, devicesPerNode: number): { setting: Neighbor["setting"]; value: string; candidate: Candidate }[] {
   const out: { setting: Neighbor["setting"]; value: string; candidate: Candidate }[] = [];
   for (const shard of ["none", "oss", "sddp", "fsdp"] as const) {
-    if (shard !== c.shard) out.push({ setting: "shard", value: shard, candidate: { ...c, shard, reshardAfterForward: true } });
+    // Another strategy, or FSDP from another: plain, reducing every micro-batch.
+    if (shard !== c.shard) out.push({ setting: "shard", value: shard, candidate: { ...c, shard, reshardAfterForward: true, shardGroup: c.dataParallel, noSync: false } });
   }
-  if (c.shard === "fsdp") out.push({ setting: "reshard_after_forward", value: String(!c.reshardAfterForward), candidate: { ...c, reshardAfterForward: !c.reshardAfterForward } });
+  if (c.shard === "fsdp") {
+    out.push({ setting: "reshard_after_forward", value: String(!c.reshardAfterForward), candidate: { ...c, reshardAfterForward: !c.reshardAfterForward } });
+    for (const shardGroup of shardGroups(c.dataParallel, c.tensorParallel, devicesPerNode)) {
+      if (shardGroup !== c.shardGroup) out.push({ setting: "shard_group", value: String(shardGroup), candidate: { ...c, shardGroup } });
+    }
+    out.push({ setting: "no_sync", value: String(!c.noSync), candidate: { ...c, noSync: !c.noSync } });
+  }
   for (const [schedule, virtualStages] of [["gpipe", 1], ["1f1b", 1], ["zero_bubble", 1], ["interleaved", 2], ["interleaved", 4]] as const) {
     if (schedule === c.schedule && virtualStages === c.virtualStages) continue;
     out.push({ setting: "schedule", value: virtualStages > 1 ? `${schedule}(v=${virtualStages})` : schedule, candidate: { ...c, schedule, virtualStages } });
@@ -106,7 +114,8 @@ function alternativesOf(c: Candidate, batch: number): { setting: Neighbor["setti
     if (checkpoint !== c.checkpoint) out.push({ setting: "checkpoint", value: checkpoint, candidate: { ...c, checkpoint } });
   }
   for (const microBatches of [c.microBatches / 2, c.microBatches * 2]) {
-    if (Number.isInteger(microBatches) && batch % (c.dataParallel * microBatches) === 0) out.push({ setting: "chunks", value: String(microBatches), candidate: { ...c, microBatches } });
+    // One micro-batch has no no_sync of its own (the space searches it only with more).
+    if (Number.isInteger(microBatches) && batch % (c.dataParallel * microBatches) === 0) out.push({ setting: "chunks", value: String(microBatches), candidate: { ...c, microBatches, noSync: c.noSync && microBatches > 1 } });
   }
   return out;
 }
@@ -125,7 +134,8 @@ export function searchPlans(x: SearchInput): SearchResult {
   const tables = new Map([...trainings].map(([t, g]) => [t, { table: new LayerTable(g, x.cluster, x.train.precision, x.train.seq), params: g.parameterCount() }]));
   const tableOf = (c: Candidate): LayerTable => tables.get(c.tensorParallel)!.table;
   const layerCount = tables.values().next().value!.table.count;
-  const space = searchSpace({ devices, tensorParallel: [...tables.keys()], batch: x.train.batch, layers: layerCount, parallel: x.parallel });
+  const devicesPerNode = x.cluster.profile.devicesPerNode;
+  const space = searchSpace({ devices, tensorParallel: [...tables.keys()], devicesPerNode, batch: x.train.batch, layers: layerCount, parallel: x.parallel });
   const bandwidth = x.cluster.profile.memory.bandwidth * x.cluster.profile.achievable.memory;
 
   const perParam = stateBytesPerParam(x.train.precision, x.train.optimizer, x.train.reduceDtype);
@@ -135,7 +145,7 @@ export function searchPlans(x: SearchInput): SearchResult {
   // Layer seconds depend on the micro-batch size, the data-parallel degree and the sharding only: shared.
   const secondsCache = new Map<string, LayerSeconds>();
   const secondsOf = (c: Candidate): LayerSeconds => {
-    const key = `${microBatch(c)}|${c.dataParallel}|${c.tensorParallel}|${c.shard}|${c.reshardAfterForward}`;
+    const key = `${microBatch(c)}|${c.dataParallel}|${c.tensorParallel}|${c.shard}|${c.reshardAfterForward}|${c.shardGroup}|${c.noSync}`;
     let s = secondsCache.get(key);
     if (!s) {
       s = layerSeconds(tableOf(c), tableOf(c).at(microBatch(c)), x.cluster, c, perParam, bucketBytes);
@@ -145,13 +155,19 @@ export function searchPlans(x: SearchInput): SearchResult {
   };
   const modelOf = (c: Candidate): StageModel =>
     new StageModel({ table: tableOf(c), profile: tableOf(c).at(microBatch(c)), cluster: x.cluster, candidate: c, precision: x.train.precision, optimizer: x.train.optimizer, reduceDtype: x.train.reduceDtype, capacity, bucketBytes, prefetch: x.parallel.fsdpPrefetch }, secondsOf(c));
+  // Sums over a profile's layers, once per profile (candidates share profiles by the thousand).
+  const totals = new Map<MicroBatchProfile, { weightSeconds: number; forwardSeconds: number }>();
+  const totalsOf = (profile: MicroBatchProfile) => {
+    let t = totals.get(profile);
+    if (!t) {
+      t = { weightSeconds: profile.backwardWeight.reduce((a, w) => a + w, 0), forwardSeconds: profile.forward.reduce((a, f) => a + f, 0) };
+      totals.set(profile, t);
+    }
+    return t;
+  };
   const bounded = space.candidates.map((c) => {
-    const profile = tableOf(c).at(microBatch(c));
-    let weightSeconds = 0;
-    for (const w of profile.backwardWeight) weightSeconds += w;
+    const { weightSeconds, forwardSeconds } = totalsOf(tableOf(c).at(microBatch(c)));
     const recomputeShare = c.checkpoint === "always" ? 1 : c.checkpoint === "except_last" ? (c.microBatches - 1) / c.microBatches : 0;
-    let forwardSeconds = 0;
-    for (const f of profile.forward) forwardSeconds += f;
     const bound = lowerBound(c, {
       seconds: secondsOf(c),
       recomputeSeconds: recomputeShare * forwardSeconds,
@@ -164,18 +180,23 @@ export function searchPlans(x: SearchInput): SearchResult {
       optimizer: x.train.optimizer,
       reduceDtype: x.train.reduceDtype,
     });
-    return { c, bound };
+    return { c, bound, text: undefined as string | undefined };
   });
-  // Ties broken by the candidate's text so the visiting order, hence the result, is deterministic.
-  bounded.sort((a, b) => a.bound - b.bound || (candidateText(a.c) < candidateText(b.c) ? -1 : 1));
+  // Ties broken by the candidate's text so the visiting order, hence the result, is deterministic (each text
+  // made once: candidates that differ only in what the bound ignores tie by the thousand).
+  const textOf = (e: (typeof bounded)[number]): string => (e.text ??= candidateText(e.c));
+  bounded.sort((a, b) => a.bound - b.bound || (textOf(a) < textOf(b) ? -1 : 1));
 
   /** A candidate's optimal split and estimate; `infeasible` when no split fits, `duplicate` for selective
    *  checkpointing that recomputes nothing (that plan is checkpoint = never's). */
   const evaluate = (c: Candidate): Evaluated | "infeasible" | "duplicate" => {
-    // Some stage holds at least an even share of the parameters, so at least that share's model state: when
-    // that alone exceeds a stage's memory, no split fits and the partitioner need not look.
+    // Some stage holds at least an even share of the parameters, so at least that share's model state (and
+    // under no_sync its unsharded gradient): when that alone exceeds a stage's memory, no split fits and the
+    // partitioner need not look.
     const stageCount = c.stages * c.virtualStages;
-    if (modelStateBytes(Math.floor(tables.get(c.tensorParallel)!.params / stageCount), c.dataParallel, c.shard, x.train.precision, x.train.optimizer, x.train.reduceDtype) > capacity / c.virtualStages) return "infeasible";
+    const share = Math.floor(tables.get(c.tensorParallel)!.params / stageCount);
+    const held = modelStateBytes(share, c.shardGroup, c.shard, x.train.precision, x.train.optimizer, x.train.reduceDtype) + (c.noSync ? share * perParam.grad : 0);
+    if (held > capacity / c.virtualStages) return "infeasible";
     const model = modelOf(c);
     const split = optimalPartition({
       layers: layerCount,
@@ -274,7 +295,7 @@ export function searchPlans(x: SearchInput): SearchResult {
   }
   const inSpace = new Set(space.candidates.map(candidateText));
   const neighbors = (chosen: Candidate): Neighbor[] =>
-    alternativesOf(chosen, x.train.batch).flatMap(({ setting, value, candidate }): Neighbor[] => {
+    alternativesOf(chosen, x.train.batch, devicesPerNode).flatMap(({ setting, value, candidate }): Neighbor[] => {
       if (!inSpace.has(candidateText(candidate))) return [];
       const e = evaluate(candidate);
       if (e === "duplicate") return [];
@@ -299,7 +320,9 @@ function thinner(a: Candidate, b: Candidate): number {
     SHARD_ORDER.indexOf(a.shard) - SHARD_ORDER.indexOf(b.shard) ||
     CHECKPOINT_ORDER.indexOf(a.checkpoint) - CHECKPOINT_ORDER.indexOf(b.checkpoint) ||
     b.microBatches - a.microBatches ||
-    Number(a.reshardAfterForward === false) - Number(b.reshardAfterForward === false)
+    Number(a.reshardAfterForward === false) - Number(b.reshardAfterForward === false) ||
+    b.shardGroup - a.shardGroup ||
+    Number(a.noSync) - Number(b.noSync)
   );
 }
 
@@ -312,9 +335,11 @@ function byPrediction(a: Evaluated, b: Evaluated): number {
   return a.memoryBytes - b.memoryBytes || simplicity(a.candidate) - simplicity(b.candidate) || ta - tb;
 }
 
-/** Among equal predictions, the plan with less machinery: fewer stages, less sharding, less recompute. */
+/** Among equal predictions, the plan with less machinery: fewer stages, less sharding, less recompute
+ *  (and FSDP plain before hybrid or no_sync). */
 function simplicity(c: Candidate): number {
-  return c.stages * 1000 + SHARD_ORDER.length - SHARD_ORDER.indexOf(c.shard) + (CHECKPOINT_ORDER.length - CHECKPOINT_ORDER.indexOf(c.checkpoint)) * 10;
+  const fsdpExtras = Number(c.shardGroup < c.dataParallel) + Number(c.noSync);
+  return c.stages * 1000 + SHARD_ORDER.length - SHARD_ORDER.indexOf(c.shard) + fsdpExtras + (CHECKPOINT_ORDER.length - CHECKPOINT_ORDER.indexOf(c.checkpoint)) * 10;
 }
 
 function insertSorted(list: Evaluated[], e: Evaluated, keep: number): void {

@@ -32,6 +32,8 @@ export function optimalSplit(training: Graph, s: SplitSettings, cluster: Cluster
     schedule: s.schedule,
     shard: s.shard,
     reshardAfterForward: s.reshardAfterForward,
+    shardGroup: s.shardGroup,
+    noSync: s.noSync,
     checkpoint: s.checkpoint,
   };
   const model = new StageModel({ table, profile: table.at(s.microBatchSize), cluster, candidate, precision: train.precision, optimizer: train.optimizer, reduceDtype: train.reduceDtype, bucketBytes: bucketCapBytes(s.bucketMB), prefetch: s.fsdpPrefetch });

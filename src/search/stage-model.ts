@@ -7,9 +7,12 @@
 // its layers) and its comm stream (the collectives that repeat every micro-batch: FSDP's gathers and
 // reduce-scatters, ShardedDDP's gradient reduces, the all-reduce of a tied weight's gradient when its other
 // holder is on another stage, and the two transfers across its output cut), the two streams overlapping as
-// compile's programs overlap them.
-// Bytes: model state under the shard strategy (ZeRO formulas), FSDP's gathered units, the activations of
-// the micro-batches the schedule keeps in flight on that stage, and the transfer buffers.
+// compile's programs overlap them. FSDP's collectives run over its shard group of s ranks (s = d unless
+// hybrid); its once-per-step ones (no_sync's reduce-scatters, hybrid sharding's all-reduce of each gradient
+// shard over the d/s replica groups) are the step's tail (exposedStepSeconds, priced by step-model.ts).
+// Bytes: model state under the shard strategy (ZeRO formulas, FSDP's over s ranks), FSDP's gathered units
+// and unsharded gradients, the activations of the micro-batches the schedule keeps in flight on that stage,
+// and the transfer buffers.
 import type { Optimizer, Precision } from "../check/settings-types.js";
 import { collectiveTime, groupLink, type CollectiveKind, type Link } from "../cost/collectives.js";
 import type { Cluster } from "../cost/cluster.js";
@@ -78,8 +81,19 @@ export interface LayerSeconds {
   readonly comm: Float64Array;
   /** FSDP with resharding: the all-gather of each layer's unit, which a recompute must repeat. */
   readonly gather: Float64Array;
+  /** FSDP: the part of `comm` that runs during the layer's backward (its gather again under resharding, its
+   *  reduce-scatter without no_sync): comm-stream time the step's own collectives cannot use. */
+  readonly backwardComm: Float64Array;
+  /** FSDP: the layer's once-per-step collectives, issued as its last backward completes its gradient: the
+   *  reduce-scatter under no_sync, the all-reduce of its gradient shard over the replicas under hybrid
+   *  sharding. */
+  readonly step: Float64Array;
   readonly computeSum: number;
   readonly commSum: number;
+  /** Σ over layers of the comm time a layer's backward leaves free, max(0, backward − backwardComm): no
+   *  stage's last backward leaves more for the once-per-step collectives. */
+  readonly slackSum: number;
+  readonly stepSum: number;
   /** The largest layer's compute and comm. */
   readonly computeMax: number;
   readonly commMax: number;
@@ -92,16 +106,31 @@ export function bucketedTime(kind: CollectiveKind, bytes: number, ranks: number,
   return buckets * collectiveTime(kind, bytes / buckets, ranks, link);
 }
 
+/** FSDP's two groups under meshRank's layout: a shard group is s consecutive data-parallel ranks (s·t global
+ *  ranks, t apart), its replica group the ranks at the same place in each of the d/s shard groups (s·t apart). */
+function shardGroupLinks(cluster: Cluster, c: Candidate): { readonly shard: Link; readonly replica: Link } {
+  return {
+    shard: blockLink(cluster, 0, c.shardGroup, c.tensorParallel),
+    replica: blockLink(cluster, 0, c.dataParallel / c.shardGroup, c.shardGroup * c.tensorParallel),
+  };
+}
+
 export function layerSeconds(table: LayerTable, pr: MicroBatchProfile, cluster: Cluster, c: Candidate, perParam: StateBytesPerParam, bucketBytes: number): LayerSeconds {
   const L = table.count;
   // Every stage's data-parallel group spans as many nodes as stage 0's under meshRank's layout.
   const link = blockLink(cluster, 0, c.dataParallel, c.tensorParallel);
+  const groups = shardGroupLinks(cluster, c);
+  const replicas = c.dataParallel / c.shardGroup;
   const forward = new Float64Array(L);
   const backward = new Float64Array(L);
   const comm = new Float64Array(L);
   const gathers = new Float64Array(L);
+  const backwardComm = new Float64Array(L);
+  const step = new Float64Array(L);
   let computeSum = 0;
   let commSum = 0;
+  let slackSum = 0;
+  let stepSum = 0;
   let computeMax = 0;
   let commMax = 0;
   for (let l = 0; l < L; l++) {
@@ -113,9 +142,14 @@ export function layerSeconds(table: LayerTable, pr: MicroBatchProfile, cluster: 
     const grads = table.params[l]! * perParam.grad;
     let m = 0;
     if (c.shard === "fsdp") {
-      const gather = collectiveTime("all_gather", weights, c.dataParallel, link);
-      m = (c.reshardAfterForward ? 2 : 1 / c.microBatches) * gather + collectiveTime("reduce_scatter", grads, c.dataParallel, link);
+      const gather = collectiveTime("all_gather", weights, c.shardGroup, groups.shard);
+      const scatter = collectiveTime("reduce_scatter", grads, c.shardGroup, groups.shard);
+      const perMicroBatch = c.noSync ? 0 : scatter;
+      m = (c.reshardAfterForward ? 2 : 1 / c.microBatches) * gather + perMicroBatch;
       if (c.reshardAfterForward) gathers[l] = gather;
+      backwardComm[l] = (c.reshardAfterForward ? gather : 0) + perMicroBatch;
+      // Hybrid: each shard group reduced the unit's gradient to shards; the groups sum their shards.
+      step[l] = (c.noSync ? scatter : 0) + collectiveTime("all_reduce", grads / c.shardGroup, replicas, groups.replica);
     } else if (c.shard === "sddp") {
       // ShardedDDP reduces each micro-batch's gradients to their owners as they are ready (src/shard/sddp.ts).
       m = bucketedTime("reduce", grads, c.dataParallel, link, bucketBytes);
@@ -125,10 +159,12 @@ export function layerSeconds(table: LayerTable, pr: MicroBatchProfile, cluster: 
     comm[l] = m;
     computeSum += f + b;
     commSum += m;
+    slackSum += Math.max(0, b - backwardComm[l]!);
+    stepSum += step[l]!;
     computeMax = Math.max(computeMax, f + b);
     commMax = Math.max(commMax, m);
   }
-  return { forward, backward, comm, gather: gathers, computeSum, commSum, computeMax, commMax };
+  return { forward, backward, comm, gather: gathers, backwardComm, step, computeSum, commSum, slackSum, stepSum, computeMax, commMax };
 }
 
 export class StageModel {
@@ -139,6 +175,8 @@ export class StageModel {
   private readonly computePrefix: Float64Array;
   private readonly commPrefix: Float64Array;
   private readonly gatherPrefix: Float64Array;
+  private readonly backwardCommPrefix: Float64Array;
+  private readonly stepPrefix: Float64Array;
   private readonly tied: readonly { readonly layers: readonly number[]; readonly seconds: number }[];
   private readonly tiedPerStep: readonly { readonly layers: readonly number[]; readonly seconds: number }[];
   private readonly forwardPrefix: Float64Array;
@@ -176,14 +214,17 @@ export class StageModel {
     // A recompute re-runs the forward, so under FSDP with resharding it gathers the units again.
     this.commPrefix = prefix(seconds.comm.map((m, l) => m + recomputeShare * seconds.gather[l]!));
     this.gatherPrefix = prefix(seconds.gather);
+    this.backwardCommPrefix = prefix(seconds.backwardComm);
+    this.stepPrefix = prefix(seconds.step);
     this.forwardPrefix = prefix(seconds.forward);
     this.backwardPrefix = prefix(seconds.backward);
     this.weightPrefix = prefix(pr.backwardWeight);
     this.paramPrefix = prefix(table.params);
     this.weightGradPrefix = prefix(pr.weightGrad);
     // A tied weight's gradient is all-reduced between its holders' stages every micro-batch under FSDP and
-    // ShardedDDP (once per step otherwise: step-model.ts), over the link that spans the pipeline.
-    const perMicroBatch = c.shard === "fsdp" || c.shard === "sddp";
+    // ShardedDDP (once per step otherwise, FSDP's no_sync included, whose partial is summed over the step
+    // first: step-model.ts), over the link that spans the pipeline.
+    const perMicroBatch = (c.shard === "fsdp" && !c.noSync) || c.shard === "sddp";
     const pipeLink = groupLink(cluster, [0, cluster.devices - 1]);
     const tied = table.shared.map((t) => ({ layers: t.layers, seconds: collectiveTime("all_reduce", t.params * this.perParam.grad, 2, pipeLink) }));
     this.tied = perMicroBatch ? tied : [];
@@ -227,14 +268,25 @@ export class StageModel {
     return this.x.table.stageParams(this.paramPrefix, i, j);
   }
 
-  /** Model state and FSDP's gathered units on one device, for a share 1/v of the device's memory. */
+  /** Model state and FSDP's gathered units and unsharded gradients on one device, for a share 1/v of the
+   *  device's memory. */
   stateBytes(i: number, j: number): number {
+    return this.residentBytes(i, j, this.c.noSync);
+  }
+
+  /** What the optimizer step reads and writes: stateBytes as without no_sync, whose unsharded gradient is
+   *  reduce-scattered into the shards before the step. */
+  optimizerBytes(i: number, j: number): number {
+    return this.residentBytes(i, j, false);
+  }
+
+  private residentBytes(i: number, j: number, noSync: boolean): number {
     const c = this.c;
     const params = this.paramsIn(i, j);
     // modelStateBytes' formulas, with the bytes per parameter looked up once per model (this is the
-    // partitioner's innermost call).
+    // partitioner's innermost call). FSDP shards over its shard group (ZeRO-3 over s ranks).
     const { param: pb, grad: gb, optimizer: kb } = this.perParam;
-    const shard = Math.ceil(params / c.dataParallel);
+    const shard = Math.ceil(params / (c.shard === "fsdp" ? c.shardGroup : c.dataParallel));
     let bytes =
       c.shard === "none" ? (pb + gb + kb) * params : c.shard === "oss" ? (pb + gb) * params + kb * shard : c.shard === "sddp" ? pb * params + (gb + kb) * shard : (pb + gb + kb) * shard;
     if (c.shard === "sddp") {
@@ -245,8 +297,9 @@ export class StageModel {
     } else if (c.shard === "fsdp") {
       // A unit's unsharded gradient lives from the layer of the backward that first writes it to its
       // reduce-scatter (compile's memory plan, at layer granularity): the unit being produced and the one
-      // being reduce-scattered, as the gathered units below.
-      bytes += gb * Math.min(params, 2 * this.maxLayerParams);
+      // being reduce-scattered, as the gathered units below. Under no_sync every unit's accumulates from the
+      // first micro-batch's backward to its one reduce-scatter: the stage's whole gradient, held.
+      bytes += gb * (noSync ? params : Math.min(params, 2 * this.maxLayerParams));
     }
     if (c.shard === "fsdp") {
       // Kept gathered for the whole step without resharding; else the unit in use and those prefetched.
@@ -435,8 +488,27 @@ export class StageModel {
   get gradBytes(): number {
     return this.perParam.grad;
   }
+  /** Seconds of pipeline rank r's once-per-step FSDP collectives (no_sync's reduce-scatters, hybrid
+   *  sharding's replica all-reduces) left after its last backward. Each layer's run on the comm stream once
+   *  its gradient is complete, in the time the backward's own collectives leave; the first layer of the
+   *  rank's first stage completes last (its backward ends the rank's step), so its own always show. */
+  exposedStepSeconds(r: number, bounds: readonly (readonly [number, number])[]): number {
+    let total = 0;
+    let backward = 0;
+    let busy = 0;
+    let last = 0;
+    bounds.forEach(([i, j], k) => {
+      if (this.pipeRank(k) !== r) return;
+      total += this.stepPrefix[j]! - this.stepPrefix[i]!;
+      backward += this.backwardPrefix[j]! - this.backwardPrefix[i]!;
+      busy += this.backwardCommPrefix[j]! - this.backwardCommPrefix[i]!;
+      if (k === r) last = this.stepPrefix[i + 1]! - this.stepPrefix[i]!;
+    });
+    return total === 0 ? 0 : Math.max(last, total - Math.max(0, backward - busy));
+  }
+
   /** Seconds of the once-per-step all-reduces of tied weights whose holders include pipeline rank r and
-   *  another rank (DDP and OSS). */
+   *  another rank (DDP, OSS and FSDP's no_sync). */
   tiedStepSeconds(r: number, bounds: readonly (readonly [number, number])[]): number {
     let t = 0;
     for (const tie of this.tiedPerStep) {

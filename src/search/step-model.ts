@@ -6,8 +6,9 @@
 //   ZB-H1            1F1B − (p − 1)·2·w̄             (deferred W fills the bubble: Qi et al. 2024, §3)
 //   interleaved      m·max t + (Σ t − max t)/v       (exact for equal stages: (m + (p − 1)/v)·t)
 // every one clamped below by m·max t (the busiest device must run all its micro-batches). Then the
-// step's tail: the gradient synchronisation the last backward does not hide, the optimizer step, and
-// OSS/ShardedDDP's parameter broadcast after it.
+// step's tail: the gradient synchronisation the last backward does not hide (DDP's and OSS's all-reduce on
+// the slowest rank; FSDP's no_sync reduce-scatters and hybrid all-reduces on every rank, added up), the
+// optimizer step, and OSS/ShardedDDP's parameter broadcast after it.
 import type { Optimizer, Precision } from "../check/settings-types.js";
 import { stageBounds } from "./partition.js";
 import { collectiveTime, type Link } from "../cost/collectives.js";
@@ -41,7 +42,7 @@ export function estimateStep(c: Candidate, model: StageModel, sizes: readonly nu
     const r = k % p;
     device[r]! += model.stageTime(k, i, j);
     weight[r]! += model.weightSeconds(i, j);
-    stateOf[r]! += model.stateBytes(i, j);
+    stateOf[r]! += model.optimizerBytes(i, j);
     backwardOf[r]! += model.backwardSeconds(i, j);
   });
   const tMax = Math.max(...device);
@@ -63,21 +64,39 @@ export function estimateStep(c: Candidate, model: StageModel, sizes: readonly nu
       break;
   }
   pipeline = Math.max(pipeline, m * tMax);
-  let sync = 0;
+  let sync = c.shard === "fsdp" ? fsdpTail(c, model, bounds) : 0;
   let optimizer = 0;
   for (let r = 0; r < p; r++) {
     optimizer = Math.max(optimizer, optimizerSeconds(stateOf[r]!, memoryBandwidth));
-    sync = Math.max(sync, tailSync(c, model, r, bounds, backwardOf[r]!));
+    if (c.shard !== "fsdp") sync = Math.max(sync, tailSync(c, model, r, bounds, backwardOf[r]!));
   }
   return { seconds: pipeline + sync + optimizer, pipeline, sync, optimizer, stageTimes: device };
 }
 
-/** The step's tail on pipeline rank r: gradient synchronisation not hidden behind its last backward, tied
- *  weights' all-reduce, the owners' parameter broadcast. */
+/**
+ * FSDP's step tail. Its per-micro-batch collectives are in the stage times; its once-per-step ones (no_sync's
+ * reduce-scatters, hybrid sharding's all-reduces) overlap each rank's last backward as its units' gradients
+ * complete (stage-model.ts exposedStepSeconds), but on the comm stream ahead of that backward's transfer to
+ * the previous rank (compile's placer moves only collectives that no per-micro-batch one follows behind
+ * transfers: DDP's and OSS's all-reduces, not these), so what each rank leaves exposed delays every rank
+ * before it: the exposures add up along the pipeline. no_sync sums a tied weight's gradient over the step
+ * before its one all-reduce.
+ */
+function fsdpTail(c: Candidate, model: StageModel, bounds: readonly [number, number][]): number {
+  let exposed = 0;
+  let tied = 0;
+  for (let r = 0; r < c.stages; r++) {
+    exposed += model.exposedStepSeconds(r, bounds);
+    if (c.noSync) tied = Math.max(tied, model.tiedStepSeconds(r, bounds));
+  }
+  return exposed + tied;
+}
+
+/** The step's tail on pipeline rank r (DDP, OSS, ShardedDDP): gradient synchronisation not hidden behind its
+ *  last backward, tied weights' all-reduce, the owners' parameter broadcast. */
 function tailSync(c: Candidate, model: StageModel, r: number, bounds: readonly [number, number][], lastBackward: number): number {
-  if (c.shard === "fsdp") return 0;
   // A tied weight split across pipeline ranks: DDP and OSS all-reduce its gradient between them once per
-  // step (FSDP and ShardedDDP every micro-batch, inside the stage times).
+  // step (ShardedDDP every micro-batch, inside the stage times).
   const tied = c.shard === "sddp" ? 0 : model.tiedStepSeconds(r, bounds);
   if (c.dataParallel === 1) return tied;
   let params = 0;
@@ -99,7 +118,10 @@ function tailSync(c: Candidate, model: StageModel, r: number, bounds: readonly [
  * A lower bound on estimateStep over every split. With T = max(Σ / p, the largest layer's compute or comm)
  * (the busiest device runs at least its share of either stream, and the largest layer) and Σ t ≥ Σ, each
  * closed form above is increasing in max t and in Σ t, so putting T and Σ floors in gives a bound; the
- * optimizer step and the parameter broadcast each take at least a device's share of the model state.
+ * optimizer step and the parameter broadcast each take at least a device's share of the model state. FSDP's
+ * once-per-step collectives: rank 0's stage starts at layer 0, whose own show after the step's last
+ * backward, and the ranks' exposures add up to at least what the layers' backwards together leave no comm
+ * time for.
  */
 export interface BoundInput {
   readonly seconds: LayerSeconds;
@@ -139,7 +161,8 @@ export function lowerBound(c: Candidate, x: BoundInput): number {
   }
   pipeline = Math.max(pipeline, m * T);
   const share = Math.floor(x.totalParams / p);
-  const state = modelStateBytes(share, c.dataParallel, c.shard, x.precision, x.optimizer, x.reduceDtype);
+  const state = modelStateBytes(share, c.shardGroup, c.shard, x.precision, x.optimizer, x.reduceDtype);
   const broadcast = c.shard === "oss" || c.shard === "sddp" ? collectiveTime("all_gather", share * x.word, c.dataParallel, x.dpLink) : 0;
-  return pipeline + optimizerSeconds(state, x.memoryBandwidth) + broadcast;
+  const stepSync = x.seconds.stepSum > 0 ? Math.max(x.seconds.step[0]!, x.seconds.stepSum - x.seconds.slackSum) : 0;
+  return pipeline + optimizerSeconds(state, x.memoryBandwidth) + broadcast + stepSync;
 }

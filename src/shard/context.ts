@@ -14,6 +14,11 @@ export interface PlanContext {
   readonly bucketCapBytes: number;
   readonly fsdpMinParams: number;
   readonly reshardAfterForward: boolean;
+  /** fsdp: ranks of each shard group (consecutive group ranks); below ranks.length the groups are replicas
+   *  (hybrid sharding). ranks.length for every other strategy. */
+  readonly shardGroup: number;
+  /** fsdp: each unit reduce-scattered once per step, its unsharded gradient accumulated until then. */
+  readonly noSync: boolean;
   readonly partitionNodeBudget: number | undefined;
 }
 

@@ -12,21 +12,29 @@ import type { FsdpUnit, Holder, ShardCollective, ShardFree } from "./types.js";
  *     ALL_GATHER before backward of l, FREE after backward of f;
  *   otherwise: ALL_GATHER before forward of f for the first micro-batch, FREE after backward of f for the
  *     last (the weights stay gathered across the step, as reshard_after_forward=False keeps them);
- *   always, every micro-batch: REDUCE_SCATTER after weight_grad of r. Reducing per micro-batch (into the
- *     owned gradient shard) keeps gradient memory at g·Ψ/N, the ZeRO-3 figure.
+ *   REDUCE_SCATTER after weight_grad of r, every micro-batch: reducing per micro-batch (into the owned
+ *     gradient shard) keeps gradient memory at g·Ψ/N, the ZeRO-3 figure; with no_sync only for the last
+ *     micro-batch, the earlier ones accumulating into the unit's unsharded gradient (g·Ψ held across the
+ *     step for m − 1 fewer reduce-scatters, FairScale's and FSDP's no_sync);
+ *   hybrid sharding (a shard group of s < N ranks): the gathers and reduce-scatters run inside the shard
+ *     group, then once per step, right after the unit's last reduce-scatter, an ALL_REDUCE of its gradient
+ *     shard over the N/s replicas of that shard (FSDP2's HSDP: reduce-scatter within, all-reduce across).
+ * Each collective's `group` is the one of group rank 0 (every shard group and every replica group is laid
+ * out alike, which is what the cost model needs); the runtime takes its own device's.
  * The root unit never reshards after forward, as in FairScale: its weights (usually the first and last
  * layers) are needed again as soon as the backward starts.
  */
 export function unitActions(ctx: PlanContext, u: FsdpUnit): { collectives: ShardCollective[]; frees: ShardFree[] } {
   if (!talks(ctx)) return { collectives: [], frees: [] };
   const { first, last } = u.span;
+  const shardRanks = ctx.ranks.slice(0, ctx.shardGroup);
   const gathered = u.paddedNumel * ctx.bytes.param;
   const gather = (at: ShardCollective["at"]): ShardCollective => ({
     kind: "ALL_GATHER",
     of: "unit",
     unit: u.index,
     bytes: gathered,
-    group: ctx.ranks,
+    group: shardRanks,
     at,
   });
   const free = (at: ShardFree["at"]): ShardFree => ({ unit: u.index, bytes: gathered, at });
@@ -42,21 +50,32 @@ export function unitActions(ctx: PlanContext, u: FsdpUnit): { collectives: Shard
   const members = new Set(u.params.map((m) => m.name));
   const gradLayers = ctx.params.filter((p) => members.has(p.name) && p.gradLayer !== undefined).map((p) => p.gradLayer!);
   if (gradLayers.length > 0) {
+    // Backward runs last layer to first: the lowest layer is where the unit's last gradient completes.
+    const done = gradLayers.reduce((a, b) => Math.min(a, b), Infinity);
     collectives.push({
       kind: "REDUCE_SCATTER",
       of: "unit",
       unit: u.index,
       bytes: u.paddedNumel * ctx.bytes.grad,
-      group: ctx.ranks,
-      // Backward runs last layer to first: the lowest layer is where the unit's last gradient completes.
-      at: after("weight_grad", gradLayers.reduce((a, b) => Math.min(a, b), Infinity), "each"),
+      group: shardRanks,
+      at: after("weight_grad", done, ctx.noSync ? "last" : "each"),
     });
+    if (ctx.shardGroup < ctx.ranks.length) {
+      collectives.push({
+        kind: "ALL_REDUCE",
+        of: "unit",
+        unit: u.index,
+        bytes: u.shardNumel * ctx.bytes.grad,
+        group: ctx.ranks.filter((_, r) => r % ctx.shardGroup === 0),
+        at: after("weight_grad", done, "last"),
+      });
+    }
   }
   return { collectives, frees };
 }
 
 export function fsdpParts(ctx: PlanContext): StrategyParts {
-  const units = fsdpUnits(ctx.layers, ctx.params, ctx.ranks.length, ctx.fsdpMinParams);
+  const units = fsdpUnits(ctx.layers, ctx.params, ctx.shardGroup, ctx.fsdpMinParams);
   const unitOf = new Map<string, number>();
   for (const u of units) for (const m of u.params) unitOf.set(m.name, u.index);
   const collectives: ShardCollective[] = [];

@@ -31,8 +31,10 @@ export function shardMemory(
   reduceDtype: Precision,
   psi: number,
   shardedElements: readonly number[],
+  /** Ranks the state is split over: the group, or an FSDP shard group under hybrid sharding. */
+  shardOver = shardedElements.length,
 ): ShardMemory {
-  const n = shardedElements.length;
+  const n = shardOver;
   const own = (r: number): number => (strategy === "none" ? psi : shardedElements[r]!);
   const perRank: RankStateBytes[] = shardedElements.map((_, r) => {
     const param = b.param * (strategy === "fsdp" ? own(r) : psi);

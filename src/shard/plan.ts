@@ -40,6 +40,13 @@ export interface ShardSpec {
   readonly fsdpMinParams?: number;
   /** FSDP: free gathered weights after forward and gather again for backward (default true). */
   readonly reshardAfterForward?: boolean;
+  /** fsdp: ranks of each shard group, consecutive group ranks (default: the whole group). Smaller groups
+   *  hold replicas of the sharded state and all-reduce their gradient shards once per step (hybrid sharding,
+   *  FSDP2's 2-D mesh, ZeRO++'s hpZ). */
+  readonly shardGroup?: number;
+  /** fsdp: reduce-scatter each unit once per step, accumulating its unsharded gradient over the micro-batches
+   *  (FairScale's and FSDP's no_sync) rather than after every micro-batch (default false). */
+  readonly noSync?: boolean;
   /** Node budget of the OSS/ShardedDDP min-max partition search (see partition.ts). */
   readonly partitionNodeBudget?: number;
   /** `paramUses(graph)`, when the caller plans several stages of one graph: it walks every parameter's
@@ -58,6 +65,13 @@ function checkRanks(ranks: readonly number[]): void {
     throw new Error(`internal: shard group ranks must be non-negative integers, got [${ranks.join(", ")}]`);
   }
   if (new Set(ranks).size !== ranks.length) throw new Error(`internal: shard group ranks repeat: [${ranks.join(", ")}]`);
+}
+
+function checkShardGroup(size: number, ranks: number): number {
+  if (!Number.isSafeInteger(size) || size < 1 || ranks % size !== 0) {
+    throw new Error(`internal: a shard group of ${size} does not divide the stage's ${ranks} data-parallel ranks`);
+  }
+  return size;
 }
 
 /** Ranks start, start + stride, ... (n of them): a stage's data-parallel group in a (pipeline × data) mesh. */
@@ -90,6 +104,8 @@ export function buildShardPlan(spec: ShardSpec): ShardPlan {
     bucketCapBytes: bucketCapBytes(spec.bucketMB ?? DEFAULT_BUCKET_MB),
     fsdpMinParams: spec.fsdpMinParams ?? DEFAULT_FSDP_MIN_PARAMS,
     reshardAfterForward: spec.reshardAfterForward ?? true,
+    shardGroup: spec.strategy === "fsdp" ? checkShardGroup(spec.shardGroup ?? spec.ranks.length, spec.ranks.length) : spec.ranks.length,
+    noSync: spec.strategy === "fsdp" && spec.noSync === true,
     partitionNodeBudget: spec.partitionNodeBudget,
   };
   const parts: StrategyParts =
@@ -103,6 +119,8 @@ export function buildShardPlan(spec: ShardSpec): ShardPlan {
     layers: { start: layers.start, end: layers.end },
     groupSize: ctx.ranks.length,
     ranks: ctx.ranks,
+    shardGroup: ctx.shardGroup,
+    noSync: ctx.noSync,
     bytesPerParam: bytes,
     params: parts.params,
     gradBuckets: parts.gradBuckets,
@@ -110,7 +128,7 @@ export function buildShardPlan(spec: ShardSpec): ShardPlan {
     units: parts.units,
     collectives: parts.collectives,
     frees: parts.frees,
-    memory: shardMemory(spec.strategy, bytes, spec.precision, spec.optimizer, spec.reduceDtype, psi, parts.shardedElements),
+    memory: shardMemory(spec.strategy, bytes, spec.precision, spec.optimizer, spec.reduceDtype, psi, parts.shardedElements, ctx.shardGroup),
     tied: tied.tied,
     tiedCollectives: tied.collectives,
     crossStageParams: tied.tied.filter((t) => t.stages.length > 1).map((t) => t.name).sort(),

@@ -65,7 +65,8 @@ export function tiedCollectives(
   shared: readonly TiedParam[],
 ): { tied: TiedParam[]; collectives: TiedCollective[] } {
   const collectives: TiedCollective[] = [];
-  // fsdp and sddp reduce every micro-batch into one rank's shard or owner: sum while the partial is whole.
+  // fsdp and sddp reduce every micro-batch into one rank's shard or owner: sum while the partial is whole
+  // (under fsdp's no_sync once, on the step's accumulated partial, before the unit's one reduce-scatter).
   const tiedFirst = strategy === "fsdp" || strategy === "sddp";
   const tied = shared.map((t) => {
     if (t.stages.length < 2 || t.gradLayer === undefined) return t;
@@ -84,7 +85,7 @@ export function tiedCollectives(
       index === undefined
         ? { ...base, at: after("weight_grad", t.gradLayer, "last") }
         : tiedFirst
-          ? { ...base, reduction: { collective: index, order: "tiedFirst" }, at: after("weight_grad", t.gradLayer, "each") }
+          ? { ...base, reduction: { collective: index, order: "tiedFirst" }, at: after("weight_grad", t.gradLayer, ctx.noSync ? "last" : "each") }
           : { ...base, reduction: { collective: index, order: "reductionFirst" }, at: parts.collectives[index]!.at },
     );
     return { ...t, collective: collectives.length - 1 };

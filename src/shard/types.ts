@@ -243,6 +243,12 @@ export interface ShardPlan {
   readonly groupSize: number;
   /** Global ranks of the group, by group rank. */
   readonly ranks: readonly number[];
+  /** fsdp: ranks of each shard group, consecutive group ranks: group rank r holds shard r mod shardGroup of
+   *  every unit (FsdpUnit.shards), and ranks r, r + shardGroup, ... are replicas of each other (hybrid
+   *  sharding when below groupSize). groupSize for every other strategy. */
+  readonly shardGroup: number;
+  /** fsdp: each unit's gradient reduce-scattered once per step (no_sync). */
+  readonly noSync: boolean;
   readonly bytesPerParam: StateBytesPerParam;
   /** Parameters the stage holds, in declaration order: those its layers read (replicas of weights tied across
    *  stages included) and unread ones declared in its layers. */

@@ -1,7 +1,7 @@
 // The shard map: for every stage's shard group, which rank holds which part of the weights, gradients and
 // optimizer state (ZeRO 0-3), with the bytes each holds; with tensor parallelism, also which slice of each
 // parameter every rank of a tensor-parallel group holds (tensor-map.ts).
-import type { Plan, PlanShard } from "../plan/plan.js";
+import { shardGroupOf, type Plan, type PlanShard } from "../plan/plan.js";
 import { plural, rankText } from "./format.js";
 import { tensorDevices, tensorShard } from "./tensor-map.js";
 import type { LayerGroup, ShardGroup, ShardMember } from "./view-types.js";
@@ -13,12 +13,14 @@ const HOLDS: Readonly<Record<string, string>> = {
   fsdp: "group rank g holds slice g of every FSDP unit's flat weights, gradients and optimizer state (ZeRO-3)",
 };
 
-function owns(s: PlanShard, g: number, order: ReadonlyMap<string, number>): string[] {
+function owns(s: PlanShard, g: number, order: ReadonlyMap<string, number>, shardGroup: number): string[] {
   if (s.strategy === "fsdp") {
-    // Slices are of the padded flat parameter: the last rank's may end in padding, or be padding only.
+    // Slices are of the padded flat parameter: the last rank's may end in padding, or be padding only. Under
+    // hybrid sharding group ranks g, g + shardGroup, ... hold the same slice.
+    const slice = g % shardGroup;
     return s.units.map((u) => {
-      const lo = g * u.shardNumel;
-      const hi = Math.min((g + 1) * u.shardNumel, u.numel) - 1;
+      const lo = slice * u.shardNumel;
+      const hi = Math.min((slice + 1) * u.shardNumel, u.numel) - 1;
       return lo > hi ? `unit ${u.index}: padding only` : `unit ${u.index}: elements ${lo}..${hi} of ${u.numel}`;
     });
   }
@@ -40,12 +42,17 @@ export function shardGroups(plan: Plan, groups: readonly LayerGroup[]): ShardGro
     const list = ranks.length > 3 ? `${ranks[0]}, ${ranks[1]}, ..., ${ranks[ranks.length - 1]}` : rankText(ranks);
     return `ranks ${list} (tensor rank 0; each tensor rank t likewise over these ranks + t)`;
   };
-  return plan.shard.map((s) => {
+  return plan.shard.map((s, k) => {
+    const shardGroup = shardGroupOf(plan, k);
     const members: ShardMember[] = s.ranks.map((rank, g) => {
       const b = s.stateBytes[g]!;
-      return { rank, devices: tensorDevices([rank], tp), groupRank: g, paramBytes: b.param, gradBytes: b.grad, optimizerBytes: b.optimizer, owns: owns(s, g, order) };
+      return { rank, devices: tensorDevices([rank], tp), groupRank: g, paramBytes: b.param, gradBytes: b.grad, optimizerBytes: b.optimizer, owns: owns(s, g, order, shardGroup) };
     });
-    const units = s.strategy === "fsdp" ? ` (${plural(s.units.length, "unit")})` : "";
+    const hybrid =
+      shardGroup < s.ranks.length
+        ? `; hybrid sharding: g is taken mod ${shardGroup}, each shard group of ${shardGroup} consecutive ranks holding every slice and the ${s.ranks.length / shardGroup} groups replicas of each other (their gradient shards all-reduced once per step)`
+        : "";
+    const units = s.strategy === "fsdp" ? ` (${plural(s.units.length, "unit")}${hybrid})` : "";
     const holds = s.ranks.length === 1 ? "a group of one: the rank holds everything" : `${HOLDS[s.strategy] ?? `sharded as '${s.strategy}'`}${units}`;
     const tensor = tensorShard(plan, s.stage, groups);
     return { stage: s.stage, strategy: s.strategy, ranks: s.ranks, over: over(s.ranks), holds, members, ...(tensor && { tensor }) };

@@ -1,6 +1,6 @@
 // Plan (+ a measured step) → ViewModel: pure and deterministic; every renderer draws from its result.
 import type { Plan } from "../plan/plan.js";
-import { summarizePlan } from "../plan/summary.js";
+import { fsdpSettingsText, summarizePlan } from "../plan/summary.js";
 import { plural } from "./format.js";
 import { groupEdges, layerFacts, layerGroups, type LayerFacts } from "./layers.js";
 import { measuredTimeline } from "./measured.js";
@@ -40,7 +40,7 @@ export function buildViewModel(plan: Plan, options: ViewOptions = {}): ViewModel
 function settingsLine(plan: Plan): string {
   const s = plan.settings;
   const virtual = s.virtualStages > 1 ? ` (${s.virtualStages} virtual each)` : "";
-  const reshard = s.shard === "fsdp" ? ` (reshard after forward: ${s.reshardAfterForward})` : "";
+  const reshard = fsdpSettingsText(s);
   const tensor = s.tensorParallel > 1 ? ` × ${s.tensorParallel} tensor-parallel${s.sequenceParallel === true ? " (sequence parallel)" : ""}` : "";
   return (
     `${plural(s.stages, "pipeline stage")}${virtual} × ${s.dataParallel} data-parallel${tensor}, ${s.schedule}, ` +

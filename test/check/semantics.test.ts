@@ -155,6 +155,17 @@ describe("settings", () => {
     });
     expect(r.diagnostics.map((d) => `${d.severity} ${d.code}`).sort()).toEqual(["error FSM503", "warning FSM503"]);
   });
+
+  it("warns that shard_group and no_sync are ignored without fsdp; refuses a shard group of one", () => {
+    const ignored = checkSources({ "m.fsm": body + "train {\n  batch = 8, seq = 4, optimizer = sgd(lr: 0.1)\n}\nparallel {\n  shard = sddp, shard_group = 2, no_sync = true\n}\n" });
+    expect(ignored.diagnostics.map((d) => `${d.severity} ${d.code} ${d.message}`).sort()).toEqual([
+      "warning FSM503 no_sync only applies to shard = fsdp (shard is sddp); it is ignored",
+      "warning FSM503 shard_group only applies to shard = fsdp (shard is sddp); it is ignored",
+    ]);
+    const one = checkSources({ "m.fsm": body + "train {\n  batch = 8, seq = 4, optimizer = sgd(lr: 0.1)\n}\nparallel {\n  data_parallel = 2, shard = fsdp, shard_group = 1\n}\n" });
+    expect(one.diagnostics.map((d) => `${d.severity} ${d.code}`)).toEqual(["error FSM503"]);
+    expect(one.diagnostics[0]!.message).toMatch(/shard_group = 1 shards nothing/);
+  });
 });
 
 describe("annotations inside layers", () => {

@@ -13,9 +13,9 @@ type Case = readonly [SampleName, string, Readonly<Record<string, string | numbe
 const CASES: readonly Case[] = [
   ["mlp", "cpu", { stages: 2, data_parallel: 2, chunks: 4 }],
   ["mlp", "cpu", { stages: 2, data_parallel: 1, chunks: 4, schedule: "zero_bubble", shard: "none", checkpoint: "always" }],
-  ["gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp" }],
-  ["gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: 4, shard: "fsdp", reshard_after_forward: true, fsdp_min_params: 1000, checkpoint: "always" }],
-  ["gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: 4, schedule: "interleaved", virtual_stages: 2, shard: "fsdp", fsdp_min_params: 1000 }],
+  ["gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp", no_sync: false }],
+  ["gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: 4, shard: "fsdp", no_sync: false, reshard_after_forward: true, fsdp_min_params: 1000, checkpoint: "always" }],
+  ["gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: 4, schedule: "interleaved", virtual_stages: 2, shard: "fsdp", no_sync: false, fsdp_min_params: 1000 }],
   ["gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: 2, schedule: "interleaved", virtual_stages: 2, shard: "sddp" }],
   ["gpt-tiny", "h100-sxm", { stages: 2, data_parallel: 32, chunks: 2, shard: "oss", "train.batch": 128 }],
   ["gpt-tiny", "h200", { stages: 4, data_parallel: 256, chunks: 4, shard: "sddp", schedule: "gpipe", "train.batch": 1024 }],
@@ -28,7 +28,7 @@ interface Editable {
 const editable = (plan: Plan): Editable => structuredClone(plan) as unknown as Editable;
 
 describe("compiled programs under the shared schedule validator", () => {
-  const fsdp = compileSample("gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: 4, shard: "fsdp", reshard_after_forward: true, fsdp_min_params: 1000 });
+  const fsdp = compileSample("gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: 4, shard: "fsdp", no_sync: false, reshard_after_forward: true, fsdp_min_params: 1000 });
 
   it.each(CASES)("%s on %s %o validates", (name, cluster, overrides) => {
     const plan = compileSample(name, cluster, overrides).plan;

@@ -24,7 +24,7 @@ function atPeak(c: Compiled): { peak: number; byKind: Record<string, number>; li
 
 describe("FSDP's unsharded gradients at layer granularity", () => {
   it("llama-7b on 64 h100-sxm, one stage, checkpoint=always, one sequence per device: the hand count within 10%", () => {
-    const c = compileSample("llama-7b", "h100-sxm", { stages: 1, data_parallel: 64, shard: "fsdp", chunks: 1, checkpoint: "always", "train.batch": 64 }, 64);
+    const c = compileSample("llama-7b", "h100-sxm", { stages: 1, data_parallel: 64, shard: "fsdp", shard_group: 64, chunks: 1, checkpoint: "always", "train.batch": 64 }, 64);
     // samples/llama-7b.fsm: vocab 32000, d 4096, 32 layers, SwiGLU hidden 11008, untied lm_head.
     const [vocab, d, layers, hidden] = [32000, 4096, 32, 11008];
     const layer = 4 * d * d + 3 * d * hidden + 2 * d; // attention q, k, v, o; gate, up, down; two RMS norms
@@ -78,7 +78,7 @@ describe("FSDP's unsharded gradients at layer granularity", () => {
   }
 
   it("a unit's gradient buffer starts at the first layer of the backward that writes it, and the plan says so", () => {
-    const c = compileSample("llama-7b", "h100-sxm", { stages: 1, data_parallel: 64, shard: "fsdp", chunks: 1, checkpoint: "always", "train.batch": 64 }, 64);
+    const c = compileSample("llama-7b", "h100-sxm", { stages: 1, data_parallel: 64, shard: "fsdp", shard_group: 64, chunks: 1, checkpoint: "always", "train.batch": 64 }, 64);
     const grads = c.plan.memory[0]!.buffers.filter((b) => / unit \d+ gradient/.test(b.name));
     expect(grads.length).toBeGreaterThan(1);
     const backward = c.plan.programs[0]!.actions;

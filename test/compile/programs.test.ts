@@ -12,7 +12,7 @@ const count = (p: Program, kind: string) => kinds(p).filter((k) => k === kind).l
 describe("collectives in the programs", () => {
   it("fsdp: per unit and micro-batch a reduce-scatter, and gathers gating the layers that need them", () => {
     const m = 4;
-    const c = compileSample("gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: m, shard: "fsdp", reshard_after_forward: true, fsdp_min_params: 1000 });
+    const c = compileSample("gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: m, shard: "fsdp", no_sync: false, reshard_after_forward: true, fsdp_min_params: 1000 });
     c.programs.forEach((prog, p) => {
       const plan = c.shards[c.stages.findIndex((s) => s.pipeRank === p)]!;
       const rs = plan.collectives.filter((x) => x.kind === "REDUCE_SCATTER").length;
@@ -50,7 +50,7 @@ describe("collectives in the programs", () => {
     expect(tied[0]![0]!.rendezvous).toBe(tied[1]![0]!.rendezvous);
     // reductionFirst: it waits for the bucket all-reduce carrying the weight.
     expect(tied[0]![0]!.deps.some((d) => oss.programs[0]!.actions[d]!.collective?.of === "gradBucket")).toBe(true);
-    const fsdp = compileSample("gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp" });
+    const fsdp = compileSample("gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp", no_sync: false });
     const prog = fsdp.programs[0]!;
     const t = prog.actions.map((a, id) => [a, id] as const).filter(([a]) => a.collective?.group === "tied");
     expect(t.length).toBe(2);
@@ -62,7 +62,7 @@ describe("collectives in the programs", () => {
   });
 
   it("a single device needs no communication at all", () => {
-    const c = compileSample("gpt-tiny", "cpu", { stages: 1, data_parallel: 1, chunks: 2, shard: "fsdp" });
+    const c = compileSample("gpt-tiny", "cpu", { stages: 1, data_parallel: 1, chunks: 2, shard: "fsdp", no_sync: false });
     expect(c.programs[0]!.comm).toEqual([]);
     expect(c.plan.predicted.exposedCommSeconds).toBe(0);
     expect(c.plan.predicted.bubbleFraction).toBeCloseTo(0, 9);

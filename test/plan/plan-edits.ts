@@ -7,7 +7,7 @@ import { compileSample } from "../compile/helpers.js";
 export type Mutable = Record<string, any>;
 
 /** gpt-tiny on 4 cpu devices: 2 stages × 2 FSDP replicas, 2 micro-batches, a tied embedding, clipping. */
-export const fsdpPlan: Plan = compileSample("gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp" }).plan;
+export const fsdpPlan: Plan = compileSample("gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp", no_sync: false }).plan;
 
 /** A deep copy of `plan`, edited. */
 export function edited(plan: Plan, edit: (p: Mutable) => void): Plan {

@@ -19,7 +19,7 @@ const plans: [string, Plan][] = [
   ["oss (broadcasts after the step)", compileSample("gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: 2, shard: "oss" }).plan],
   ["sddp, interleaved", compileSample("gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: 2, schedule: "interleaved", virtual_stages: 2, shard: "sddp" }).plan],
   ["none (DDP), zero bubble, recompute", compileSample("mlp", "cpu", { stages: 2, data_parallel: 2, chunks: 4, schedule: "zero_bubble", shard: "none", checkpoint: "always" }).plan],
-  ["fsdp without resharding, gpipe", compileSample("gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: 2, schedule: "gpipe", shard: "fsdp", reshard_after_forward: false }).plan],
+  ["fsdp without resharding, gpipe", compileSample("gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: 2, schedule: "gpipe", shard: "fsdp", no_sync: false, reshard_after_forward: false }).plan],
   ["one device", compileSample("mlp", "cpu", { stages: 1, data_parallel: 1, chunks: 1, shard: "none" }).plan],
 ];
 

@@ -6,7 +6,7 @@ import type { Plan } from "../../src/plan/plan.js";
 import { planToJson } from "../../src/plan/serialize.js";
 import { compileSample } from "../compile/helpers.js";
 
-const good = compileSample("gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp" }).plan;
+const good = compileSample("gpt-tiny", "cpu", { stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp", no_sync: false }).plan;
 
 /** Plan JSON as tests poke at it: any field, any value. */
 type Mutable = Record<string, any>;
@@ -55,6 +55,8 @@ describe("loading a plan", () => {
     ["a prediction per device missing", (p) => p.predicted.peakMemoryBytes.pop(), "predicted.peakMemoryBytes", /one entry per device/],
     ["a shard group rank out of range", (p) => (p.shard[0].ranks[1] = 9), "shard[0].ranks[1]", /rank/],
     ["a stage count that disagrees with the settings", (p) => p.stages.pop(), "stages", /expected 2 stages/],
+    ["a shard group that does not divide the replicas", (p) => (p.settings.shardGroup = 3), "settings.shardGroup", /shard group 3 does not divide dataParallel 2/],
+    ["a no_sync that is no boolean", (p) => (p.settings.noSync = "yes"), "settings.noSync", /true or false|boolean/],
     ["an unknown schedule", (p) => (p.settings.schedule = "pipedream"), "settings.schedule", /one of gpipe, 1f1b/],
     ["an op attribute removed", (p) => delete p.graph.ops.find((o: Mutable) => o.op === "sgd_update" || o.op === "adam_update" || o.op === "adamw_update").attrs.lr, "", /attribute 'lr' is missing/],
     ["an op attribute of the wrong type", (p) => (p.graph.ops.find((o: Mutable) => o.op === "layer_norm").attrs.eps = "small"), "", /attribute 'eps' must be a float, got "small"/],

@@ -95,7 +95,7 @@ describe.skipIf(!have)("fsm viz in Chromium", () => {
   }
 
   it("gpt-tiny with a measured trace from fsm run: a measured row per device beside the predicted ones", async () => {
-    const plan = compileSample("gpt-tiny", "cpu", { stages: 2, data_parallel: 2, shard: "fsdp", chunks: 2 }, 4).plan;
+    const plan = compileSample("gpt-tiny", "cpu", { stages: 2, data_parallel: 2, shard: "fsdp", no_sync: false, chunks: 2 }, 4).plan;
     let events: unknown[] = [];
     await runPlan(plan, { steps: 2, engine: "native", trace: true, onDone: (e) => (events = e.trace?.() ?? []) });
     const measured = measuredStep(parseTrace(JSON.stringify({ traceEvents: events })), plan.cluster.devices);

@@ -14,7 +14,7 @@ export interface PlanCase {
 /** The golden plans: small CPU plans with pipeline, replicas and sharding, and a GPU-sized one. */
 export const CASES: readonly PlanCase[] = [
   { id: "mlp", sample: "mlp", cluster: "cpu", devices: 4, overrides: { stages: 2, data_parallel: 2, chunks: 2 } },
-  { id: "gpt-tiny", sample: "gpt-tiny", cluster: "cpu", devices: 4, overrides: { stages: 2, data_parallel: 2, shard: "fsdp", chunks: 2 } },
+  { id: "gpt-tiny", sample: "gpt-tiny", cluster: "cpu", devices: 4, overrides: { stages: 2, data_parallel: 2, shard: "fsdp", no_sync: false, chunks: 2 } },
   { id: "gpt2-124m", sample: "gpt2-124m", cluster: "h100-sxm", devices: 16, overrides: { stages: 2, shard: "oss", chunks: 8 } },
 ];
 

@@ -167,7 +167,7 @@ export function formatSummary(s: PlanSummary, written: { path: string; bytes: nu
   return [
     `model ${s.model} on ${s.cluster}: ${s.devices} device${s.devices === 1 ? "" : "s"} (${s.nodes} node${s.nodes === 1 ? "" : "s"}) = ${s.stages} pipeline stage${s.stages === 1 ? "" : "s"}${virtual} × ${s.dataParallel} data-parallel${s.tensorParallel > 1 ? ` × ${s.tensorParallel} tensor-parallel${s.sequenceParallel ? " (sequence-parallel)" : ""}` : ""}`,
     `schedule ${s.schedule}, ${s.microbatches} micro-batch${s.microbatches === 1 ? "" : "es"} of ${s.microBatchSize} per replica (batch ${s.batch}), checkpoint ${s.checkpoint}`,
-    `shard ${s.shard}${s.shard === "fsdp" ? ` (reshard after forward: ${s.reshardAfterForward})` : ""}: each stage over its ${s.dataParallel} replica${s.dataParallel === 1 ? "" : "s"} (group = the stage's ranks)`,
+    `shard ${s.shard}${s.fsdp}: each stage over its ${s.dataParallel} replica${s.dataParallel === 1 ? "" : "s"} (group = the stage's ranks)`,
     "",
     ...table(["stage", "layers", "devices", "model state", "peak memory"], rows),
     ...partitionLine,

@@ -1,0 +1,56 @@
+// The search ranks finalists by its estimates; compile keeps the fastest compiled plan among the first few
+// when the best one compiles slower than the next one's prediction (verifiedFinalist).
+import { describe, expect, it } from "vitest";
+import { MemoryError } from "../../src/compile/fit.js";
+import { verifiedFinalist, type Compiled } from "../../src/compile/compile.js";
+import type { Candidate, Evaluated } from "../../src/search/candidate.js";
+import type { SearchResult } from "../../src/search/search.js";
+
+const candidate = (stages: number): Candidate => ({
+  stages,
+  dataParallel: 8 / stages,
+  tensorParallel: 1,
+  virtualStages: 1,
+  microBatches: 4,
+  schedule: "1f1b",
+  shard: "none",
+  reshardAfterForward: true,
+  shardGroup: 8 / stages,
+  noSync: false,
+  checkpoint: "never",
+});
+const evaluated = (stages: number, simulated: number): Evaluated => ({ candidate: candidate(stages), balance: [], recomputeLayers: [], estimate: simulated, simulated, memoryBytes: 0, bottleneck: 0, stageSeconds: [] });
+const result = (...simulated: number[]): SearchResult => ({ ranked: simulated.map((s, i) => evaluated(2 ** i, s)), families: [], stats: {} as SearchResult["stats"], neighbors: () => [] });
+const compiledAt = (stepTime: number): Compiled => ({ prediction: { stepTime } }) as unknown as Compiled;
+
+describe("verifiedFinalist", () => {
+  it("keeps the best finalist without compiling another when it compiles as predicted", () => {
+    let calls = 0;
+    const out = verifiedFinalist(result(1.0, 1.02, 1.05), compiledAt(1.01), () => (calls++, compiledAt(0.5)));
+    expect(calls).toBe(0);
+    expect(out.chosen).toBe(0);
+    expect(out.passed).toEqual([]);
+  });
+
+  it("compiles the next finalists while the best compiled is slower than their predictions, and keeps the fastest", () => {
+    const compiledTimes = new Map([
+      [2, 1.3],
+      [4, 1.1],
+    ]);
+    const planned: number[] = [];
+    const out = verifiedFinalist(result(1.0, 1.02, 1.05, 1.06), compiledAt(1.4), (e) => (planned.push(e.candidate.stages), compiledAt(compiledTimes.get(e.candidate.stages)!)));
+    // Three finalists at most: the fourth is never compiled.
+    expect(planned).toEqual([2, 4]);
+    expect(out.chosen).toBe(2);
+    expect(out.compiled.prediction.stepTime).toBe(1.1);
+    expect(out.passed).toHaveLength(2);
+    expect(out.passed[0]!.reason).toMatch(/its compiled plan predicts 1\.400 s a step \(the search's 1\.000 s\)/);
+  });
+
+  it("passes over a finalist whose memory plan does not fit", () => {
+    const out = verifiedFinalist(result(1.0, 1.02), compiledAt(2), () => {
+      throw Object.assign(Object.create(MemoryError.prototype) as MemoryError, { message: "does not fit" });
+    });
+    expect(out.chosen).toBe(0);
+  });
+});
