@@ -5,7 +5,7 @@ import { error, hasErrors, warning, type Diagnostic } from "../diagnostics/diagn
 import type { Span } from "../diagnostics/span.js";
 import { SYMBOLIC_DIMS } from "../graph/dim.js";
 import { batchLayoutProblem } from "../graph/batch-coupling.js";
-import { gradientNeeded, lossDependsOnParams } from "../graph/gradient-needed.js";
+import { gradientNeeded } from "../graph/gradient-needed.js";
 import { Graph, type OpId, type TensorId } from "../graph/graph.js";
 import { isOpCheckError, type OpDef } from "../graph/op-def.js";
 import { getOp, languageOp, languageOps } from "../graph/registry.js";
@@ -29,7 +29,12 @@ export class GraphBuilder {
   private atModelLevel = false;
   /** Path of the block instance whose forward is running (scope of inline ops). */
   private scopePath = "";
-  private readonly used = new Set<string>();
+  /** Members forward called (instances, one per path: a set of objects, not of their long dotted paths, which
+   *  a deep model's hundreds of thousands of calls would each have to hash). */
+  private readonly used = new Set<Instance>();
+  /** Each op instance's parameters once made, so a member called again reuses them without looking its
+   *  parameter names up. */
+  private readonly paramsOf = new Map<OpInstance, TensorId[]>();
   /** Where each layer's member was declared, for diagnostics about its annotations (stage pins). */
   readonly layerSpans = new Map<number, Span>();
   /** The source call of each op, for checks on the finished graph (position tables, batch coupling). */
@@ -101,18 +106,19 @@ export class GraphBuilder {
       return false;
     }
     this.graph.setLoss(result.value.t);
-    if (!lossDependsOnParams(this.graph, result.value.t)) {
+    // One walk answers both: whether any parameter reaches the loss, and which parameters do not.
+    const need = gradientNeeded(this.graph, this.graph.ops(), result.value.t);
+    if (need[result.value.t] !== 1) {
       this.diags.push(error("FSM410", "the loss depends on no parameter: there is nothing to train", result.span));
       return false;
     }
-    return this.checkParamsReachLoss(result.value.t);
+    return this.checkParamsReachLoss(need);
   }
 
   /** A member called in forward whose result the loss never reads would have parameters with no gradient:
    *  refused, as PyTorch's DDP refuses unused parameters by default (FSDP's reduce-scatters and the
    *  pipelines' gradient transfers would wait for gradients that never come). */
-  private checkParamsReachLoss(loss: TensorId): boolean {
-    const need = gradientNeeded(this.graph, this.graph.topoOrder().map((id) => this.graph.op(id)), loss);
+  private checkParamsReachLoss(need: Uint8Array): boolean {
     const dead = new Map<number, string[]>();
     for (const p of this.graph.params()) {
       if (!isFloatDType(p.type.dtype) || need[p.tensor]) continue;
@@ -280,7 +286,7 @@ export class GraphBuilder {
   }
 
   private callInner(inst: OpInstance | BlockInstance, args: TensorValue[], e: CallExpr): Value {
-    this.markUsed(inst.path);
+    this.markUsed(inst);
     return inst.kind === "op" ? this.callOpInstance(inst, args, e) : this.callBlock(inst, args, e);
   }
 
@@ -330,7 +336,7 @@ export class GraphBuilder {
     return this.addOp(op, bound.attrs, operands as TensorValue[], [], this.scopePath, e.span);
   }
 
-  private addOp(def: OpDef, attrs: Attrs, args: TensorValue[], params: TensorId[], scope: string, span: Span): Value {
+  private addOp(def: OpDef, attrs: Attrs, args: TensorValue[], params: readonly TensorId[], scope: string, span: Span): Value {
     const out = def.infer(args.map((a) => a.type), attrs);
     if (isOpCheckError(out)) {
       this.diags.push(error(out.code, out.message, span));
@@ -372,23 +378,21 @@ export class GraphBuilder {
     return ERROR;
   }
 
-  /** Creates an op instance's parameters on first use (in the current layer); returns them in spec order. */
-  private ensureParams(inst: OpInstance): TensorId[] {
+  /** Creates an op instance's parameters on first use (in the current layer); returns them in spec order. Its
+   *  parameters' names are its own path's, so none exists before its first use (addParam would refuse one). */
+  private ensureParams(inst: OpInstance): readonly TensorId[] {
+    const made = this.paramsOf.get(inst);
+    if (made) return made;
     const ids: TensorId[] = [];
-    const specs = inst.def.params?.(inst.attrs) ?? [];
-    for (const spec of specs) {
+    for (const spec of inst.specs) {
       if (inst.tie?.local === spec.name) {
         ids.push(this.tiedParam(inst, inst.tie.target));
         continue;
       }
       const name = childPath(inst.path, spec.name);
-      const existing = this.graph.param(name);
-      ids.push(
-        existing
-          ? existing.tensor
-          : this.graph.addParam({ name, type: { dtype: "f32", shape: spec.shape }, init: spec.init, layer: this.currentLayer(), scope: inst.path }),
-      );
+      ids.push(this.graph.addParam({ name, type: { dtype: "f32", shape: spec.shape }, init: spec.init, layer: this.currentLayer(), scope: inst.path }));
     }
+    this.paramsOf.set(inst, ids);
     return ids;
   }
 
@@ -406,8 +410,8 @@ export class GraphBuilder {
     return p.tensor;
   }
 
-  private markUsed(path: string): void {
-    this.used.add(path);
+  private markUsed(inst: OpInstance | BlockInstance): void {
+    this.used.add(inst);
   }
 
   /** A member that forward never calls has no place in the graph; say so rather than drop it silently. */
@@ -425,7 +429,7 @@ export class GraphBuilder {
   }
 
   private isUsed(inst: Instance): boolean {
-    return inst.kind === "repeat" ? inst.items.some((i) => this.isUsed(i)) : this.used.has(inst.path);
+    return inst.kind === "repeat" ? inst.items.some((i) => this.isUsed(i)) : this.used.has(inst);
   }
 
   private unused(inst: Instance): void {

@@ -199,6 +199,7 @@ export class Elaborator {
       def: op,
       attrs,
       params: tie ? specs.filter((s) => s.name !== tie!.local) : specs,
+      specs,
       ...(tie ? { tie } : {}),
       annotations,
       span: call.span,

@@ -21,6 +21,9 @@ export interface OpInstance {
   readonly attrs: Attrs;
   /** Parameters this instance creates (a tied one is listed in `tie` instead). */
   readonly params: readonly ParamSpec[];
+  /** Every parameter of the op in its operand order, the tied one included: the op's `params` rule, asked
+   *  once at elaboration (the graph builder needs them again for each of a deep model's instances). */
+  readonly specs: readonly ParamSpec[];
   readonly tie?: { readonly local: string; readonly target: string };
   readonly annotations: Annotations;
   readonly span: Span;

@@ -16,7 +16,7 @@ import type { Graph } from "../graph/graph.js";
 import { SlotBudget, SlotBudgetExceeded } from "../lower/device-program.js";
 import { lower } from "../lower/lower.js";
 import { gpuReservedBytes } from "../lower/device-reserve.js";
-import { stageOps } from "../lower/stage-ops.js";
+import { stageOpCounts } from "../lower/stage-ops.js";
 import type { Plan, PlanMemory } from "../plan/plan.js";
 import { actionFromText } from "../schedule/action.js";
 
@@ -39,7 +39,7 @@ export interface LaidOut {
  *  device lowered. Lowering makes at least about one slot per op run (mostly two to three: outputs, scratch,
  *  views, gradient buffers), so this bounds a plan's slots from below. */
 export function opsRun(plan: Plan, g: Graph): number {
-  const ops = stageOps(g, plan.stages);
+  const ops = stageOpCounts(g, plan.stages);
   let total = 0;
   for (const p of plan.programs) {
     let run = 0;
@@ -49,7 +49,7 @@ export function opsRun(plan: Plan, g: Graph): number {
       const stage = ops[act.stage];
       if (!stage) continue;
       const kind = act.kind;
-      run += kind === "F" || kind === "R" ? stage.forward.length : kind === "B" ? stage.backward.length : kind === "I" ? stage.backwardInput.length : kind === "W" ? stage.backwardWeight.length : 0;
+      run += kind === "F" || kind === "R" ? stage.forward : kind === "B" ? stage.backward : kind === "I" ? stage.backwardInput : kind === "W" ? stage.backwardWeight : 0;
     }
     total += run * replicasLowered(plan, p.id);
   }

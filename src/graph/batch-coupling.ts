@@ -54,13 +54,14 @@ export function batchLayoutProblem(name: string, t: TensorType): { readonly mess
  *  must satisfy batchLayoutProblem (B first, once). */
 export function batchCoupling(g: Graph): BatchCoupling | undefined {
   if (g.loss === undefined) return undefined;
-  const lanes = new Map<TensorId, Lane>();
-  for (const t of g.inputs()) lanes.set(t, { k: "axis", axis: 0, outer: dim(1) });
-  const laneOf = (t: TensorId): Lane => lanes.get(t) ?? FREE;
+  // By tensor id (an array, not a Map: a deep model's forward graph has hundreds of thousands of tensors).
+  const lanes = new Array<Lane>(g.tensors().length).fill(FREE);
+  for (const t of g.inputs()) lanes[t] = { k: "axis", axis: 0, outer: dim(1) };
+  const laneOf = (t: TensorId): Lane => lanes[t] ?? FREE;
   for (const id of g.topoOrder()) {
     const o = g.op(id);
     const out = opLane(g, o, o.inputs.map(laneOf));
-    for (const t of o.outputs) lanes.set(t, out);
+    for (const t of o.outputs) lanes[t] = out;
   }
   const loss = laneOf(g.loss);
   return loss.k === "mixed" ? { op: loss.op, why: loss.why } : undefined;

@@ -104,7 +104,38 @@ export function numelDim(s: Shape): Dim {
 
 /** Element count of a concrete shape; throws if symbolic (parameters are always concrete). */
 export function numel(s: Shape): number {
-  const n = numelDim(s);
-  if (!isConcrete(n)) throw new Error(`internal: numel of symbolic shape ${shapeToString(s)}`);
-  return n.coef;
+  const coef = numelParts(s);
+  if (powers.some((p) => p > 0)) throw new Error(`internal: numel of symbolic shape ${shapeToString(s)}`);
+  return coef;
+}
+
+/** evalDim(numelDim(s), bindings) without the Dim: the search and the cost model size every tensor at every
+ *  micro-batch size they try. The same products in the same order, so the same number. */
+export function numelAt(s: Shape, bindings: Readonly<Partial<Record<SymbolName, number>>>): number {
+  let v = numelParts(s);
+  for (let i = 0; i < SYMBOLIC_DIMS.length; i++) {
+    const p = powers[i]!;
+    if (!p) continue;
+    const b = bindings[SYMBOLIC_DIMS[i]!];
+    if (b === undefined) throw new Error(`internal: symbolic dimension ${SYMBOLIC_DIMS[i]} is unbound`);
+    v *= b ** p;
+  }
+  return v;
+}
+
+/** Each symbol's power in a shape's element count, by SYMBOLIC_DIMS index: numelParts' scratch output. */
+const powers = SYMBOLIC_DIMS.map(() => 0);
+
+/** numelDim's coefficient, with its symbols' powers left in `powers`. */
+function numelParts(s: Shape): number {
+  let coef = 1;
+  powers.fill(0);
+  for (const d of s) {
+    coef *= d.coef;
+    for (let i = 0; i < SYMBOLIC_DIMS.length; i++) {
+      const p = d.syms[SYMBOLIC_DIMS[i]!];
+      if (p) powers[i]! += p;
+    }
+  }
+  return coef;
 }

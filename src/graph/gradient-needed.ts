@@ -22,8 +22,3 @@ export function gradientNeeded(g: Graph, ops: readonly OpNode[], loss: TensorId)
   for (let t = 0; t < n; t++) need[t] = dependsOnParam[t]! & reachesLoss[t]!;
   return need;
 }
-
-/** True when a parameter reaches the loss along float tensors: the model has something to train. */
-export function lossDependsOnParams(g: Graph, loss: TensorId): boolean {
-  return gradientNeeded(g, g.topoOrder().map((id) => g.op(id)), loss)[loss] === 1;
-}

@@ -17,18 +17,21 @@ export function verifyGraph(g: Graph): string[] {
   const out: string[] = [];
   const layers = g.layers();
   const ops = g.ops();
-  const label = (o: OpNode): string => `op ${o.id} (${o.op}${o.scope ? ` in ${o.scope}` : ""})`;
-
-  // Which op each layer list claims, to cross-check against the op records.
-  const listedIn = new Map<number, number>();
+  // Records are keyed by dense ids in plain and typed arrays, and an op's label is made only for a message:
+  // a deep model's graph has hundreds of thousands of ops, and the checker verifies every graph it builds.
+  // Which op each layer list claims, to cross-check against the op records (an array as a map: ids a broken
+  // list may hold, negative or beyond the ops, are keys all the same).
+  const listedIn: number[] = [];
   for (const l of layers) {
     for (const id of l.ops) {
-      if (listedIn.has(id)) out.push(`op ${id} is listed in layers ${listedIn.get(id)} and ${l.index}`);
-      else listedIn.set(id, l.index);
+      if (listedIn[id] !== undefined) out.push(`op ${id} is listed in layers ${listedIn[id]} and ${l.index}`);
+      else listedIn[id] = l.index;
     }
   }
 
-  const producedBy = new Map<TensorId, number[]>();
+  // The op listing each tensor as an output: the first, and any more (a broken graph's).
+  const firstProducer = new Int32Array(g.tensors().length).fill(-1);
+  const moreProducers = new Map<TensorId, number[]>();
   // Forward ops run through the layers in order, gradient ops back through them: per phase, the layer of
   // the latest op so far (optimizer ops touch every layer's parameters in any order).
   let prevLayer = 0;
@@ -45,12 +48,12 @@ export function verifyGraph(g: Graph): string[] {
       if (prev !== undefined && o.layer > prev) out.push(`${label(o)}: ${o.phase} op of layer ${o.layer} comes after one of layer ${prev}`);
       prevBackLayer.set(o.phase, Math.min(prev ?? o.layer, o.layer));
     }
-    if (listedIn.get(o.id) !== o.layer) {
-      out.push(`${label(o)}: recorded in layer ${o.layer} but listed in ${listedIn.has(o.id) ? `layer ${listedIn.get(o.id)}` : "no layer"}`);
+    if (listedIn[o.id] !== o.layer) {
+      out.push(`${label(o)}: recorded in layer ${o.layer} but listed in ${listedIn[o.id] !== undefined ? `layer ${listedIn[o.id]}` : "no layer"}`);
     }
     if (o.phase === "forward" && sawNonForward) out.push(`${label(o)}: forward op after a gradient or optimizer op`);
     if (o.phase !== "forward") sawNonForward = true;
-    checkPhaseLinks(g, o, label(o), out);
+    checkPhaseLinks(g, o, out);
 
     let operandsOk = true;
     o.inputs.forEach((t, slot) => {
@@ -69,19 +72,24 @@ export function verifyGraph(g: Graph): string[] {
         out.push(`${label(o)}: output %${t} does not exist`);
         continue;
       }
-      const list = producedBy.get(t);
-      if (list) list.push(o.id);
-      else producedBy.set(t, [o.id]);
+      if (firstProducer[t] === -1) firstProducer[t] = o.id;
+      else {
+        const more = moreProducers.get(t);
+        if (more) more.push(o.id);
+        else moreProducers.set(t, [o.id]);
+      }
     }
-    if (operandsOk) checkAgainstRegistry(g, o, label(o), out);
+    if (operandsOk) checkAgainstRegistry(g, o, out);
   });
 
+  const listing = (t: TensorId): number => firstProducer[t] ?? -1;
+  const producedBy = (t: TensorId): number[] => (listing(t) === -1 ? [] : [listing(t), ...(moreProducers.get(t) ?? [])]);
   for (const t of g.tensors()) {
-    const by = producedBy.get(t.id) ?? [];
+    const first = listing(t.id);
     if (isLeafKind(t.kind)) {
-      if (by.length > 0) out.push(`${t.kind} ${t.name} (%${t.id}) is listed as an output of op ${by.join(", ")}`);
-    } else if (by.length !== 1 || by[0] !== t.producer) {
-      const listed = by.length === 0 ? "no op lists it as an output" : `listed as an output of op ${by.join(", ")}`;
+      if (first !== -1) out.push(`${t.kind} ${t.name} (%${t.id}) is listed as an output of op ${producedBy(t.id).join(", ")}`);
+    } else if (first === -1 || moreProducers.has(t.id) || first !== t.producer) {
+      const listed = first === -1 ? "no op lists it as an output" : `listed as an output of op ${producedBy(t.id).join(", ")}`;
       out.push(`${t.kind} %${t.id} records producer op ${t.producer}, but ${listed}`);
     }
   }
@@ -120,23 +128,28 @@ export function verifyGraph(g: Graph): string[] {
   return out;
 }
 
+/** `op 12 (linear in layers.0.fc)`: what a message says of an op. */
+function label(o: OpNode): string {
+  return `op ${o.id} (${o.op}${o.scope ? ` in ${o.scope}` : ""})`;
+}
+
 /** Re-derives the op's parameters and output type from the registry and compares with what was recorded. */
-function checkAgainstRegistry(g: Graph, o: OpNode, label: string, out: string[]): void {
+function checkAgainstRegistry(g: Graph, o: OpNode, out: string[]): void {
   const def = getOp(o.op);
   if (!def) {
-    out.push(`${label}: '${o.op}' is not a registered op`);
+    out.push(`${label(o)}: '${o.op}' is not a registered op`);
     return;
   }
   try {
     const bad = def.validate?.(o.attrs);
     if (bad) {
-      out.push(`${label}: attributes rejected: ${bad.message}`);
+      out.push(`${label(o)}: attributes rejected: ${bad.message}`);
       return;
     }
     const specs = def.params?.(o.attrs) ?? [];
     const nData = operandNames(def, o.attrs).length;
     if (o.inputs.length !== nData + specs.length) {
-      out.push(`${label}: expects ${nData} tensor operand(s) and ${specs.length} parameter(s), got ${o.inputs.length} operands`);
+      out.push(`${label(o)}: expects ${nData} tensor operand(s) and ${specs.length} parameter(s), got ${o.inputs.length} operands`);
       return;
     }
     specs.forEach((s, i) => {
@@ -144,44 +157,45 @@ function checkAgainstRegistry(g: Graph, o: OpNode, label: string, out: string[])
       // Under sequence parallelism a norm reads its replicated weights through tp_copy (their gradients,
       // one part of the sequence per rank, all-reduced over the group): still a parameter's value.
       const viaCopy = t.producer !== undefined && g.op(t.producer).op === "tp_copy" && g.tensor(g.op(t.producer).inputs[0]!).kind === "param";
-      if (t.kind !== "param" && !viaCopy) out.push(`${label}: operand for parameter '${s.name}' is ${t.kind} %${t.id}, not a parameter`);
+      if (t.kind !== "param" && !viaCopy) out.push(`${label(o)}: operand for parameter '${s.name}' is ${t.kind} %${t.id}, not a parameter`);
       else if (!shapeEq(t.type.shape, s.shape)) {
-        out.push(`${label}: parameter '${s.name}' should have shape ${shapeToString(s.shape)}, got ${t.name} ${typeToString(t.type)}`);
+        out.push(`${label(o)}: parameter '${s.name}' should have shape ${shapeToString(s.shape)}, got ${t.name} ${typeToString(t.type)}`);
       }
     });
     const got = inferOutputs(def, o.inputs.slice(0, nData).map((t) => g.tensor(t).type), o.attrs);
-    if (!Array.isArray(got)) out.push(`${label}: re-inference fails: ${(got as { message: string }).message}`);
-    else if (o.outputs.length !== got.length) out.push(`${label}: has ${o.outputs.length} outputs, expected ${got.length}`);
+    if (!Array.isArray(got)) out.push(`${label(o)}: re-inference fails: ${(got as { message: string }).message}`);
+    else if (o.outputs.length !== got.length) out.push(`${label(o)}: has ${o.outputs.length} outputs, expected ${got.length}`);
     else {
       o.outputs.forEach((t, i) => {
         if (!g.hasTensor(t)) return;
         const rec = g.tensor(t).type;
-        if (!typeEq(rec, got[i]!)) out.push(`${label}: output recorded as ${typeToString(rec)} but infers ${typeToString(got[i]!)}`);
+        if (!typeEq(rec, got[i]!)) out.push(`${label(o)}: output recorded as ${typeToString(rec)} but infers ${typeToString(got[i]!)}`);
       });
     }
   } catch (e) {
-    out.push(`${label}: registry rules threw: ${(e as Error).message}`);
+    out.push(`${label(o)}: registry rules threw: ${(e as Error).message}`);
   }
 }
+
+const PHASE_RANK: Record<Phase, number> = { forward: 0, backward: 1, weight_grad: 2, optimizer: 3 };
 
 /**
  * Phase rules of one op: gradient ops link to an earlier forward op and forward ops link to none; no op
  * reads a value of a later phase (forward reads no gradient; an input-gradient op reads no weight gradient,
  * which zero-bubble schedules may not have computed yet; only optimizer ops read optimizer values).
  */
-function checkPhaseLinks(g: Graph, o: OpNode, label: string, out: string[]): void {
+function checkPhaseLinks(g: Graph, o: OpNode, out: string[]): void {
   const grad = o.phase === "backward" || o.phase === "weight_grad";
   if (grad) {
     const f = o.forwardOp;
-    if (f === undefined) out.push(`${label}: ${o.phase} op has no forward op`);
-    else if (!(f >= 0 && f < o.id) || g.op(f).phase !== "forward") out.push(`${label}: links to op ${f}, which is not an earlier forward op`);
-  } else if (o.forwardOp !== undefined) out.push(`${label}: ${o.phase} op links to a forward op`);
-  const rank: Record<Phase, number> = { forward: 0, backward: 1, weight_grad: 2, optimizer: 3 };
+    if (f === undefined) out.push(`${label(o)}: ${o.phase} op has no forward op`);
+    else if (!(f >= 0 && f < o.id) || g.op(f).phase !== "forward") out.push(`${label(o)}: links to op ${f}, which is not an earlier forward op`);
+  } else if (o.forwardOp !== undefined) out.push(`${label(o)}: ${o.phase} op links to a forward op`);
   o.inputs.forEach((t, slot) => {
     const p = g.hasTensor(t) ? g.tensor(t).producer : undefined;
     if (p === undefined || !(p >= 0 && p < g.ops().length)) return;
     const from = g.op(p).phase;
-    if (rank[from] > rank[o.phase]) out.push(`${label}: ${o.phase} op reads operand ${slot} %${t}, a ${from} value`);
+    if (PHASE_RANK[from] > PHASE_RANK[o.phase]) out.push(`${label(o)}: ${o.phase} op reads operand ${slot} %${t}, a ${from} value`);
   });
 }
 

@@ -17,18 +17,42 @@ export interface StageOps {
 }
 
 export function stageOps(g: Graph, stages: readonly PlanStage[]): StageOps[] {
-  const stageOfLayer = new Array<number>(g.layers().length).fill(-1);
-  for (const s of stages) for (let l = s.layers[0]; l <= s.layers[1]; l++) stageOfLayer[l] = s.index;
+  const stageOf = stageOfOp(g, stages);
   const out = stages.map(() => ({ forward: [] as OpNode[], backwardInput: [] as OpNode[], backwardWeight: [] as OpNode[], backward: [] as OpNode[] }));
   for (const o of g.ops()) {
-    const s = stageOfLayer[o.layer]!;
-    if (s < 0) throw new Error(`internal: layer ${o.layer} is on no stage`);
+    const s = stageOf(o);
     if (o.phase === "forward") out[s]!.forward.push(o);
     else if (o.phase === "backward") out[s]!.backwardInput.push(o);
     else if (o.phase === "weight_grad") out[s]!.backwardWeight.push(o);
     if (o.phase === "backward" || o.phase === "weight_grad") out[s]!.backward.push(o);
   }
   return out;
+}
+
+/** How many ops each list of stageOps would hold, without the lists (the arena budget's estimate: a deep
+ *  single-stage plan's lists hold every op of the training graph). */
+export function stageOpCounts(g: Graph, stages: readonly PlanStage[]): { [K in keyof StageOps]: number }[] {
+  const stageOf = stageOfOp(g, stages);
+  const out = stages.map(() => ({ forward: 0, backwardInput: 0, backwardWeight: 0, backward: 0 }));
+  for (const o of g.ops()) {
+    const n = out[stageOf(o)]!;
+    if (o.phase === "forward") n.forward++;
+    else if (o.phase === "backward") n.backwardInput++;
+    else if (o.phase === "weight_grad") n.backwardWeight++;
+    if (o.phase === "backward" || o.phase === "weight_grad") n.backward++;
+  }
+  return out;
+}
+
+/** The stage of an op, by its layer (throws for a layer on no stage). */
+function stageOfOp(g: Graph, stages: readonly PlanStage[]): (o: OpNode) => number {
+  const stageOfLayer = new Array<number>(g.layers().length).fill(-1);
+  for (const s of stages) for (let l = s.layers[0]; l <= s.layers[1]; l++) stageOfLayer[l] = s.index;
+  return (o) => {
+    const s = stageOfLayer[o.layer]!;
+    if (s < 0) throw new Error(`internal: layer ${o.layer} is on no stage`);
+    return s;
+  };
 }
 
 /** Throws when an op of some stage reads a tensor the plan gives that stage no way to have. */

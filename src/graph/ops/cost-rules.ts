@@ -1,7 +1,7 @@
 // Cost rules shared by the op entries: element counts and bytes at bound symbol values, the elementwise
 // families, and the FLOPs-per-element constants every op file cites (one table, so the numbers are documented
 // once and the cost tests can refer to them).
-import { evalDim, numelDim } from "../dim.js";
+import { numelAt } from "../dim.js";
 import type { DimBindings, OpCost, OpCostRule } from "../op-cost.js";
 import { DTYPE_BYTES, type TensorType } from "../types.js";
 import { broadcastShapes } from "./shape-rules.js";
@@ -52,7 +52,7 @@ export const ELEMENTWISE_FLOPS = {
 
 /** Element count of a type at bound symbol values. */
 export function elems(t: TensorType, b: DimBindings): number {
-  return evalDim(numelDim(t.shape), b);
+  return numelAt(t.shape, b);
 }
 
 export function bytesOf(t: TensorType, b: DimBindings): number {
