@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/failure.h"
+#include "core/program.h"
 #include "device/cpu/registry.h"
 
 namespace fsm {
@@ -22,7 +23,9 @@ namespace {
 }  // namespace
 
 CpuDevice::CpuDevice(ArenaRoute route, std::optional<size_t> limitBytes, int blasThreads)
-    : route_(route), limitBytes_(limitBytes), blasThreads_(blasThreads) {}
+    : route_(route), limitBytes_(limitBytes), blasThreads_(blasThreads) {
+  if (blasThreads > 1) kernelThreads_ = std::make_unique<KernelThreads>(blasThreads);
+}
 
 Arena CpuDevice::allocate(size_t bytes) {
   refuseOverLimit(bytes, limitBytes_);
@@ -68,9 +71,13 @@ KernelId CpuDevice::resolve(const std::string& op) const {
   return id;
 }
 
-void CpuDevice::launch(int, KernelCall& call) {
+void CpuDevice::launch(int stream, KernelCall& call) {
+  ScopedKernelThreads threads(kernelThreads_.get());
+  ScopedKernelScratch scratch(streamScratch_ ? &scratch_[stream == kCommStream ? 1 : 0] : nullptr);
   cpuKernel(call.kernel)(call.inputs, call.outputs, call.attrs);
 }
+
+bool CpuDevice::fillsOutputs(KernelId kernel) const { return cpuKernelFillsOutputs(kernel); }
 
 void CpuDevice::beginRun(bool) {
   {
@@ -107,7 +114,11 @@ void CpuDevice::abortWaits() {
 }
 
 CpuDevice& hostDevice() {
-  static CpuDevice device(CpuDevice::ArenaRoute::Heap, std::nullopt, 0);
+  static CpuDevice& device = []() -> CpuDevice& {
+    static CpuDevice d(CpuDevice::ArenaRoute::Heap, std::nullopt, 0);
+    d.streamScratch_ = false;  // runKernel calls it from any thread, at once
+    return d;
+  }();
   return device;
 }
 

@@ -1,6 +1,7 @@
 // CpuDevice: a virtual device on this machine's CPU — an arena in host memory (two routes: the heap, or an
-// anonymous mmap), the kernels of device/cpu/kernels run inline on the calling stream's host thread, and
-// completion counters that a waiting host thread blocks on.
+// anonymous mmap), the kernels of device/cpu/kernels run inline on the calling stream's host thread (their long
+// loops shared with the device's kernel threads, parallel.h), and completion counters that a waiting host
+// thread blocks on.
 #pragma once
 
 #include <condition_variable>
@@ -10,6 +11,8 @@
 #include <optional>
 
 #include "device/cpu/gemm.h"
+#include "device/cpu/parallel.h"
+#include "device/cpu/scratch.h"
 #include "device/device.h"
 
 namespace fsm {
@@ -21,7 +24,8 @@ class CpuDevice final : public Device {
   enum class ArenaRoute { Heap, Mmap };
 
   /** limitBytes: the device's memory (an arena larger is refused before it is allocated); blasThreads: OpenBLAS
-   *  threads per sgemm while a run is on (0: leave the setting alone, as runKernel does). */
+   *  threads per sgemm while a run is on (0: leave the setting alone, as runKernel does), and the device's
+   *  kernel threads (parallel.h; none for 0 or 1: kernels' loops run on the stream's thread alone). */
   CpuDevice(ArenaRoute route, std::optional<size_t> limitBytes, int blasThreads);
 
   const char* kind() const override { return "cpu"; }
@@ -32,6 +36,7 @@ class CpuDevice final : public Device {
   void copyOut(int stream, void* host, const void* device, size_t bytes) override;
   KernelId resolve(const std::string& op) const override;
   void launch(int stream, KernelCall& call) override;
+  bool fillsOutputs(KernelId kernel) const override;
   void beginRun(bool traced) override;
   void endRun() override;
   void record(int stream) override;
@@ -43,6 +48,11 @@ class CpuDevice final : public Device {
   const std::optional<size_t> limitBytes_;
   const int blasThreads_;
   std::optional<ScopedBlasThreads> blas_;  // held from beginRun to endRun
+  std::unique_ptr<KernelThreads> kernelThreads_;  // blasThreads_ > 1
+  // Per stream (each runs one kernel at a time); hostDevice's calls come from any thread and use their own.
+  bool streamScratch_ = true;
+  KernelScratch scratch_[2];
+  friend CpuDevice& hostDevice();
 
   // Per-run event state: how many instructions of each stream have completed, and whether the run was aborted.
   std::mutex mutex_;

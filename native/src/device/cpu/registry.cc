@@ -10,6 +10,7 @@ namespace {
 struct Table {
   std::map<std::string, KernelId> ids;
   std::vector<KernelFn> kernels;
+  std::vector<FillsOutputs> fills;
 };
 
 Table& table() {
@@ -19,10 +20,11 @@ Table& table() {
 
 }  // namespace
 
-KernelRegistration::KernelRegistration(const char* op, KernelFn fn) {
+KernelRegistration::KernelRegistration(const char* op, KernelFn fn, FillsOutputs fills) {
   Table& t = table();
   if (!t.ids.emplace(op, static_cast<KernelId>(t.kernels.size())).second) throw std::logic_error(std::string("kernel registered twice: ") + op);
   t.kernels.push_back(std::move(fn));
+  t.fills.push_back(fills);
 }
 
 KernelId findCpuKernel(const std::string& op) {
@@ -31,6 +33,8 @@ KernelId findCpuKernel(const std::string& op) {
 }
 
 const KernelFn& cpuKernel(KernelId id) { return table().kernels[static_cast<size_t>(id)]; }
+
+bool cpuKernelFillsOutputs(KernelId id) { return table().fills[static_cast<size_t>(id)] == FillsOutputs::Yes; }
 
 std::vector<std::string> cpuKernelNames() {
   std::vector<std::string> names;

@@ -2,16 +2,22 @@
 // conventions: packed QKV [query heads, key heads, value heads], GQA by ⌊h / (heads / kv_heads)⌋, HF Llama
 // rotate_half rotary embeddings, scores/√hd, causal mask j > i). Every matrix product runs on sgemm in f32
 // (OpenBLAS when built with it): the projections, and per head the scores q·kᵀ, the context p·v and the five
-// products of the backward; each softmax row and its backward reduction run in double. Unlike the
-// interpreter, the S×S probabilities are never stored: they are recomputed in blocks of query rows where
-// needed (forward context, backward), FlashAttention-style, so memory stays O(B·S·d + block·S).
+// products of the backward; each softmax row runs in f32 (vectorized exponentials, sums in double), the
+// rotary embeddings in double. Unlike the interpreter, the S×S probabilities are never stored: they are
+// recomputed in blocks of query rows where needed (forward context, backward), FlashAttention-style, so
+// memory stays O(B·S·d + block·S). Heads are independent tasks for the device's kernel threads (parallel.h)
+// when they are small; the backward's task is a key/value head with its query heads, so each gradient sums
+// in one order whatever the thread count.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include "device/cpu/gemm.h"
+#include "device/cpu/parallel.h"
 #include "device/cpu/registry.h"
+#include "device/cpu/rows.h"
+#include "device/cpu/scratch.h"
+#include "device/cpu/vectorize.h"
 
 namespace fsm {
 namespace {
@@ -48,16 +54,12 @@ Dims dimsOf(const Tensor& x, const Attrs& attrs) {
   return D;
 }
 
-/** a [rows, inner] · op(w) → [rows, cols] in double, where op(w) = wᵀ (w is [cols, inner]) when `transposed`,
- *  else w ([inner, cols]). The four projections are the attention's matrix products worth a BLAS call: sgemm
- *  in f32 (OpenBLAS when built with it), then widened for the double-precision middle of the kernel. */
-std::vector<double> project(const float* a, const float* w, int64_t rows, int64_t inner, int64_t cols, bool transposed) {
-  std::vector<float> out(static_cast<size_t>(rows * cols));
+/** out [rows, cols] = a [rows, inner] · op(w), op(w) = wᵀ (w is [cols, inner]) when `transposed`, else w
+ *  ([inner, cols]): the four projections, on sgemm in f32 (OpenBLAS when built with it). */
+void project(const float* a, const float* w, int64_t rows, int64_t inner, int64_t cols, bool transposed, float* out) {
   sgemm(false, transposed, static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(inner), 1.0f, a, static_cast<int>(inner), w,
-        static_cast<int>(transposed ? inner : cols), 0.0f, out.data(), static_cast<int>(cols));
-  return std::vector<double>(out.begin(), out.end());
+        static_cast<int>(transposed ? inner : cols), 0.0f, out, static_cast<int>(cols));
 }
-
 
 /** cos/sin of the rotary angles s·base^(−2e/hd), [S, hd/2]. */
 struct Rope {
@@ -95,91 +97,101 @@ void rotate(double* a, int64_t s, const Rope& t, double sign) {
  *  O(B·S·d + kBlock·S) however long the sequence — the S×S probabilities are never stored whole. */
 constexpr int64_t kBlock = 256;
 
+/** Heads run as tasks over the device's kernel threads when each head's products are small enough that
+ *  OpenBLAS runs them on one thread (S·S·hd ≤ 2¹⁸ multiply-adds); longer sequences leave the threads to
+ *  OpenBLAS, head after head. */
+bool headsAsTasks(const Dims& D) { return D.S * D.S * D.hd <= (int64_t{1} << 18); }
+
+template <typename Fn>
+void forTasks(int64_t n, bool tasks, Fn&& fn) {
+  if (tasks) parallelTasks(n, fn);
+  else
+    for (int64_t i = 0; i < n; i++) fn(i);
+}
+
 /** The recomputable forward state, f32 and head-major so each head is a contiguous [S, hd] matrix for sgemm:
- *  rotated q [B,H,S,hd], rotated k and v [B,K,S,hd], and the context [B,S,d]. */
+ *  rotated q [B,H,S,hd], rotated k and v [B,K,S,hd], in the kernel's scratch (scratch.h). */
 struct Forward {
-  std::vector<float> q, k, v, ctx;
+  float* q;
+  float* k;
+  float* v;
 };
 
-float* head(std::vector<float>& t, int64_t index, const Dims& D) { return t.data() + index * D.S * D.hd; }
-const float* head(const std::vector<float>& t, int64_t index, const Dims& D) { return t.data() + index * D.S * D.hd; }
+// Scratch slots (scratch.h): the launch's (kQkv..kGrads) and each head task's (kProbs, kProbGrads).
+constexpr int kQkv = 0, kHeads = 1, kContext = 2, kGrads = 3, kProbs = 4, kProbGrads = 5;
 
-/** Calls fn(b, h, g, q, k, v) for every batch row b and query head h: its [S, hd] query head and the key and
- *  value heads g it reads (grouped-query attention shares one among H / K query heads). */
-template <typename Fn>
-void forEachHead(const Forward& f, const Dims& D, Fn fn) {
-  for (int64_t b = 0; b < D.B; b++) {
-    for (int64_t h = 0; h < D.H; h++) {
-      const int64_t g = h / (D.H / D.K);
-      fn(b, h, g, head(f.q, b * D.H + h, D), head(f.k, b * D.K + g, D), head(f.v, b * D.K + g, D));
-    }
-  }
+float* head(float* t, int64_t index, const Dims& D) { return t + index * D.S * D.hd; }
+
+// The softmax's backward on one row: ds = p·(dp − Σ dp·p)·scale, in place of dp.
+FSM_CPU_CLONES void softmaxBackRow(const float* p, float* dp, int64_t n, float dot, float scale) {
+  for (int64_t j = 0; j < n; j++) dp[j] = p[j] * (dp[j] - dot) * scale;
 }
 
 /** Rows [i0, i0 + R) of one head's probabilities, [R, C] with C = the keys any of them sees: scores
- *  q·kᵀ/√hd on sgemm, then each row's masked softmax in double (masked entries 0). */
-int64_t probBlock(const float* q, const float* k, const Dims& D, int64_t i0, int64_t R, std::vector<float>& p) {
+ *  q·kᵀ/√hd on sgemm, then each row's masked softmax (masked entries 0). The max ignores NaN scores as fmax
+ *  does; a NaN score still makes its row NaN through its exponential. */
+int64_t probBlock(const float* q, const float* k, const Dims& D, int64_t i0, int64_t R, float* p) {
   const int64_t C = D.causal ? i0 + R : D.S;
   const float scale = static_cast<float>(1 / std::sqrt(static_cast<double>(D.hd)));
   sgemm(false, true, static_cast<int>(R), static_cast<int>(C), static_cast<int>(D.hd), scale, q + i0 * D.hd, static_cast<int>(D.hd), k,
-        static_cast<int>(D.hd), 0.0f, p.data(), static_cast<int>(C));
+        static_cast<int>(D.hd), 0.0f, p, static_cast<int>(C));
   for (int64_t r = 0; r < R; r++) {
-    float* row = p.data() + r * C;
-    const int64_t last = D.causal ? i0 + r : D.S - 1;
-    double max = -std::numeric_limits<double>::infinity();
-    for (int64_t j = 0; j <= last; j++) max = std::fmax(max, static_cast<double>(row[j]));
-    double sum = 0;
-    for (int64_t j = 0; j <= last; j++) {
-      const double e = std::exp(static_cast<double>(row[j]) - max);
-      sum += e;
-      row[j] = static_cast<float>(e);
-    }
-    const double inv = 1 / sum;
-    for (int64_t j = 0; j <= last; j++) row[j] = static_cast<float>(row[j] * inv);
-    for (int64_t j = last + 1; j < C; j++) row[j] = 0.0f;
+    float* row = p + r * C;
+    const int64_t seen = D.causal ? i0 + r + 1 : D.S;
+    expShifted(row, row, seen, rowMax(row, seen));
+    scaleRow(row, seen, static_cast<float>(1 / sumOf(row, seen)));
+    std::fill(row + seen, row + C, 0.0f);
   }
   return C;
 }
 
-/** qkv = x·W_qkvᵀ + b_qkv split into heads (and rotated), then the context p·v per head, block by block. */
-Forward forward(const float* x, const float* wqkv, const float* bqkv, const Dims& D) {
+/** qkv = x·W_qkvᵀ + b_qkv split into heads (and rotated), then the context p·v per head, block by block, into
+ *  `ctx` [B,S,C]. */
+Forward forward(const float* x, const float* wqkv, const float* bqkv, const Dims& D, float* ctx) {
   const int64_t rows = D.B * D.S;
-  std::vector<double> qkv = project(x, wqkv, rows, D.d, D.W, true);
-  if (bqkv)
-    for (int64_t r = 0; r < rows; r++)
-      for (int64_t c = 0; c < D.W; c++) qkv[r * D.W + c] += bqkv[c];
-  Forward f;
-  f.q.resize(static_cast<size_t>(D.B * D.H * D.S * D.hd));
-  f.k.resize(static_cast<size_t>(D.B * D.K * D.S * D.hd));
-  f.v.resize(static_cast<size_t>(D.B * D.K * D.S * D.hd));
+  float* qkv = scratch<float>(kQkv, static_cast<size_t>(rows * D.W));
+  project(x, wqkv, rows, D.d, D.W, true, qkv);
+  const int64_t qn = D.B * D.H * D.S * D.hd, kn = D.B * D.K * D.S * D.hd;
+  float* heads = scratch<float>(kHeads, static_cast<size_t>(qn + 2 * kn));
+  const Forward f{heads, heads + qn, heads + qn + kn};
   const Rope tables = D.rope ? ropeTables(D.S, D.hd) : Rope{};
-  std::vector<double> a(static_cast<size_t>(D.hd));
-  // One head vector: copied out of the packed row, rotated in double, stored f32.
-  auto store = [&](const double* from, float* to, int64_t s, bool rotated) {
-    std::copy(from, from + D.hd, a.begin());
-    if (rotated && D.rope) rotate(a.data(), s, tables, 1);
-    for (int64_t e = 0; e < D.hd; e++) to[e] = static_cast<float>(a[e]);
-  };
-  for (int64_t b = 0; b < D.B; b++) {
-    for (int64_t s = 0; s < D.S; s++) {
-      const double* row = qkv.data() + (b * D.S + s) * D.W;
-      for (int64_t h = 0; h < D.H; h++) store(row + h * D.hd, head(f.q, b * D.H + h, D) + s * D.hd, s, true);
+  parallelFor(rows, 64, [&](int64_t r0, int64_t r1) {
+    std::vector<double> a(static_cast<size_t>(D.hd));
+    // One head vector of the packed row plus its bias: rotated in double (the sum unrounded, as the
+    // interpreter's), else the f32 sum (the double sum rounded once is the same bits).
+    auto store = [&](const float* from, const float* bias, float* to, int64_t s, bool rotated) {
+      if (rotated && D.rope) {
+        for (int64_t e = 0; e < D.hd; e++) a[e] = static_cast<double>(from[e]) + (bias ? bias[e] : 0.0);
+        rotate(a.data(), s, tables, 1);
+        for (int64_t e = 0; e < D.hd; e++) to[e] = static_cast<float>(a[e]);
+      } else if (bias) {
+        for (int64_t e = 0; e < D.hd; e++) to[e] = from[e] + bias[e];
+      } else {
+        std::copy(from, from + D.hd, to);
+      }
+    };
+    for (int64_t r = r0; r < r1; r++) {
+      const int64_t b = r / D.S, s = r % D.S;
+      const float* row = qkv + r * D.W;
+      auto bias = [&](int64_t c) { return bqkv ? bqkv + c : nullptr; };
+      for (int64_t h = 0; h < D.H; h++) store(row + h * D.hd, bias(h * D.hd), head(f.q, b * D.H + h, D) + s * D.hd, s, true);
       for (int64_t g = 0; g < D.K; g++) {
-        store(row + (D.H + g) * D.hd, head(f.k, b * D.K + g, D) + s * D.hd, s, true);
-        store(row + (D.H + D.K + g) * D.hd, head(f.v, b * D.K + g, D) + s * D.hd, s, false);
+        store(row + (D.H + g) * D.hd, bias((D.H + g) * D.hd), head(f.k, b * D.K + g, D) + s * D.hd, s, true);
+        store(row + (D.H + D.K + g) * D.hd, bias((D.H + D.K + g) * D.hd), head(f.v, b * D.K + g, D) + s * D.hd, s, false);
       }
     }
-  }
-  f.ctx.assign(static_cast<size_t>(rows * D.C), 0.0f);
-  std::vector<float> p(static_cast<size_t>(std::min(kBlock, D.S) * D.S));
-  std::vector<float> c(static_cast<size_t>(std::min(kBlock, D.S) * D.hd));
-  forEachHead(f, D, [&](int64_t b, int64_t h, int64_t, const float* q, const float* k, const float* v) {
+  });
+  forTasks(D.B * D.H, headsAsTasks(D), [&](int64_t i) {
+    const int64_t b = i / D.H, h = i % D.H, g = h / (D.H / D.K);
+    const float* q = head(f.q, b * D.H + h, D);
+    const float* k = head(f.k, b * D.K + g, D);
+    const float* v = head(f.v, b * D.K + g, D);
+    float* p = scratch<float>(kProbs, static_cast<size_t>(std::min(kBlock, D.S) * D.S));
     for (int64_t i0 = 0; i0 < D.S; i0 += kBlock) {
       const int64_t R = std::min(kBlock, D.S - i0);
       const int64_t C = probBlock(q, k, D, i0, R, p);
-      sgemm(false, false, static_cast<int>(R), static_cast<int>(D.hd), static_cast<int>(C), 1.0f, p.data(), static_cast<int>(C), v,
-            static_cast<int>(D.hd), 0.0f, c.data(), static_cast<int>(D.hd));
-      for (int64_t r = 0; r < R; r++) std::copy(c.data() + r * D.hd, c.data() + (r + 1) * D.hd, f.ctx.data() + (b * D.S + i0 + r) * D.C + h * D.hd);
+      sgemm(false, false, static_cast<int>(R), static_cast<int>(D.hd), static_cast<int>(C), 1.0f, p, static_cast<int>(C), v,
+            static_cast<int>(D.hd), 0.0f, ctx + (b * D.S + i0) * D.C + h * D.hd, static_cast<int>(D.C));
     }
   });
   return f;
@@ -190,12 +202,14 @@ void attention(const std::vector<Tensor>& in, std::vector<Tensor>& out, const At
   const Dims D = dimsOf(in[0], attrs);
   const bool bias = attrs.boolean("bias");
   const float* bproj = D.projBias ? in[4].f32() : nullptr;
-  const Forward f = forward(in[0].f32(), in[1].f32(), bias ? in[2].f32() : nullptr, D);
   const int64_t rows = D.B * D.S;
-  const std::vector<double> y = project(f.ctx.data(), in[bias ? 3 : 2].f32(), rows, D.C, D.d, true);
+  float* ctx = scratch<float>(kContext, static_cast<size_t>(rows * D.C));
+  forward(in[0].f32(), in[1].f32(), bias ? in[2].f32() : nullptr, D, ctx);
   float* o = out[0].f32();
-  for (int64_t r = 0; r < rows; r++)
-    for (int64_t c = 0; c < D.d; c++) o[r * D.d + c] = static_cast<float>(y[r * D.d + c] + (bproj ? bproj[c] : 0.0));
+  project(ctx, in[bias ? 3 : 2].f32(), rows, D.C, D.d, true, o);
+  if (bproj)
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t c = 0; c < D.d; c++) o[r * D.d + c] += bproj[c];
 }
 
 // Operands dy, x, W_qkv, [b_qkv], W_proj (the output bias affects no gradient here); outputs dx, dqkv
@@ -204,70 +218,83 @@ void attentionGradInput(const std::vector<Tensor>& in, std::vector<Tensor>& out,
   const Dims D = dimsOf(in[1], attrs);
   const bool bias = attrs.boolean("bias");
   const float* wqkv = in[2].f32();
-  const Forward f = forward(in[1].f32(), wqkv, bias ? in[3].f32() : nullptr, D);
+  const Forward f = forward(in[1].f32(), wqkv, bias ? in[3].f32() : nullptr, D, out[2].f32());
   const int64_t rows = D.B * D.S;
-  const std::vector<double> dctx = project(in[0].f32(), in[bias ? 4 : 3].f32(), rows, D.d, D.C, false);
+  float* dctx = scratch<float>(kContext, static_cast<size_t>(rows * D.C));
+  project(in[0].f32(), in[bias ? 4 : 3].f32(), rows, D.d, D.C, false, dctx);
 
   // Per head, block by block: dp = dctx·vᵀ, dv += pᵀ·dctx, ds = p·(dp − Σ dp·p)/√hd, dq = ds·k, dk += dsᵀ·q.
-  std::vector<float> dq(f.q.size(), 0.0f), dk(f.k.size(), 0.0f), dv(f.v.size(), 0.0f);
-  const double scale = 1 / std::sqrt(static_cast<double>(D.hd));
-  const int64_t block = std::min(kBlock, D.S);
-  std::vector<float> p(static_cast<size_t>(block * D.S)), dp(static_cast<size_t>(block * D.S));
-  std::vector<float> dc(static_cast<size_t>(D.S * D.hd));
-  forEachHead(f, D, [&](int64_t b, int64_t h, int64_t g, const float* q, const float* k, const float* v) {
-    float* dqh = head(dq, b * D.H + h, D);
+  // A task is a key/value head with the query heads that read it, in order, so dk and dv add up in the
+  // same order however the tasks are spread over threads.
+  // dq is written block by block; dk and dv add up over blocks and query heads, from zero.
+  const int64_t qn = D.B * D.H * D.S * D.hd, kn = D.B * D.K * D.S * D.hd;
+  float* dq = scratch<float>(kGrads, static_cast<size_t>(qn + 2 * kn));
+  float* dk = dq + qn;
+  float* dv = dk + kn;
+  std::fill(dk, dk + 2 * kn, 0.0f);
+  const float scale = static_cast<float>(1 / std::sqrt(static_cast<double>(D.hd)));
+  const int64_t group = D.H / D.K;
+  forTasks(D.B * D.K, headsAsTasks(D), [&](int64_t t) {
+    const int64_t b = t / D.K, g = t % D.K;
+    const int64_t block = std::min(kBlock, D.S);
+    float* p = scratch<float>(kProbs, static_cast<size_t>(block * D.S));
+    float* dp = scratch<float>(kProbGrads, static_cast<size_t>(block * D.S));
+    const float* k = head(f.k, b * D.K + g, D);
+    const float* v = head(f.v, b * D.K + g, D);
     float* dkg = head(dk, b * D.K + g, D);
     float* dvg = head(dv, b * D.K + g, D);
-    for (int64_t s = 0; s < D.S; s++)
-      for (int64_t e = 0; e < D.hd; e++) dc[s * D.hd + e] = static_cast<float>(dctx[(b * D.S + s) * D.C + h * D.hd + e]);
-    for (int64_t i0 = 0; i0 < D.S; i0 += kBlock) {
-      const int64_t R = std::min(kBlock, D.S - i0);
-      const int64_t C = probBlock(q, k, D, i0, R, p);
-      const int iR = static_cast<int>(R), iC = static_cast<int>(C), ihd = static_cast<int>(D.hd);
-      const float* dcb = dc.data() + i0 * D.hd;
-      sgemm(false, true, iR, iC, ihd, 1.0f, dcb, ihd, v, ihd, 0.0f, dp.data(), iC);
-      sgemm(true, false, iC, ihd, iR, 1.0f, p.data(), iC, dcb, ihd, 1.0f, dvg, ihd);
-      for (int64_t r = 0; r < R; r++) {
-        const float* pr = p.data() + r * C;
-        float* dr = dp.data() + r * C;
-        double dot = 0;
-        for (int64_t j = 0; j < C; j++) dot += static_cast<double>(dr[j]) * pr[j];
-        for (int64_t j = 0; j < C; j++) dr[j] = static_cast<float>(pr[j] * (dr[j] - dot) * scale);
+    for (int64_t h = g * group; h < (g + 1) * group; h++) {
+      const float* q = head(f.q, b * D.H + h, D);
+      float* dqh = head(dq, b * D.H + h, D);
+      for (int64_t i0 = 0; i0 < D.S; i0 += kBlock) {
+        const int64_t R = std::min(kBlock, D.S - i0);
+        const int64_t C = probBlock(q, k, D, i0, R, p);
+        const int iR = static_cast<int>(R), iC = static_cast<int>(C), ihd = static_cast<int>(D.hd), ldc = static_cast<int>(D.C);
+        const float* dcb = dctx + (b * D.S + i0) * D.C + h * D.hd;  // this head's context gradient, rows C apart
+        sgemm(false, true, iR, iC, ihd, 1.0f, dcb, ldc, v, ihd, 0.0f, dp, iC);
+        sgemm(true, false, iC, ihd, iR, 1.0f, p, iC, dcb, ldc, 1.0f, dvg, ihd);
+        for (int64_t r = 0; r < R; r++) {
+          const float* pr = p + r * C;
+          float* dr = dp + r * C;
+          softmaxBackRow(pr, dr, C, static_cast<float>(dotOf(dr, pr, C)), scale);
+        }
+        sgemm(false, false, iR, ihd, iC, 1.0f, dp, iC, k, ihd, 0.0f, dqh + i0 * D.hd, ihd);
+        sgemm(true, false, iC, ihd, iR, 1.0f, dp, iC, q + i0 * D.hd, ihd, 1.0f, dkg, ihd);
       }
-      sgemm(false, false, iR, ihd, iC, 1.0f, dp.data(), iC, k, ihd, 0.0f, dqh + i0 * D.hd, ihd);
-      sgemm(true, false, iC, ihd, iR, 1.0f, dp.data(), iC, q + i0 * D.hd, ihd, 1.0f, dkg, ihd);
     }
   });
 
   // Un-rotate (the rotation is orthogonal: its gradient is the inverse rotation) and pack like qkv.
   const Rope tables = D.rope ? ropeTables(D.S, D.hd) : Rope{};
   float* dqkv = out[1].f32();
-  std::vector<double> a(static_cast<size_t>(D.hd));
-  auto put = [&](const float* from, float* to, int64_t s, bool rotated) {
-    std::copy(from, from + D.hd, a.begin());
-    if (rotated && D.rope) rotate(a.data(), s, tables, -1);
-    for (int64_t e = 0; e < D.hd; e++) to[e] = static_cast<float>(a[e]);
-  };
-  for (int64_t b = 0; b < D.B; b++) {
-    for (int64_t s = 0; s < D.S; s++) {
-      float* row = dqkv + (b * D.S + s) * D.W;
+  parallelFor(rows, 64, [&](int64_t r0, int64_t r1) {
+    std::vector<double> a(static_cast<size_t>(D.hd));
+    auto put = [&](const float* from, float* to, int64_t s, bool rotated) {
+      if (rotated && D.rope) {
+        std::copy(from, from + D.hd, a.begin());
+        rotate(a.data(), s, tables, -1);
+        for (int64_t e = 0; e < D.hd; e++) to[e] = static_cast<float>(a[e]);
+      } else {
+        std::copy(from, from + D.hd, to);
+      }
+    };
+    for (int64_t r = r0; r < r1; r++) {
+      const int64_t b = r / D.S, s = r % D.S;
+      float* row = dqkv + r * D.W;
       for (int64_t h = 0; h < D.H; h++) put(head(dq, b * D.H + h, D) + s * D.hd, row + h * D.hd, s, true);
       for (int64_t g = 0; g < D.K; g++) {
         put(head(dk, b * D.K + g, D) + s * D.hd, row + (D.H + g) * D.hd, s, true);
         put(head(dv, b * D.K + g, D) + s * D.hd, row + (D.H + D.K + g) * D.hd, s, false);
       }
     }
-  }
+  });
   // dx = dqkv·W_qkv from the f32 dqkv just written, as the interpreter computes it from its f32 output.
-  const std::vector<double> dx = project(dqkv, wqkv, rows, D.W, D.d, false);
-  float* dxo = out[0].f32();
-  for (int64_t k = 0; k < rows * D.d; k++) dxo[k] = static_cast<float>(dx[k]);
-  std::copy(f.ctx.begin(), f.ctx.end(), out[2].f32());
+  project(dqkv, wqkv, rows, D.W, D.d, false, out[0].f32());
 }
 
 }  // namespace
 
-REGISTER_KERNEL("attention", attention);
-REGISTER_KERNEL("attention_grad_input", attentionGradInput);
+REGISTER_KERNEL("attention", attention, FillsOutputs::Yes);
+REGISTER_KERNEL("attention_grad_input", attentionGradInput, FillsOutputs::Yes);
 
 }  // namespace fsm

@@ -1,7 +1,9 @@
 // Elementwise kernels (src/interp/kernels/elementwise.ts): the broadcasting binary ops, scale, fill and
 // div_grad_b. add/sub/mul/div run in f32: one correctly rounded f32 operation equals the interpreter's double
-// operation rounded to f32, so they agree bit for bit.
+// operation rounded to f32, so they agree bit for bit. Operands of one shape run over the device's kernel
+// threads (parallel.h).
 #include "device/cpu/kernels/broadcast.h"
+#include "device/cpu/parallel.h"
 #include "device/cpu/registry.h"
 
 namespace fsm {
@@ -17,7 +19,9 @@ KernelFn binary(F f) {
     const std::vector<int64_t>& shape = out[0].shape;
     const int64_t n = out[0].numel();
     if (in[0].shape == shape && in[1].shape == shape) {  // the common case: no broadcasting
-      for (int64_t k = 0; k < n; k++) y[k] = f(a[k], b[k]);
+      parallelFor(n, 65536, [&](int64_t k0, int64_t k1) {
+        for (int64_t k = k0; k < k1; k++) y[k] = f(a[k], b[k]);
+      });
       return;
     }
     StridedWalk w(shape, {broadcastStrides(in[0].shape, shape), broadcastStrides(in[1].shape, shape)});
@@ -29,8 +33,9 @@ void scale(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&
   const double factor = attrs.number("factor");
   const float* x = in[0].f32();
   float* y = out[0].f32();
-  const int64_t n = in[0].numel();
-  for (int64_t k = 0; k < n; k++) y[k] = static_cast<float>(x[k] * factor);
+  parallelFor(in[0].numel(), 65536, [&](int64_t k0, int64_t k1) {
+    for (int64_t k = k0; k < k1; k++) y[k] = static_cast<float>(x[k] * factor);
+  });
 }
 
 // Its shape attribute is not passed to kernels; the output arrives with that shape.
@@ -58,12 +63,12 @@ void divGradB(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Att
 
 }  // namespace
 
-REGISTER_KERNEL("add", binary([](float a, float b) { return a + b; }));
-REGISTER_KERNEL("sub", binary([](float a, float b) { return a - b; }));
-REGISTER_KERNEL("mul", binary([](float a, float b) { return a * b; }));
-REGISTER_KERNEL("div", binary([](float a, float b) { return a / b; }));
-REGISTER_KERNEL("scale", scale);
-REGISTER_KERNEL("fill", fill);
-REGISTER_KERNEL("div_grad_b", divGradB);
+REGISTER_KERNEL("add", binary([](float a, float b) { return a + b; }), FillsOutputs::Yes);
+REGISTER_KERNEL("sub", binary([](float a, float b) { return a - b; }), FillsOutputs::Yes);
+REGISTER_KERNEL("mul", binary([](float a, float b) { return a * b; }), FillsOutputs::Yes);
+REGISTER_KERNEL("div", binary([](float a, float b) { return a / b; }), FillsOutputs::Yes);
+REGISTER_KERNEL("scale", scale, FillsOutputs::Yes);
+REGISTER_KERNEL("fill", fill, FillsOutputs::Yes);
+REGISTER_KERNEL("div_grad_b", divGradB, FillsOutputs::Yes);
 
 }  // namespace fsm

@@ -84,8 +84,8 @@ void embeddingGradWeight(const std::vector<Tensor>& in, std::vector<Tensor>& out
 
 }  // namespace
 
-REGISTER_KERNEL("positions", positions);
-REGISTER_KERNEL("embedding", embedding);
+REGISTER_KERNEL("positions", positions, FillsOutputs::Yes);
+REGISTER_KERNEL("embedding", embedding, FillsOutputs::Yes);
 REGISTER_KERNEL("embedding_grad_weight", embeddingGradWeight);
 
 }  // namespace fsm

@@ -2,9 +2,12 @@
 // (un-broadcasting, the gradient of broadcasting).
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "device/cpu/kernels/broadcast.h"
+#include "device/cpu/parallel.h"
 #include "device/cpu/registry.h"
+#include "device/cpu/vectorize.h"
 
 namespace fsm {
 namespace {
@@ -31,22 +34,104 @@ void transpose(const std::vector<Tensor>& in, std::vector<Tensor>& out, const At
   for (int64_t k = 0; k < n; k++, w.next()) y[k] = x[w.offset(0)];
 }
 
+// sum_to's view of x: its dims merged into runs that the output keeps or reduces (size 1 there, or missing),
+// x's size-1 dims left out. x is then [g0, g1, ...] row-major over the groups, and the output is the kept
+// groups' elements, row-major in the same order.
+struct Group {
+  int64_t size;
+  bool reduced;
+};
+
+std::vector<Group> groupsOf(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  std::vector<Group> g;
+  for (size_t d = 0; d < shape.size(); d++) {
+    if (shape[d] == 1) continue;
+    const bool reduced = strides[d] == 0;
+    if (!g.empty() && g.back().reduced == reduced) g.back().size *= shape[d];
+    else g.push_back({shape[d], reduced});
+  }
+  return g;
+}
+
+/** The output offset of each row (an index over every group but the last), visited in order. */
+class RowWalk {
+ public:
+  explicit RowWalk(const std::vector<Group>& g) {
+    int64_t s = g.back().reduced ? 1 : g.back().size;
+    for (size_t i = g.size() - 1; i-- > 0;) {
+      sizes_.insert(sizes_.begin(), g[i].size);
+      strides_.insert(strides_.begin(), g[i].reduced ? 0 : s);
+      if (!g[i].reduced) s *= g[i].size;
+    }
+    counter_.assign(sizes_.size(), 0);
+  }
+  int64_t offset() const { return offset_; }
+  void next() {
+    for (size_t d = sizes_.size(); d-- > 0;) {
+      offset_ += strides_[d];
+      if (++counter_[d] < sizes_[d]) return;
+      offset_ -= strides_[d] * sizes_[d];
+      counter_[d] = 0;
+    }
+  }
+
+ private:
+  std::vector<int64_t> sizes_, strides_, counter_;
+  int64_t offset_ = 0;
+};
+
+FSM_CPU_CLONES void addInto(double* acc, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; i++) acc[i] += static_cast<double>(x[i]);
+}
+
 // Sums x down to the output's shape (which broadcasts to x's): each element of x adds into the one it was
 // broadcast from. The target shape attribute is not passed to kernels; the output arrives with it. Sums run
-// in double, as in the interpreter.
+// in double, as in the interpreter, and every output element adds its terms in x's order — the order of the
+// interpreter's walk — however the work is split: over the kept last group's columns (a bias gradient: each
+// chunk adds whole columns down every row, one vectorized row segment at a time), or over rows when the
+// last group is the only one reduced (each output element one row's sum).
 void sumTo(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
+  const std::vector<int64_t> strides = broadcastStrides(out[0].shape, in[0].shape);  // refuses shapes that do not broadcast
   const float* x = in[0].f32();
-  const int64_t n = in[0].numel();
-  std::vector<double> acc(static_cast<size_t>(out[0].numel()), 0.0);
-  StridedWalk w(in[0].shape, {broadcastStrides(out[0].shape, in[0].shape)});
-  for (int64_t k = 0; k < n; k++, w.next()) acc[w.offset(0)] += x[k];
-  std::copy(acc.begin(), acc.end(), out[0].f32());
+  float* y = out[0].f32();
+  const int64_t n = in[0].numel(), m = out[0].numel();
+  const std::vector<Group> g = groupsOf(in[0].shape, strides);
+  bool reduces = false;
+  for (const Group& q : g) reduces = reduces || q.reduced;
+  if (n == 0 || !reduces) {  // nothing summed: x's values (an empty x sums to zeros)
+    if (n == 0) std::fill(y, y + m, 0.0f);
+    else std::copy(x, x + n, y);
+    return;
+  }
+  std::vector<double> acc(static_cast<size_t>(m), 0.0);
+  const int64_t inner = g.back().size, rows = n / inner;
+  if (!g.back().reduced) {
+    parallelFor(inner, std::max<int64_t>(16, 65536 / rows), [&](int64_t c0, int64_t c1) {
+      RowWalk w(g);
+      for (int64_t r = 0; r < rows; r++, w.next()) addInto(acc.data() + w.offset() + c0, x + r * inner + c0, c1 - c0);
+    });
+  } else if (g.size() <= 2) {  // [kept rows,] reduced: each output element is one row's sum
+    parallelFor(rows, std::max<int64_t>(16, 65536 / inner), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; r++) {
+        double a = 0;
+        for (int64_t j = 0; j < inner; j++) a += x[r * inner + j];
+        acc[static_cast<size_t>(r)] = a;
+      }
+    });
+  } else {  // rows of different outputs interleave: in order on this thread
+    RowWalk w(g);
+    for (int64_t r = 0; r < rows; r++, w.next()) {
+      double& a = acc[static_cast<size_t>(w.offset())];
+      for (int64_t j = 0; j < inner; j++) a += x[r * inner + j];
+    }
+  }
+  for (int64_t i = 0; i < m; i++) y[i] = static_cast<float>(acc[static_cast<size_t>(i)]);
 }
 
 }  // namespace
 
-REGISTER_KERNEL("reshape", reshape);
-REGISTER_KERNEL("transpose", transpose);
-REGISTER_KERNEL("sum_to", sumTo);
+REGISTER_KERNEL("reshape", reshape, FillsOutputs::Yes);
+REGISTER_KERNEL("transpose", transpose, FillsOutputs::Yes);
+REGISTER_KERNEL("sum_to", sumTo, FillsOutputs::Yes);
 
 }  // namespace fsm

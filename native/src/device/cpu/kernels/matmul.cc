@@ -73,9 +73,9 @@ void linearGradWeight(const std::vector<Tensor>& in, std::vector<Tensor>& out, c
 
 }  // namespace
 
-REGISTER_KERNEL("matmul", matmul);
-REGISTER_KERNEL("linear", linear);
-REGISTER_KERNEL("linear_grad_input", linearGradInput);
-REGISTER_KERNEL("linear_grad_weight", linearGradWeight);
+REGISTER_KERNEL("matmul", matmul, FillsOutputs::Yes);
+REGISTER_KERNEL("linear", linear, FillsOutputs::Yes);
+REGISTER_KERNEL("linear_grad_input", linearGradInput, FillsOutputs::Yes);
+REGISTER_KERNEL("linear_grad_weight", linearGradWeight, FillsOutputs::Yes);
 
 }  // namespace fsm

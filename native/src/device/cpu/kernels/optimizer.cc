@@ -5,10 +5,15 @@
 #include <cmath>
 #include <vector>
 
+#include "device/cpu/parallel.h"
 #include "device/cpu/registry.h"
 
 namespace fsm {
 namespace {
+
+/** Parameters per chunk of an update over the device's kernel threads (elementwise: the same bits however
+ *  split). */
+constexpr int64_t kGrain = 16384;
 
 /** Added to the norm before dividing, as torch's clip_grad_norm_ (CLIP_EPS in src/graph/ops/clip_coef.ts). */
 constexpr double kClipEps = 1e-6;
@@ -53,17 +58,18 @@ void sgdUpdate(const std::vector<Tensor>& in, std::vector<Tensor>& out, const At
   const float* buf = mu != 0 ? in[2].f32() : nullptr;
   float* newP = out[0].f32();
   float* newBuf = buf ? out[1].f32() : nullptr;
-  const int64_t n = in[0].numel();
-  for (int64_t i = 0; i < n; i++) {
-    const double gi = g[i] * clip + wd * p[i];
-    double step = gi;
-    if (buf) {
-      const double b = mu * buf[i] + gi;
-      newBuf[i] = static_cast<float>(b);
-      step = nesterov ? gi + mu * b : b;
+  parallelFor(in[0].numel(), kGrain, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) {
+      const double gi = g[i] * clip + wd * p[i];
+      double step = gi;
+      if (buf) {
+        const double b = mu * buf[i] + gi;
+        newBuf[i] = static_cast<float>(b);
+        step = nesterov ? gi + mu * b : b;
+      }
+      newP[i] = static_cast<float>(p[i] - lr * step);
     }
-    newP[i] = static_cast<float>(p[i] - lr * step);
-  }
+  });
 }
 
 // Operands param, grad, exp_avg, exp_avg_sq, step (already incremented), [clip]; outputs p, m, v.
@@ -83,27 +89,28 @@ void adamUpdate(const std::vector<Tensor>& in, std::vector<Tensor>& out, const A
   float* newP = out[0].f32();
   float* newM = out[1].f32();
   float* newV = out[2].f32();
-  const int64_t n = in[0].numel();
-  for (int64_t i = 0; i < n; i++) {
-    double gi = g[i] * clip;
-    double pi = p[i];
-    if (decoupled) pi *= 1 - lr * wd;
-    else gi += wd * p[i];
-    const double mi = b1 * m[i] + (1 - b1) * gi;
-    const double vi = b2 * v[i] + (1 - b2) * gi * gi;
-    newM[i] = static_cast<float>(mi);
-    newV[i] = static_cast<float>(vi);
-    newP[i] = static_cast<float>(pi - (lr / bc1) * (mi / (std::sqrt(vi) / sqrtBc2 + eps)));
-  }
+  parallelFor(in[0].numel(), kGrain, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) {
+      double gi = g[i] * clip;
+      double pi = p[i];
+      if (decoupled) pi *= 1 - lr * wd;
+      else gi += wd * p[i];
+      const double mi = b1 * m[i] + (1 - b1) * gi;
+      const double vi = b2 * v[i] + (1 - b2) * gi * gi;
+      newM[i] = static_cast<float>(mi);
+      newV[i] = static_cast<float>(vi);
+      newP[i] = static_cast<float>(pi - (lr / bc1) * (mi / (std::sqrt(vi) / sqrtBc2 + eps)));
+    }
+  });
 }
 
 }  // namespace
 
-REGISTER_KERNEL("sum_squares", sumSquares);
-REGISTER_KERNEL("global_norm", globalNorm);
-REGISTER_KERNEL("clip_coef", clipCoef);
-REGISTER_KERNEL("step_increment", stepIncrement);
-REGISTER_KERNEL("sgd_update", sgdUpdate);
-REGISTER_KERNEL("adam_update", adamUpdate);
+REGISTER_KERNEL("sum_squares", sumSquares, FillsOutputs::Yes);
+REGISTER_KERNEL("global_norm", globalNorm, FillsOutputs::Yes);
+REGISTER_KERNEL("clip_coef", clipCoef, FillsOutputs::Yes);
+REGISTER_KERNEL("step_increment", stepIncrement, FillsOutputs::Yes);
+REGISTER_KERNEL("sgd_update", sgdUpdate, FillsOutputs::Yes);
+REGISTER_KERNEL("adam_update", adamUpdate, FillsOutputs::Yes);
 
 }  // namespace fsm

@@ -75,8 +75,8 @@ void nonfinite(const std::vector<Tensor>& in, std::vector<Tensor>& out, const At
 
 }  // namespace
 
-REGISTER_KERNEL("fsm_cast", cast);
-REGISTER_KERNEL("fsm_scale_by", scaleBy);
-REGISTER_KERNEL("fsm_nonfinite", nonfinite);
+REGISTER_KERNEL("fsm_cast", cast, FillsOutputs::Yes);
+REGISTER_KERNEL("fsm_scale_by", scaleBy, FillsOutputs::Yes);
+REGISTER_KERNEL("fsm_nonfinite", nonfinite, FillsOutputs::Yes);
 
 }  // namespace fsm

@@ -55,10 +55,10 @@ void copy(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&)
 }  // namespace
 
 REGISTER_KERNEL("fsm_accumulate", accumulate);
-REGISTER_KERNEL("fsm_copy", copy);
+REGISTER_KERNEL("fsm_copy", copy, FillsOutputs::Yes);
 // Megatron's "f" entering a tensor-parallel region: forward, the value as it is (src/graph/ops/tp_copy.ts).
-REGISTER_KERNEL("tp_copy", copy);
-REGISTER_KERNEL("fsm_scale", scale);
+REGISTER_KERNEL("tp_copy", copy, FillsOutputs::Yes);
+REGISTER_KERNEL("fsm_scale", scale, FillsOutputs::Yes);
 REGISTER_KERNEL("fsm_add_inplace", addInPlace);
 
 }  // namespace fsm

@@ -48,7 +48,7 @@ void softmaxGrad(const std::vector<Tensor>& in, std::vector<Tensor>& out, const 
 
 }  // namespace
 
-REGISTER_KERNEL("softmax", softmax);
-REGISTER_KERNEL("softmax_grad", softmaxGrad);
+REGISTER_KERNEL("softmax", softmax, FillsOutputs::Yes);
+REGISTER_KERNEL("softmax_grad", softmaxGrad, FillsOutputs::Yes);
 
 }  // namespace fsm

@@ -22,6 +22,6 @@ void tpSlice(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attr
 
 }  // namespace
 
-REGISTER_KERNEL("tp_slice", tpSlice);
+REGISTER_KERNEL("tp_slice", tpSlice, FillsOutputs::Yes);
 
 }  // namespace fsm

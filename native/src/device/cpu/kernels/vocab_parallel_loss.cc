@@ -92,9 +92,9 @@ void vocabGrad(const std::vector<Tensor>& in, std::vector<Tensor>& out, const At
 
 }  // namespace
 
-REGISTER_KERNEL("fsm_vocab_ce_max", vocabMax);
-REGISTER_KERNEL("fsm_vocab_ce_sums", vocabSums);
-REGISTER_KERNEL("fsm_vocab_ce_loss", vocabLoss);
-REGISTER_KERNEL("fsm_vocab_ce_grad", vocabGrad);
+REGISTER_KERNEL("fsm_vocab_ce_max", vocabMax, FillsOutputs::Yes);
+REGISTER_KERNEL("fsm_vocab_ce_sums", vocabSums, FillsOutputs::Yes);
+REGISTER_KERNEL("fsm_vocab_ce_loss", vocabLoss, FillsOutputs::Yes);
+REGISTER_KERNEL("fsm_vocab_ce_grad", vocabGrad, FillsOutputs::Yes);
 
 }  // namespace fsm

@@ -1,0 +1,52 @@
+# bench/cpu-kernels' PyTorch side: PyTorch eager on the GPT of bench/gpt-867k.fsm (samples/lib/transformer.fsm's
+# GPTBlock, learned positions, an untied lm_head when the params name one), trained with torch.optim.Adam and
+# clipping on random tokens at a given thread count; prints {"torch": version, "threads": n, "stepMs": median,
+# "stepsMs": [...]} as JSON. The layers are test/interp/pytorch_reference.py's (the parity test's model code).
+# Usage: /usr/bin/python3 bench/pytorch_gpt_step.py '{"config": {"d", "heads", "n_layer"}, "batch": [B, S],
+#        "params": [{"name", "shape"}], "steps": N, "threads": T, "lr": x}'
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "interp"))
+from pytorch_reference import attention  # noqa: E402
+
+
+def gpt(P, tokens, cfg):
+    S = tokens.shape[1]
+    d, eps = cfg["d"], 1e-5
+    h = F.embedding(tokens, P["wte.weight"]) + F.embedding(torch.arange(S), P["wpe.weight"])
+    for i in range(cfg["n_layer"]):
+        p = f"layers.{i}"
+        h = h + attention(F.layer_norm(h, (d,), P[p + ".ln_1.weight"], P[p + ".ln_1.bias"], eps), P, p + ".attn", cfg, True)
+        m = F.layer_norm(h, (d,), P[p + ".ln_2.weight"], P[p + ".ln_2.bias"], eps)
+        m = F.linear(F.gelu(F.linear(m, P[p + ".mlp.fc.weight"], P[p + ".mlp.fc.bias"])), P[p + ".mlp.proj.weight"], P[p + ".mlp.proj.bias"])
+        h = h + m
+    h = F.layer_norm(h, (d,), P["ln_f.weight"], P["ln_f.bias"], eps)
+    return F.linear(h, P["lm_head.weight"] if "lm_head.weight" in P else P["wte.weight"])
+
+
+meta = json.loads(sys.argv[1])
+torch.set_num_threads(meta["threads"])
+torch.manual_seed(0)
+B, S = meta["batch"]
+P = {p["name"]: (0.02 * torch.randn(p["shape"])).requires_grad_(True) for p in meta["params"]}
+opt = torch.optim.Adam(P.values(), lr=meta["lr"])
+vocab = P["wte.weight"].shape[0]
+times = []
+for _ in range(meta["steps"]):
+    tokens = torch.randint(0, vocab, (B, S))
+    targets = torch.randint(0, vocab, (B, S))
+    t0 = time.perf_counter()
+    opt.zero_grad(set_to_none=True)
+    loss = F.cross_entropy(gpt(P, tokens, meta["config"]).reshape(B * S, -1), targets.reshape(B * S))
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(P.values(), 1.0)
+    opt.step()
+    times.append(time.perf_counter() - t0)
+warm = sorted(times[2:])
+print(json.dumps({"torch": torch.__version__, "threads": meta["threads"], "stepMs": round(warm[len(warm) // 2] * 1e3, 3), "stepsMs": [round(t * 1e3, 3) for t in times[2:]]}))

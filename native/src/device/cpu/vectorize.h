@@ -1,0 +1,65 @@
+// What the CPU kernels' hot loops share so the compiler vectorizes them.
+//  - FSM_CPU_CLONES on a loop's function: with GCC on x86-64 Linux, an AVX2 copy besides the baseline (SSE2)
+//    one, chosen when the addon loads by what the CPU has. AVX2 without FMA: no multiply-add is fused, so the
+//    copies compute the same bits.
+//  - select(c, a, b) and the bit casts: a float ternary whose arms are not both plain values is a branch GCC
+//    will not vectorize while floating-point exceptions are observable (the default); a mask select is not.
+//  - expNonPositive: e^y in f32 for y ≤ 0 (a softmax's exponent) from operations that vectorize.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define FSM_CPU_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define FSM_CPU_CLONES
+#endif
+
+namespace fsm {
+namespace vec {
+
+inline float asFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+inline uint32_t asBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+/** c ? a : b, both already computed, as a bit mask (NaN and −0 pass through unchanged). */
+inline float select(bool c, float a, float b) {
+  const uint32_t m = 0u - static_cast<uint32_t>(c);
+  return asFloat((asBits(a) & m) | (asBits(b) & ~m));
+}
+
+/** e^r for |r| ≤ ln2/2: 1 + r + r²·q(r), q a degree-4 fit (relative error 3.1e-9 over the interval). */
+inline float expPoly(float r) {
+  return 1.0f + r + r * r * (0.4999999343211016f + r * (0.16666520398960055f + r * (0.0416683907874565f + r * (0.008368745116575382f + r * 0.0013814539984019162f))));
+}
+
+/** 2^k for an integral kf in [−126, 127] (a normal float). */
+inline float pow2(float kf) { return asFloat(static_cast<uint32_t>(static_cast<int32_t>(kf) + 127) << 23); }
+
+/** round(y / ln2) for |y| < 2²² by the 1.5·2²³ trick (round to nearest in the default rounding mode). */
+inline float roundLog2(float y) { return (y * 1.44269504088896340736f + 12582912.0f) - 12582912.0f; }
+
+/** Below this, e^y is under f32's normal range; expNonPositive gives 0 there. */
+constexpr float kExpMin = -87.3f;
+
+/** e^y for y ≤ 0 within 2 f32 ulp: 2^k·e^r with r = y − k·ln2 formed exactly (ln2 in two parts), 0 below
+ *  kExpMin (and for −∞), NaN for NaN. */
+inline float expNonPositive(float y) {
+  const bool under = y < kExpMin;
+  const float yc = select(under, kExpMin, y);
+  const float kf = roundLog2(yc);
+  const float r = (yc - kf * 0.693359375f) - kf * -2.12194440e-4f;
+  return select(under, 0.0f, expPoly(r) * pow2(kf));
+}
+
+}  // namespace vec
+}  // namespace fsm
