@@ -145,10 +145,10 @@ function torchStep(threads: number, steps: number): { torch: string; stepMs: num
     threads,
     lr: 3e-3,
   };
-  const argv = ["/usr/bin/python3", "bench/pytorch_gpt_step.py", JSON.stringify(meta)];
+  const argv = ["/usr/bin/python3", "bench/pytorch_step.py", JSON.stringify(meta)];
   const [cmd, ...rest] = threads === 1 && hasTaskset ? ["taskset", "-c", "0", ...argv] : argv;
   const r = spawnSync(cmd!, rest, { encoding: "utf8", timeout: 600_000 });
-  if (r.status !== 0) throw new Error(`bench/pytorch_gpt_step.py failed: ${r.stderr}`);
+  if (r.status !== 0) throw new Error(`bench/pytorch_step.py failed: ${r.stderr}`);
   return JSON.parse(r.stdout) as { torch: string; stepMs: number };
 }
 

@@ -1,6 +1,7 @@
-# bench/run's PyTorch side: the same GPT as samples/gpt-tiny.fsm (the model code of
-# test/interp/pytorch_reference.py), trained with torch.optim.Adam on random tokens for a number of steps at a
-# given thread count; prints {"torch": version, "threads": n, "stepMs": median} as JSON.
+# bench/run's and bench/cpu-kernels' PyTorch side: the GPT of samples/gpt-tiny.fsm or bench/gpt-867k.fsm (the
+# model code of test/interp/pytorch_reference.py; an untied lm_head when the params name one), trained with
+# torch.optim.Adam and clipping on random tokens for a number of steps at a given thread count; prints
+# {"torch": version, "threads": n, "stepMs": median, "stepsMs": [...]} as JSON.
 # Usage: /usr/bin/python3 bench/pytorch_step.py '{"config": {...}, "batch": [B, S], "params": [{"name", "shape"}], "steps": N, "threads": T, "lr": x}'
 import json
 import os
@@ -32,4 +33,4 @@ for _ in range(meta["steps"]):
     opt.step()
     times.append(time.perf_counter() - t0)
 warm = sorted(times[2:])
-print(json.dumps({"torch": torch.__version__, "threads": meta["threads"], "stepMs": round(warm[len(warm) // 2] * 1e3, 3)}))
+print(json.dumps({"torch": torch.__version__, "threads": meta["threads"], "stepMs": round(warm[len(warm) // 2] * 1e3, 3), "stepsMs": [round(t * 1e3, 3) for t in times[2:]]}))

@@ -66,7 +66,8 @@ def gpt(P, tokens, cfg):
         m = F.linear(F.gelu(F.linear(m, P[p + ".mlp.fc.weight"], P[p + ".mlp.fc.bias"])), P[p + ".mlp.proj.weight"], P[p + ".mlp.proj.bias"])
         h = h + m
     h = F.layer_norm(h, (d,), P["ln_f.weight"], P["ln_f.bias"], eps)
-    return F.linear(h, P["wte.weight"])  # lm_head tied to wte
+    # lm_head tied to wte unless the model has its own (bench/gpt-867k.fsm's untied head).
+    return F.linear(h, P["lm_head.weight"] if "lm_head.weight" in P else P["wte.weight"])
 
 
 def llama(P, tokens, cfg):

@@ -4,21 +4,16 @@ import { describe, expect, it } from "vitest";
 import { checkFile } from "../../src/check/check.js";
 import { compileModel } from "../../src/compile/compile.js";
 import { syntheticData } from "../../src/data/synthetic.js";
-import { initParams } from "../../src/interp/init.js";
 import { TrainingSession } from "../../src/interp/session.js";
 import { floats } from "../../src/interp/tensor.js";
 import { graphFromJson } from "../../src/plan/graph-from-json.js";
 import type { Plan } from "../../src/plan/plan.js";
-import { lower } from "../../src/lower/lower.js";
-import { ClusterReference } from "../../src/runtime/cluster-reference.js";
-import { createNativeCluster, type NativeClusterDescription } from "../../src/native/binding.js";
-import { feedBatch, meanLoss } from "../../src/runtime/cluster-step.js";
-import { readParam, writeParams } from "../../src/lower/param-pieces.js";
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { samplePath, sets } from "../compile/helpers.js";
 import { checkSources } from "../check/helpers.js";
 import { rng } from "../support/prng.js";
+import { train, type Seams } from "../support/plan-parity.js";
 
 type Overrides = Record<string, string | number>;
 type Sample = "mlp" | "gpt-tiny";
@@ -33,34 +28,10 @@ function planFor(name: Sample, overrides: Overrides, devices: number, units = fa
   return compileModel(model, { cluster: "cpu", devices, source: name, fsmVersion: "test" }).plan;
 }
 
-type Trained = { losses: number[]; params: Map<string, Float32Array> };
-
-/** How the native executor is put together: its Device's arena route and its Communicator (the test plug-in
- *  that delays every call by a seeded random time, so arrivals and completions come in other orders). */
-type Seams = Pick<NativeClusterDescription, "device" | "communicator">;
 const SEAMS: readonly [string, Seams][] = [
   ["a communicator that delays and reorders every call", { communicator: { kind: "delay", seed: 7, maxMicros: 300 } }],
   ["a device whose arena is mmap'd", { device: { kind: "cpu", arena: "mmap" } }],
 ];
-
-/** Trains on the native cluster (threads, communicator; `seams` picks its device and communicator) or the
- *  sequential reference executor. */
-async function train(plan: Plan, steps: number, native: boolean | Seams, random?: () => number): Promise<Trained & { calls?: Record<string, number> }> {
-  const graph = graphFromJson(plan.model.name, plan.graph);
-  const program = lower(plan, graph);
-  const cluster = native ? createNativeCluster({ devices: program.devices, timeoutSeconds: 20, ...(native !== true && native) }) : new ClusterReference(program.devices);
-  const init = initParams(graph, 5, "f32");
-  writeParams(cluster, program, (n) => init.get(n)!.data as Float32Array);
-  const data = syntheticData(graph, { batch: plan.settings.batch, ...(plan.settings.seq !== null && { seq: plan.settings.seq }), seed: 3 });
-  const losses: number[] = [];
-  for (let s = 0; s < steps; s++) {
-    feedBatch(cluster, program, data.batch(s), plan.settings.microBatches, plan.settings.microBatchSize);
-    await (cluster instanceof ClusterReference ? cluster.run(random) : cluster.run());
-    losses.push(meanLoss(cluster, program));
-  }
-  const calls = cluster instanceof ClusterReference ? undefined : cluster.communicatorCalls();
-  return { losses, params: new Map(graph.params().map((p) => [p.name, readParam(cluster, program, p.name)])), ...(calls && { calls }) };
-}
 
 const RTOL = 1e-5;
 const ATOL = 1e-6;

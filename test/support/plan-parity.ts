@@ -9,7 +9,8 @@ import { initParams } from "../../src/interp/init.js";
 import { graphFromJson } from "../../src/plan/graph-from-json.js";
 import type { Plan } from "../../src/plan/plan.js";
 import { lower } from "../../src/lower/lower.js";
-import { createNativeCluster } from "../../src/native/binding.js";
+import { createNativeCluster, type NativeClusterDescription } from "../../src/native/binding.js";
+import { ClusterReference } from "../../src/runtime/cluster-reference.js";
 import { feedBatch, meanLoss } from "../../src/runtime/cluster-step.js";
 import { readParam, writeParams } from "../../src/lower/param-pieces.js";
 import { samplePath, sets } from "../compile/helpers.js";
@@ -33,10 +34,21 @@ export function planFor(name: Sample, overrides: Overrides, devices: number): Pl
   return compileModel(model, { cluster: "cpu", devices, source: name, fsmVersion: "test" }).plan;
 }
 
-export async function train(plan: Plan, steps: number): Promise<{ losses: number[]; params: Map<string, Float32Array>; calls: Record<string, number> }> {
+/** How the native executor is put together: its Device's arena route and its Communicator (a test plug-in
+ *  may delay every call by a seeded random time, so arrivals and completions come in other orders). */
+export type Seams = Pick<NativeClusterDescription, "device" | "communicator">;
+
+/** Trains on the native cluster (threads, communicator; `native` may pick its device and communicator) or,
+ *  with `native` false, the sequential reference executor (`random` orders its ready actions). */
+export async function train(
+  plan: Plan,
+  steps: number,
+  native: boolean | Seams = true,
+  random?: () => number,
+): Promise<{ losses: number[]; params: Map<string, Float32Array>; calls: Record<string, number> }> {
   const graph = graphFromJson(plan.model.name, plan.graph);
   const program = lower(plan, graph);
-  const cluster = createNativeCluster({ devices: program.devices, timeoutSeconds: 20 });
+  const cluster = native ? createNativeCluster({ devices: program.devices, timeoutSeconds: 20, ...(native !== true && native) }) : new ClusterReference(program.devices);
   // The whole model's parameters (initParams draws them whole for a rank's graph too); each rank gets its slice.
   const init = initParams(graph, 5, "f32");
   writeParams(cluster, program, (n) => init.get(n)!.data as Float32Array);
@@ -44,10 +56,11 @@ export async function train(plan: Plan, steps: number): Promise<{ losses: number
   const losses: number[] = [];
   for (let s = 0; s < steps; s++) {
     feedBatch(cluster, program, data.batch(s), plan.settings.microBatches, plan.settings.microBatchSize);
-    await cluster.run();
+    await (cluster instanceof ClusterReference ? cluster.run(random) : cluster.run());
     losses.push(meanLoss(cluster, program));
   }
-  return { losses, params: new Map(graph.params().map((p) => [p.name, readParam(cluster, program, p.name)])), calls: cluster.communicatorCalls() };
+  const calls = cluster instanceof ClusterReference ? {} : cluster.communicatorCalls();
+  return { losses, params: new Map(graph.params().map((p) => [p.name, readParam(cluster, program, p.name)])), calls };
 }
 
 const RTOL = 1e-5;
