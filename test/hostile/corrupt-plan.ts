@@ -18,7 +18,7 @@ export function compiledPlanText(): string {
   const dir = mkdtempSync(join(tmpdir(), "fsm-hostile-plan-"));
   try {
     const out = join(dir, "p.json");
-    const args = ["compile", sample("gpt-tiny.fsm"), "--devices", "4", "--set", "parallel.stages=2", "--set", "parallel.shard=fsdp", "--set", "parallel.chunks=2", "-o", out];
+    const args = ["compile", sample("gpt-tiny.fsm"), "--devices", "4", "--set", "parallel.stages=2", "--set", "parallel.shard=fsdp", "--set", "parallel.no_sync=false", "--set", "parallel.chunks=2", "-o", out];
     const r = spawnSync(process.execPath, [fsmBin, ...args], { encoding: "utf8" });
     if (r.status !== 0) throw new Error(`compiling the base plan failed:\n${r.stderr}`);
     compiled = readFileSync(out, "utf8");
