@@ -109,6 +109,16 @@ describe.skipIf(!mpi)("mpirun: the same bits as one process", () => {
     expect(stepLosses(r.stdout)).toEqual(losses);
   });
 
+  it("hybrid sharding with no_sync across processes (-np 4: two shard groups of 2): the same losses", async () => {
+    const { path, plan } = planFile("hsdp", "gpt-tiny", { ...adam, stages: 1, data_parallel: 4, shard: "fsdp", shard_group: 2, no_sync: "true", chunks: 2, schedule: "1f1b", checkpoint: "never", fsdp_min_params: 5000 });
+    expect([plan.settings.shardGroup, plan.settings.noSync]).toEqual([2, true]);
+    const losses: number[] = [];
+    await runPlan(plan, { onStep: (r) => losses.push(r.loss) });
+    const r = mpirun(4, ["run", path, "--json"]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(stepLosses(r.stdout)).toEqual(losses);
+  });
+
   it("over TCP only (--mca btl self,tcp, the path between machines): the same losses", async () => {
     const { path, plan } = planFile("tcp", "gpt-tiny", { ...adam, stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp", checkpoint: "never" });
     const losses: number[] = [];
