@@ -59,16 +59,17 @@ function deeperPipeline(s: ResolvedSettings, layerCount: number): Alternative | 
   let microBatches = s.microBatches;
   if (s.schedule === "interleaved" && microBatches % stages !== 0) microBatches = stages;
   if (s.batch % (dataParallel * microBatches) !== 0) return undefined;
-  // A hybrid shard group keeps its size where the halved group still divides into it.
-  const hybrid = s.shard === "fsdp" && s.shardGroup < s.dataParallel && dataParallel % s.shardGroup === 0 && s.shardGroup < dataParallel;
-  const shardGroup = hybrid ? s.shardGroup : dataParallel;
+  // A hybrid shard group keeps its size where the halved group still divides into it (a whole group never
+  // does: it is twice the new one); otherwise the group is the whole new one.
+  const hybrid = s.shard === "fsdp" && s.shardGroup < s.dataParallel;
+  const shardGroup = hybrid && dataParallel % s.shardGroup === 0 ? s.shardGroup : dataParallel;
   return {
     change: `stages = ${stages}, data_parallel = ${dataParallel}`,
     set: [
       `parallel.stages=${stages}`,
       `parallel.data_parallel=${dataParallel}`,
       ...(microBatches !== s.microBatches ? [`parallel.chunks=${microBatches}`] : []),
-      ...(s.shard === "fsdp" && s.shardGroup < s.dataParallel ? [`parallel.shard_group=${shardGroup}`] : []),
+      ...(hybrid ? [`parallel.shard_group=${shardGroup}`] : []),
     ],
     settings: { ...s, stages, dataParallel, shardGroup, balance: undefined, microBatches, microBatchSize: s.batch / (dataParallel * microBatches) },
   };

@@ -137,8 +137,8 @@ export function placeShardCollectives(placer: Placer, shards: readonly ShardPlan
           continue;
         }
         const action = collectiveAction(plan, c, mb);
-        const follows = c.kind === "ALL_REDUCE" && c.of === "unit" ? reducedBy.get(c.unit) : undefined;
-        if (c.kind === "ALL_REDUCE" && c.of === "unit" && follows === undefined) throw new Error(`internal: stage ${plan.stage} all-reduces unit ${c.unit} before reduce-scattering it`);
+        const follows = c.kind === "ALL_REDUCE" && c.of === "unit" ? reducedBy.get(c.unit) ?? -1 : undefined;
+        if (follows === -1) throw new Error(`internal: stage ${plan.stage} all-reduces unit ${c.unit} before reduce-scattering it`);
         const id = placer.add(p, { action, stream: "comm", seconds: [seconds], partial: [[x, c.at.layer]], ...(follows !== undefined && { deps: [follows] }), collective }, placer.endOf(p, x, c.at.layer), 2);
         if (follows !== undefined) followers.push({ program: p, id, after: follows });
         placed.set(placedKey(plan.stage, ci, x), id);

@@ -280,14 +280,16 @@ class DeviceLowering {
     const firstHolder = (p: string): boolean => (this.routes.holders.get(p)?.[0] ?? k) === k && (this.tensor.rank === 0 || this.g.param(p)!.split !== undefined);
     const items: UpdateItem[] = [];
     if (strategy === "fsdp") {
+      // Under hybrid sharding replicas r, r + s, ... of a shard group of s hold the same shard; the first
+      // group's count it in the norm.
+      const shardGroup = shardGroupOf(this.plan, k);
       const byUnit = new Map<number, number>();
       for (const u of shard.units) {
         const slot = this.b.pin(this.b.slot([u.shardNumel]));
         byUnit.set(u.index, slot);
         const copy = this.half === "f32" ? undefined : this.b.pin(this.b.slot([u.shardNumel], this.half));
         if (copy !== undefined) this.computeShards.set(`${k}:${u.index}`, copy);
-        // Under hybrid sharding replicas r, r + s, ... of a shard group of s hold the same shard.
-        const lo = (r % shardGroupOf(this.plan, k)) * u.shardNumel;
+        const lo = (r % shardGroup) * u.shardNumel;
         const hi = lo + u.shardNumel;
         const norm: { at: number; count: number }[] = [];
         for (const [name, offset, count] of u.params) {
@@ -296,8 +298,7 @@ class DeviceLowering {
           if (a < z) {
             this.pieces.push({ device: this.device, slot, dtype: "f32", param: name, from: a - offset, count: z - a, at: a - lo });
             if (copy !== undefined) this.pieces.push({ device: this.device, slot: copy, dtype: this.half, param: name, from: a - offset, count: z - a, at: a - lo });
-            // Counted once: by the first shard group (the others hold replicas of the same shards).
-            if (firstHolder(name) && r < shardGroupOf(this.plan, k)) norm.push({ at: a - lo, count: z - a });
+            if (firstHolder(name) && r < shardGroup) norm.push({ at: a - lo, count: z - a });
           }
         }
         items.push({ stage: k, params: u.params.map(([n]) => n), param: slot, ...(copy !== undefined && { copy }), shape: [u.shardNumel], grad: -1, key: `u${k}:${u.index}`, norm });

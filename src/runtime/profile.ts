@@ -193,7 +193,8 @@ interface DeviceTotals {
 }
 
 export class ProfileRecorder {
-  private readonly first: { step: number; devices: DeviceTotals[]; wall?: number }[] = [];
+  /** The warm-up step, kept apart (reported alone only when no other step was recorded). */
+  private first: { step: number; devices: DeviceTotals[]; wall?: number } | undefined;
   private later: DeviceTotals[] | undefined;
   private readonly laterSteps: number[] = [];
   private laterWall: number | undefined = 0;
@@ -206,9 +207,9 @@ export class ProfileRecorder {
     if (devices.length !== this.ranks.length) throw new Error(`ProfileRecorder: ${devices.length} devices' timings, expected ${this.ranks.length}`);
     const fresh = (): DeviceTotals[] => devices.map((d, i) => ({ rank: this.ranks[i]!, program: d.program, seconds: new Float64Array(d.program.instructions.length), span: 0 }));
     let into: DeviceTotals[];
-    if (this.first.length === 0) {
+    if (this.first === undefined) {
       into = fresh();
-      this.first.push({ step, devices: into, ...(wallSeconds !== undefined && { wall: wallSeconds }) });
+      this.first = { step, devices: into, ...(wallSeconds !== undefined && { wall: wallSeconds }) };
     } else {
       this.later ??= fresh();
       into = this.later;
@@ -233,16 +234,17 @@ export class ProfileRecorder {
 
   /** Steps recorded so far. */
   get steps(): number {
-    return this.first.length + this.laterSteps.length;
+    return (this.first ? 1 : 0) + this.laterSteps.length;
   }
 
   /** The profile of the steps after the first (of the first alone when it is the only one). */
   finish(peaks: Peaks): RunProfile {
-    if (this.first.length === 0) throw new Error("ProfileRecorder: no step was recorded");
+    const first = this.first;
+    if (first === undefined) throw new Error("ProfileRecorder: no step was recorded");
     const warmupLeftOut = this.later !== undefined;
-    const totals = this.later ?? this.first[0]!.devices;
-    const steps = warmupLeftOut ? this.laterSteps : [this.first[0]!.step];
-    const wall = warmupLeftOut ? (this.laterWall === undefined ? undefined : this.laterWall / steps.length) : this.first[0]!.wall;
+    const totals = this.later ?? first.devices;
+    const steps = warmupLeftOut ? this.laterSteps : [first.step];
+    const wall = warmupLeftOut ? (this.laterWall === undefined ? undefined : this.laterWall / steps.length) : first.wall;
     return profileOf(totals, steps, warmupLeftOut, peaks, wall);
   }
 }
