@@ -16,10 +16,10 @@ function orderedSum(inputs: readonly Float32Array[], avg = false): Float32Array 
   return out;
 }
 
-// Bit patterns, so -0/+0 and every last ulp count.
-function bits(a: Float32Array | null | undefined): number[] {
+// Bit patterns (as hex, one string: quick to compare at 70k elements), so -0/+0 and every last ulp count.
+function bits(a: Float32Array | null | undefined): string {
   expect(a).toBeInstanceOf(Float32Array);
-  return Array.from(new Uint32Array(a!.buffer, a!.byteOffset, a!.length));
+  return Buffer.from(a!.buffer, a!.byteOffset, a!.byteLength).toString("hex");
 }
 
 const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i);
@@ -31,11 +31,18 @@ async function rejectsQuickly(run: Promise<unknown>, message: RegExp): Promise<v
   expect(performance.now() - t0).toBeLessThan(1000);
 }
 
+// Two paths: up to 2^16 floats of scratch the last rank to arrive does the whole collective for the group;
+// above, every rank computes its slice between two meeting points.
+const SIZES = [
+  { path: "delivered by the last to arrive", count: 1001, per: 37, rooted: 257 },
+  { path: "sliced over the ranks", count: 70001, per: 17001, rooted: 70001 },
+];
+
 describe("in-process communicator", () => {
-  for (const n of WORLDS) {
-    it(`allReduce (sum and avg) on a world of ${n} is the ordered fp32 sum on every rank`, async () => {
+  for (const n of WORLDS) for (const { path, count, per: perRank, rooted } of SIZES) {
+    it(`allReduce (sum and avg) on a world of ${n} is the ordered fp32 sum on every rank (${path})`, async () => {
       const next = rng(100 + n);
-      const count = 1001; // not a multiple of n: uneven slices
+      // count is not a multiple of n: uneven slices
       const inputs = range(n).map(() => spreadData(count, next, 8));
       const world = range(n);
       const script = range(n).map((r): CommScriptOp[] => [
@@ -49,9 +56,10 @@ describe("in-process communicator", () => {
       }
     });
 
-    it(`reduceScatter and allGather on a world of ${n}`, async () => {
+    it(`reduceScatter and allGather on a world of ${n} (${path})`, async () => {
       const next = rng(200 + n);
-      const per = 37;
+      // Large: over 2^16 floats of scratch from a world of 4 on.
+      const per = perRank;
       const inputs = range(n).map(() => spreadData(per * n, next, 8));
       const shards = range(n).map(() => spreadData(per, next, 8));
       const world = range(n);
@@ -72,9 +80,9 @@ describe("in-process communicator", () => {
       }
     });
 
-    it(`broadcast and reduce on a world of ${n}`, async () => {
+    it(`broadcast and reduce on a world of ${n} (${path})`, async () => {
       const next = rng(300 + n);
-      const count = 257;
+      const count = rooted;
       const inputs = range(n).map(() => spreadData(count, next, 8));
       const world = range(n);
       const bRoot = n - 1;

@@ -1,14 +1,18 @@
 // InProcessCommunicator (inprocess.h): meetings of a group, the fixed-order reductions, buffered send/recv,
 // abort, timeouts and reset.
 //
-// Every collective is one "meeting" of its group, matched by the group and the call's index on that group:
-//   1. meet: every member has published its input pointer;
+// Every collective is one "meeting" of its group, matched by the group and the call's index on that group.
+// A large one runs in four phases, its work spread over the members:
+//   1. meet: every member has published its input and output pointers;
 //   2. compute: member i fills slice i of the meeting's scratch, reading any member's inputs but writing none;
 //   3. meet: every member is done reading inputs;
 //   4. finish: each member copies its result from scratch into its own output.
-// Since phase 2 never writes a user buffer and phase 4 never reads another member's, aliased inputs and outputs
-// are safe and a member may return while others are still copying. Which member computes a slice does not
-// change its value: every element is the same ordered sum, so the result is the same bits every run.
+// A small one (scratch up to kDeliverFloats) meets once: the last member to arrive computes every slice, then
+// copies every member's result out, and the others, who waited, return. With virtual devices sharing a few
+// cores, a meeting point costs a context switch per waiting member, more than the copying it would spread.
+// Either way every input is read before any output is written, so aliased inputs and outputs are safe. Which
+// member computes a slice does not change its value: every element is the same ordered sum, so the result is
+// the same bits every run.
 #include "comm/inprocess.h"
 
 #include <algorithm>
@@ -25,16 +29,21 @@ struct InProcessCommunicator::Meeting {
   int firstRank = -1;  // who opened it: the reference for mismatch messages
   int joined = 0;
   std::vector<const float*> inputs;  // per member
+  std::vector<float*> outputs;       // per member
   std::vector<uint64_t> reached;     // per member: how many meeting points it has reached
   int waiting = 0;                   // members waiting at the current meeting point
   uint64_t generation = 0;           // meeting points completed
   // Members between the first and second meeting point, i.e. possibly reading other members' inputs. An
   // aborted member waits for it to drop to 0 before it throws, so its caller may free its buffers at once.
   int busy = 0;
+  bool delivered = false;  // a small meeting: the last member to arrive has written every member's result
   std::unique_ptr<float[]> scratch;
 };
 
 namespace {
+
+// Scratch size (fp32 elements) up to which one member does a collective's work for the group: 256 KiB.
+constexpr size_t kDeliverFloats = size_t{1} << 16;
 
 std::string seconds(std::chrono::duration<double> d) {
   std::ostringstream s;
@@ -64,6 +73,15 @@ void orderedSum(const std::vector<const float*>& in, size_t offset, float* out, 
 InProcessCommunicator::InProcessCommunicator(int worldSize, std::chrono::duration<double> timeout)
     : worldSize_(worldSize), timeout_(timeout) {
   if (worldSize < 1) throw std::invalid_argument("InProcessCommunicator: worldSize must be at least 1");
+  for (int r = 0; r < worldSize; r++) wake_.push_back(std::make_unique<std::condition_variable>());
+}
+
+void InProcessCommunicator::wake(const std::vector<int>& ranks) {
+  for (int r : ranks) wake_[static_cast<size_t>(r)]->notify_all();
+}
+
+void InProcessCommunicator::wakeAll() {
+  for (auto& cv : wake_) cv->notify_all();
 }
 
 GroupHandle InProcessCommunicator::registerGroup(const std::vector<int>& ranks) {
@@ -86,7 +104,7 @@ void InProcessCommunicator::abort(const std::string& message) {
     aborted_ = true;
     abortMessage_ = message;
   }
-  cv_.notify_all();
+  wakeAll();
 }
 
 bool InProcessCommunicator::aborted() const {
@@ -117,7 +135,7 @@ void InProcessCommunicator::fail(CommError::Kind kind, const std::string& messag
     aborted_ = true;
     abortMessage_ = message;
   }
-  cv_.notify_all();
+  wakeAll();
   const std::string echo = abortMessage_;
   lk.unlock();
   if (!first) throw CommError(CommError::Kind::Aborted, echo);
@@ -145,15 +163,15 @@ size_t InProcessCommunicator::groupSize(GroupHandle group) {
 }
 
 InProcessCommunicator::MeetingPtr InProcessCommunicator::join(int rank, GroupHandle group, const char* kind, size_t count, int root,
-                                                              const float* input, std::unique_lock<std::mutex>& lk, int& member) {
+                                                              const float* input, float* output, std::unique_lock<std::mutex>& lk, int& member) {
   checkRank(rank, kind, lk);
   GroupState& gs = groups_[static_cast<size_t>(group)];
   const std::vector<int>& ranks = gs.ranks;
-  const std::string where = std::string(kind) + " at rank " + std::to_string(rank) + " on group " + rankList(ranks);
+  auto where = [&] { return std::string(kind) + " at rank " + std::to_string(rank) + " on group " + rankList(ranks); };
   const auto self = std::lower_bound(ranks.begin(), ranks.end(), rank);
-  if (self == ranks.end() || *self != rank) fail(CommError::Kind::Invalid, where + ": the group does not contain the calling rank", {}, lk);
+  if (self == ranks.end() || *self != rank) fail(CommError::Kind::Invalid, where() + ": the group does not contain the calling rank", {}, lk);
   if (root != -1 && !std::binary_search(ranks.begin(), ranks.end(), root)) {
-    fail(CommError::Kind::Invalid, where + ": root " + std::to_string(root) + " is not in the group", {}, lk);
+    fail(CommError::Kind::Invalid, where() + ": root " + std::to_string(root) + " is not in the group", {}, lk);
   }
   member = static_cast<int>(self - ranks.begin());
 
@@ -169,24 +187,27 @@ InProcessCommunicator::MeetingPtr InProcessCommunicator::join(int rank, GroupHan
     m->root = root;
     m->firstRank = rank;
     m->inputs.assign(ranks.size(), nullptr);
+    m->outputs.assign(ranks.size(), nullptr);
     m->reached.assign(ranks.size(), 0);
     gs.open.emplace(call, m);
   } else {
     m = it->second;
-    const std::string head = "collective #" + std::to_string(call) + " on group " + rankList(ranks) + ": rank " + std::to_string(rank);
-    const std::string first = "rank " + std::to_string(m->firstRank);
+    // Built only for a mismatch: this runs on every collective.
+    auto head = [&] { return "collective #" + std::to_string(call) + " on group " + rankList(ranks) + ": rank " + std::to_string(rank); };
+    auto first = [&] { return "rank " + std::to_string(m->firstRank); };
     if (m->kind != kind) {
       fail(CommError::Kind::Invalid,
-           head + " called " + kind + " where " + first + " called " + m->kind + " (members must call a group's collectives in the same order)", {}, lk);
+           head() + " called " + kind + " where " + first() + " called " + m->kind + " (members must call a group's collectives in the same order)", {}, lk);
     }
     if (m->count != count) {
-      fail(CommError::Kind::Invalid, head + " passed count " + std::to_string(count) + " to " + kind + ", " + first + " passed " + std::to_string(m->count), {}, lk);
+      fail(CommError::Kind::Invalid, head() + " passed count " + std::to_string(count) + " to " + kind + ", " + first() + " passed " + std::to_string(m->count), {}, lk);
     }
     if (m->root != root) {
-      fail(CommError::Kind::Invalid, head + " passed root " + std::to_string(root) + " to " + kind + ", " + first + " passed " + std::to_string(m->root), {}, lk);
+      fail(CommError::Kind::Invalid, head() + " passed root " + std::to_string(root) + " to " + kind + ", " + first() + " passed " + std::to_string(m->root), {}, lk);
     }
   }
   m->inputs[member] = input;
+  m->outputs[member] = output;
   if (++m->joined == static_cast<int>(ranks.size())) gs.open.erase(call);  // complete: later calls open new ones
   return m;
 }
@@ -200,45 +221,87 @@ void InProcessCommunicator::barrier(Meeting& m, int member, std::unique_lock<std
     m.waiting = 0;
     m.generation++;
     if (m.generation == 1) m.busy = n;  // everyone goes on to read inputs, counted before anyone can see an abort
-    cv_.notify_all();
+    wake(group);
     return;
   }
+  std::condition_variable& cv = *wake_[static_cast<size_t>(group[member])];
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_);
   std::vector<int> missing;  // set when this rank is the one that timed out
   std::string timeout;
   while (m.generation == gen && !aborted_) {
-    if (cv_.wait_until(lk, deadline) == std::cv_status::timeout && m.generation == gen && !aborted_) {
-      for (int i = 0; i < n; i++) {
-        if (m.reached[i] <= gen) missing.push_back(group[i]);
-      }
-      std::ostringstream msg;
-      msg << m.kind << " #" << m.call << " on group " << rankList(group) << ": timed out after " << seconds(timeout_) << " at rank "
-          << group[member] << "; rank(s) " << rankList(missing) << (gen == 0 ? " never arrived" : " never finished reading inputs");
-      timeout = msg.str();
+    if (cv.wait_until(lk, deadline) == std::cv_status::timeout && m.generation == gen && !aborted_) {
+      timeout = timeoutText(m, member, gen, missing);
       aborted_ = true;
       abortMessage_ = timeout;
-      cv_.notify_all();
+      wakeAll();
     }
   }
   if (m.generation != gen) return;  // met before the abort: carry on, the next meeting point will throw
-  cv_.wait(lk, [&] { return m.busy == 0; });
+  cv.wait(lk, [&] { return m.busy == 0; });
+  if (!timeout.empty()) throw CommError(CommError::Kind::Timeout, timeout, missing);
+  throw CommError(CommError::Kind::Aborted, abortMessage_);
+}
+
+std::string InProcessCommunicator::timeoutText(const Meeting& m, int member, uint64_t gen, std::vector<int>& missing) const {
+  const std::vector<int>& group = *m.group;
+  for (size_t i = 0; i < group.size(); i++) {
+    if (m.reached[i] <= gen) missing.push_back(group[i]);
+  }
+  std::ostringstream msg;
+  msg << m.kind << " #" << m.call << " on group " << rankList(group) << ": timed out after " << seconds(timeout_) << " at rank "
+      << group[static_cast<size_t>(member)] << "; rank(s) " << rankList(missing) << (gen == 0 ? " never arrived" : " never finished reading inputs");
+  return msg.str();
+}
+
+void InProcessCommunicator::awaitDelivery(Meeting& m, int member, std::unique_lock<std::mutex>& lk) {
+  m.reached[member] = 1;
+  std::condition_variable& cv = *wake_[static_cast<size_t>((*m.group)[static_cast<size_t>(member)])];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_);
+  std::vector<int> missing;
+  std::string timeout;
+  // An abort stops the wait only once no delivery is under way: the deliverer may be writing this member's output.
+  while (!m.delivered && !(aborted_ && m.busy == 0)) {
+    if (cv.wait_until(lk, deadline) == std::cv_status::timeout && !m.delivered && !aborted_) {
+      timeout = timeoutText(m, member, 0, missing);
+      aborted_ = true;
+      abortMessage_ = timeout;
+      wakeAll();
+    }
+  }
+  if (m.delivered) return;  // delivered before the abort: carry on, the next call will throw
   if (!timeout.empty()) throw CommError(CommError::Kind::Timeout, timeout, missing);
   throw CommError(CommError::Kind::Aborted, abortMessage_);
 }
 
 template <typename Compute, typename Finish>
 void InProcessCommunicator::collective(int rank, GroupHandle group, const char* kind, size_t count, int root, const float* input,
-                                       size_t scratchSize, Compute compute, Finish finish) {
+                                       float* output, size_t scratchSize, Compute compute, Finish finish) {
   std::unique_lock<std::mutex> lk(mutex_);
   throwIfAborted();
   int member = -1;
-  MeetingPtr m = join(rank, group, kind, count, root, input, lk, member);
+  MeetingPtr m = join(rank, group, kind, count, root, input, output, lk, member);
   if (!m->scratch) m->scratch.reset(new float[std::max<size_t>(scratchSize, 1)]);  // uninitialised: fully written
+  const size_t n = m->group->size();
+  if (scratchSize <= kDeliverFloats) {
+    if (m->joined < static_cast<int>(n)) {
+      awaitDelivery(*m, member, lk);
+      return;
+    }
+    m->busy = 1;  // set as the last member joins, so no waiter can see an abort without seeing this
+    lk.unlock();
+    for (size_t i = 0; i < n; i++) compute(*m, i);
+    for (size_t i = 0; i < n; i++) finish(*m, i);
+    lk.lock();
+    m->busy = 0;
+    m->delivered = true;
+    wake(*m->group);
+    return;
+  }
   barrier(*m, member, lk);
   lk.unlock();
   compute(*m, static_cast<size_t>(member));
   lk.lock();
-  if (--m->busy == 0 && aborted_) cv_.notify_all();
+  if (--m->busy == 0 && aborted_) wake(*m->group);
   barrier(*m, member, lk);
   lk.unlock();
   finish(*m, static_cast<size_t>(member));
@@ -247,61 +310,61 @@ void InProcessCommunicator::collective(int rank, GroupHandle group, const char* 
 void InProcessCommunicator::doAllReduce(int rank, GroupHandle group, float* data, size_t count, ReduceOp op) {
   groupSize(group);
   collective(
-      rank, group, op == ReduceOp::Avg ? "allReduce(avg)" : "allReduce", count, -1, data, count,
+      rank, group, op == ReduceOp::Avg ? "allReduce(avg)" : "allReduce", count, -1, data, data, count,
       [&](Meeting& m, size_t i) {
         const auto [lo, hi] = sliceOf(count, m.group->size(), i);
         orderedSum(m.inputs, 0, m.scratch.get(), lo, hi, op);
       },
-      [&](Meeting& m, size_t) { std::copy(m.scratch.get(), m.scratch.get() + count, data); });
+      [&](Meeting& m, size_t i) { std::copy(m.scratch.get(), m.scratch.get() + count, m.outputs[i]); });
 }
 
 void InProcessCommunicator::doReduceScatter(int rank, GroupHandle group, const float* input, float* output, size_t countPerRank, ReduceOp op) {
   const size_t total = countPerRank * groupSize(group);
   collective(
-      rank, group, op == ReduceOp::Avg ? "reduceScatter(avg)" : "reduceScatter", countPerRank, -1, input, total,
+      rank, group, op == ReduceOp::Avg ? "reduceScatter(avg)" : "reduceScatter", countPerRank, -1, input, output, total,
       [&](Meeting& m, size_t i) {
         // Member i reduces the chunk it keeps, so the work is spread evenly and needs no slicing.
         orderedSum(m.inputs, 0, m.scratch.get(), i * countPerRank, (i + 1) * countPerRank, op);
       },
       [&](Meeting& m, size_t i) {
         const float* s = m.scratch.get() + i * countPerRank;
-        std::copy(s, s + countPerRank, output);
+        std::copy(s, s + countPerRank, m.outputs[i]);
       });
 }
 
 void InProcessCommunicator::doAllGather(int rank, GroupHandle group, const float* input, float* output, size_t countPerRank) {
   const size_t total = countPerRank * groupSize(group);
   collective(
-      rank, group, "allGather", countPerRank, -1, input, total,
-      [&](Meeting& m, size_t i) { std::copy(input, input + countPerRank, m.scratch.get() + i * countPerRank); },
-      [&](Meeting& m, size_t) { std::copy(m.scratch.get(), m.scratch.get() + total, output); });
+      rank, group, "allGather", countPerRank, -1, input, output, total,
+      [&](Meeting& m, size_t i) { std::copy(m.inputs[i], m.inputs[i] + countPerRank, m.scratch.get() + i * countPerRank); },
+      [&](Meeting& m, size_t i) { std::copy(m.scratch.get(), m.scratch.get() + total, m.outputs[i]); });
 }
 
 void InProcessCommunicator::doBroadcast(int rank, GroupHandle group, int root, float* data, size_t count) {
   groupSize(group);
   collective(
-      rank, group, "broadcast", count, root, data, count,
+      rank, group, "broadcast", count, root, data, data, count,
       [&](Meeting& m, size_t i) {
         const std::vector<int>& g = *m.group;
         const size_t r = static_cast<size_t>(std::lower_bound(g.begin(), g.end(), root) - g.begin());
         const auto [lo, hi] = sliceOf(count, g.size(), i);
         std::copy(m.inputs[r] + lo, m.inputs[r] + hi, m.scratch.get() + lo);
       },
-      [&](Meeting& m, size_t) {
-        if (rank != root) std::copy(m.scratch.get(), m.scratch.get() + count, data);
+      [&](Meeting& m, size_t i) {
+        if ((*m.group)[i] != root) std::copy(m.scratch.get(), m.scratch.get() + count, m.outputs[i]);
       });
 }
 
 void InProcessCommunicator::doReduce(int rank, GroupHandle group, int root, float* data, size_t count) {
   groupSize(group);
   collective(
-      rank, group, "reduce", count, root, data, count,
+      rank, group, "reduce", count, root, data, data, count,
       [&](Meeting& m, size_t i) {
         const auto [lo, hi] = sliceOf(count, m.group->size(), i);
         orderedSum(m.inputs, 0, m.scratch.get(), lo, hi, ReduceOp::Sum);
       },
-      [&](Meeting& m, size_t) {
-        if (rank == root) std::copy(m.scratch.get(), m.scratch.get() + count, data);
+      [&](Meeting& m, size_t i) {
+        if ((*m.group)[i] == root) std::copy(m.scratch.get(), m.scratch.get() + count, m.outputs[i]);
       });
 }
 
@@ -311,7 +374,7 @@ void InProcessCommunicator::doSend(int rank, int peer, int tag, const float* dat
   checkRank(rank, "send", lk);
   checkRank(peer, "send", lk);
   mailboxes_[{rank, peer, tag}].emplace_back(data, data + count);
-  cv_.notify_all();
+  wake_[static_cast<size_t>(peer)]->notify_all();
 }
 
 void InProcessCommunicator::doRecv(int rank, int peer, int tag, float* data, size_t count) {
@@ -319,7 +382,8 @@ void InProcessCommunicator::doRecv(int rank, int peer, int tag, float* data, siz
   throwIfAborted();
   checkRank(rank, "recv", lk);
   checkRank(peer, "recv", lk);
-  const std::string where = "recv at rank " + std::to_string(rank) + " from rank " + std::to_string(peer) + " (tag " + std::to_string(tag) + ")";
+  auto where = [&] { return "recv at rank " + std::to_string(rank) + " from rank " + std::to_string(peer) + " (tag " + std::to_string(tag) + ")"; };
+  std::condition_variable& cv = *wake_[static_cast<size_t>(rank)];
   const std::tuple<int, int, int> key{peer, rank, tag};
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_);
   auto ready = [&] {
@@ -327,8 +391,8 @@ void InProcessCommunicator::doRecv(int rank, int peer, int tag, float* data, siz
     return it != mailboxes_.end() && !it->second.empty();
   };
   while (!aborted_ && !ready()) {
-    if (cv_.wait_until(lk, deadline) == std::cv_status::timeout && !aborted_ && !ready()) {
-      fail(CommError::Kind::Timeout, where + ": timed out after " + seconds(timeout_) + "; rank " + std::to_string(peer) + " never sent", {peer}, lk);
+    if (cv.wait_until(lk, deadline) == std::cv_status::timeout && !aborted_ && !ready()) {
+      fail(CommError::Kind::Timeout, where() + ": timed out after " + seconds(timeout_) + "; rank " + std::to_string(peer) + " never sent", {peer}, lk);
     }
   }
   throwIfAborted();
@@ -337,7 +401,7 @@ void InProcessCommunicator::doRecv(int rank, int peer, int tag, float* data, siz
   it->second.pop_front();
   if (it->second.empty()) mailboxes_.erase(it);
   if (message.size() != count) {
-    fail(CommError::Kind::Invalid, where + ": expects " + std::to_string(count) + " elements, the send had " + std::to_string(message.size()), {}, lk);
+    fail(CommError::Kind::Invalid, where() + ": expects " + std::to_string(count) + " elements, the send had " + std::to_string(message.size()), {}, lk);
   }
   lk.unlock();
   std::copy(message.begin(), message.end(), data);

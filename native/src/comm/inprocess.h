@@ -56,13 +56,24 @@ class InProcessCommunicator final : public Communicator {
 
   // Joins (or opens) the next meeting of `group` for `rank`, checking that kind, count and root agree.
   MeetingPtr join(int rank, GroupHandle group, const char* kind, size_t count, int root, const float* input,
-                  std::unique_lock<std::mutex>& lk, int& member);
+                  float* output, std::unique_lock<std::mutex>& lk, int& member);
   // Waits until every member has reached this point; throws CommError on abort / timeout.
   void barrier(Meeting& m, int member, std::unique_lock<std::mutex>& lk);
-  // Runs one collective: meet, `compute` (reads inputs, writes scratch), meet, `finish` (scratch -> output).
+  // Waits until the last member to arrive has delivered every member's result; throws CommError on abort /
+  // timeout (after the delivery under way, if any, is done with this member's buffers).
+  void awaitDelivery(Meeting& m, int member, std::unique_lock<std::mutex>& lk);
+  // Runs one collective. Small: one meeting, where the last member to arrive runs `compute` for every slice
+  // and `finish` for every member. Large: meet, each member `compute`s its slice, meet, each `finish`es its own.
+  // compute(m, i) reads inputs and writes slice i of scratch; finish(m, i) copies member i's result from
+  // scratch into m.outputs[i].
   template <typename Compute, typename Finish>
   void collective(int rank, GroupHandle group, const char* kind, size_t count, int root, const float* input,
-                  size_t scratchSize, Compute compute, Finish finish);
+                  float* output, size_t scratchSize, Compute compute, Finish finish);
+  // A timeout's text at a meeting point: the ranks that never arrived (or never finished reading inputs).
+  std::string timeoutText(const Meeting& m, int member, uint64_t gen, std::vector<int>& missing) const;
+  // Wakes the waiters of these ranks (they re-check their own predicates), or of every rank.
+  void wake(const std::vector<int>& ranks);
+  void wakeAll();
 
   // Aborts with `message` (unless already aborted) and throws: CommError of `kind` when this call aborted it,
   // Aborted with the first message when another had.
@@ -74,9 +85,10 @@ class InProcessCommunicator final : public Communicator {
   const int worldSize_;
   const std::chrono::duration<double> timeout_;
   mutable std::mutex mutex_;
-  // One condition variable for everything: waiters re-check their own predicate, and abort() needs to wake
-  // them all with a single notify_all.
-  std::condition_variable cv_;
+  // One condition variable per rank, all under mutex_: a rank's waiters are woken only by what they wait for
+  // (their meeting, a send to them) or an abort, not by every other rank's progress — with more threads than
+  // cores, each needless wake-up is a context switch.
+  std::vector<std::unique_ptr<std::condition_variable>> wake_;
   bool aborted_ = false;
   std::string abortMessage_;
 

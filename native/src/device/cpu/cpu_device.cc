@@ -83,6 +83,7 @@ void CpuDevice::beginRun(bool) {
   {
     std::lock_guard<std::mutex> lk(mutex_);
     completed_[0] = completed_[1] = 0;
+    waitingFor_[0] = waitingFor_[1] = 0;
     aborted_ = false;
   }
   // Held for the whole run so it covers every kernel of the step (the devices' threads share the cores).
@@ -92,16 +93,21 @@ void CpuDevice::beginRun(bool) {
 void CpuDevice::endRun() { blas_.reset(); }
 
 void CpuDevice::record(int stream) {
+  bool reached;
   {
     std::lock_guard<std::mutex> lk(mutex_);
-    completed_[stream]++;
+    reached = ++completed_[stream] == waitingFor_[stream];
   }
-  cv_.notify_all();
+  if (reached) cv_.notify_all();
 }
 
 bool CpuDevice::wait(int, int other, size_t count) {
   std::unique_lock<std::mutex> lk(mutex_);
-  cv_.wait(lk, [&] { return aborted_ || completed_[other] >= count; });
+  if (completed_[other] < count) {
+    waitingFor_[other] = count;
+    cv_.wait(lk, [&] { return aborted_ || completed_[other] >= count; });
+    waitingFor_[other] = 0;
+  }
   return completed_[other] >= count;
 }
 

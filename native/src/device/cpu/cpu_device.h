@@ -55,9 +55,12 @@ class CpuDevice final : public Device {
   friend CpuDevice& hostDevice();
 
   // Per-run event state: how many instructions of each stream have completed, and whether the run was aborted.
+  // waitingFor_[s]: the count of stream s the other stream is blocked on (0: none), so record wakes it only
+  // once that count is reached, not after every instruction (each wake-up is a context switch).
   std::mutex mutex_;
   std::condition_variable cv_;
   size_t completed_[2] = {0, 0};
+  size_t waitingFor_[2] = {0, 0};
   bool aborted_ = false;
 };
 
