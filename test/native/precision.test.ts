@@ -172,6 +172,24 @@ describe("fsm_cast", () => {
     for (let h = 0; h < 65536; h++) if (!isNaN16(F16_EXP, h) && back[h] !== h) expect(hex([h, back[h]!])).toBe("a round trip");
   });
 
+  it("f16 casts give the same bits 8 at a time (F16C where the CPU has it) as one at a time (a cast of fewer than 8), NaN payloads included", () => {
+    const next = rng(11);
+    // NaNs of every payload size and both signs, infinities, ties, subnormals of both widths, random values.
+    const specials = [0x7f800001, 0xff800001, 0x7fc00000, 0x7fffffff, 0x7fa02001, 0xffb00000, 0x7f800000, 0xff800000, 0x477ff000, 0x477fefff, 0x33000000, 0x33000001, 0x387fe000, 0x00000001, 0x80000000];
+    const u = Uint32Array.from({ length: 4096 }, (_, i) => (i < specials.length ? specials[i]! : Math.floor(next() * 2 ** 32)) >>> 0);
+    const x = new Float32Array(u.buffer);
+    const wide = cast(x, "f32", "f16") as Uint16Array;
+    const wideBack = new Uint32Array((cast(wide, "f16", "f32") as Float32Array).buffer);
+    for (let i = 0; i < x.length; i += 7) {
+      const one = cast(x.subarray(i, i + 7), "f32", "f16") as Uint16Array;
+      expect(hex(one), `f32 → f16 at ${i}`).toEqual(hex(wide.subarray(i, i + 7)));
+      const back = new Uint32Array((cast(one, "f16", "f32") as Float32Array).buffer);
+      expect(Array.from(back), `f16 → f32 at ${i}`).toEqual(Array.from(wideBack.subarray(i, i + 7)));
+    }
+    // A NaN widens to sign | exponent ones | quiet bit | its 10 payload bits moved up 13.
+    for (let i = 0; i < 4; i++) expect(wideBack[i]).toBe((((u[i]! & 0x80000000) | 0x7fc00000 | (u[i]! & 0x007fe000)) >>> 0));
+  });
+
   it("random f32 values round as a reference in double arithmetic does (bf16 and f16)", () => {
     // Random bit patterns whose exponents cover f16's range and beyond on both sides, plus f32 subnormals.
     const next = rng(7);

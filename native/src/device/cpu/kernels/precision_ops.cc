@@ -5,11 +5,56 @@
 // overflowed fp16 step, whose update a guarded instruction then skips).
 #include <cstring>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define FSM_F16C 1
+#endif
+
 #include "core/half.h"
 #include "device/cpu/registry.h"
 
 namespace fsm {
 namespace {
+
+#ifdef FSM_F16C
+// The F16C instructions convert 8 values at a time with IEEE round to nearest even, the same bits as toF16 and
+// fromF16 (overflow to ±Inf, subnormals both ways, a NaN quieted with its sign and top payload bits: the
+// precision tests compare every f16 and edge-case f32 against the reference), about 10× faster than the bit
+// manipulation. Compiled for F16C alone and used where the CPU has it, so the build still runs anywhere.
+const bool kHasF16c = __builtin_cpu_supports("f16c");
+
+__attribute__((target("avx,f16c"))) int64_t toF16Wide(const float* s, uint16_t* d, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), h);
+  }
+  return i;
+}
+
+__attribute__((target("avx,f16c"))) int64_t fromF16Wide(const uint16_t* s, float* d, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+  return i;
+}
+#endif
+
+// How many leading elements the F16C path converted (0 without it); the scalar loop does the rest.
+int64_t toF16Fast(const float* s, uint16_t* d, int64_t n) {
+#ifdef FSM_F16C
+  if (kHasF16c) return toF16Wide(s, d, n);
+#endif
+  (void)s, (void)d, (void)n;
+  return 0;
+}
+
+int64_t fromF16Fast(const uint16_t* s, float* d, int64_t n) {
+#ifdef FSM_F16C
+  if (kHasF16c) return fromF16Wide(s, d, n);
+#endif
+  (void)s, (void)d, (void)n;
+  return 0;
+}
 
 // out = in converted to out's dtype: f32 → bf16/f16 (round to nearest even), bf16/f16 → f32 (exact), or a
 // copy when both have the same dtype (out may be in: an output sharing an input's bytes is not zeroed
@@ -31,7 +76,7 @@ void cast(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&)
   } else if (x.dtype == DType::F32 && y.dtype == DType::F16) {
     const float* s = x.f32();
     uint16_t* d = y.u16();
-    for (int64_t i = 0; i < n; i++) d[i] = toF16(s[i]);
+    for (int64_t i = toF16Fast(s, d, n); i < n; i++) d[i] = toF16(s[i]);
   } else if (x.dtype == DType::BF16 && y.dtype == DType::F32) {
     const uint16_t* s = x.u16();
     float* d = y.f32();
@@ -39,7 +84,7 @@ void cast(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&)
   } else if (x.dtype == DType::F16 && y.dtype == DType::F32) {
     const uint16_t* s = x.u16();
     float* d = y.f32();
-    for (int64_t i = 0; i < n; i++) d[i] = fromF16(s[i]);
+    for (int64_t i = fromF16Fast(s, d, n); i < n; i++) d[i] = fromF16(s[i]);
   } else {
     throw std::invalid_argument(std::string("fsm_cast: cannot convert ") + dtypeName(x.dtype) + " to " + dtypeName(y.dtype));
   }
