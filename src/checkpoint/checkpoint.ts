@@ -17,6 +17,7 @@ import { fsyncDir, writeAtomically } from "../plan/serialize.js";
 import { checkChecksum, checksumOf, recordedChecksum } from "./checksum.js";
 import { openRankFile, readInto } from "./rank-file.js";
 import { SAFE_BYTES, writeSafetensorsStreaming, type SafeDType } from "./safetensors.js";
+import { splitText } from "./split-pieces.js";
 
 export { CheckpointError, readManifest, type Manifest } from "./manifest.js";
 
@@ -26,8 +27,10 @@ interface Entry {
   readonly slot: number;
   readonly at: number;
   readonly count: number;
-  /** Which elements of the parameter it holds, as "from,count" (weights and their optimizer state). */
+  /** Which elements of the parameter it holds, as "from,count" (weights and their optimizer state); of a
+   *  tensor-parallel rank's slice for a split parameter (then `split` says which slice). */
   readonly range?: string;
+  readonly split?: string;
 }
 
 const DTYPE: Readonly<Record<string, SafeDType>> = { f32: "F32", i32: "I32", bf16: "BF16", f16: "F16" };
@@ -42,8 +45,12 @@ function entries(program: ClusterProgram, device: number): Entry[] {
     out.push({ ...e, name });
   };
   const mine = program.paramPieces.filter((p) => p.device === device);
-  for (const p of mine) add({ name: p.dtype === "f32" ? p.param : `${p.param}:compute`, slot: p.slot, at: p.at, count: p.count, range: `${p.from},${p.count}` });
-  for (const { slot, role, piece: p } of statePieces(program, device)) add({ name: `${p.param}.${role}`, slot, at: p.at, count: p.count, range: `${p.from},${p.count}` });
+  const split = (param: string): Pick<Entry, "split"> => {
+    const s = program.paramSplits.get(param);
+    return s ? { split: splitText({ rank: device % program.tensorParallel, ...s.split, shape: s.shape }) } : {};
+  };
+  for (const p of mine) add({ name: p.dtype === "f32" ? p.param : `${p.param}:compute`, slot: p.slot, at: p.at, count: p.count, range: `${p.from},${p.count}`, ...split(p.param) });
+  for (const { slot, role, piece: p } of statePieces(program, device)) add({ name: `${p.param}.${role}`, slot, at: p.at, count: p.count, range: `${p.from},${p.count}`, ...split(p.param) });
   const state = program.optimizerState[localIndex(program, device)]!;
   if (state.step !== undefined) add({ name: "optimizer.step", slot: state.step, at: 0, count: 1 });
   return out;
@@ -109,6 +116,7 @@ export async function saveCheckpoint(
     // parameters' pieces, and memory stays one slot rather than the device's whole state.
     const list = entries(program, device).sort((a, b) => a.slot - b.slot);
     for (const e of list) if (e.range !== undefined) metadata[`range:${e.name}`] = e.range;
+    for (const e of list) if (e.split !== undefined) metadata[`split:${e.name}`] = e.split;
     const byName = new Map(list.map((e) => [e.name, e]));
     let current: { slot: number; data: ReturnType<DeviceSlots["get"]> } | undefined;
     const bytesOf = (name: string): NodeJS.TypedArray => {
@@ -173,6 +181,7 @@ export function loadCheckpoint(dir: string, plan: Plan, program: ClusterProgram,
         throw new CheckpointError(`${path}: ${e.name} is ${t.dtype}[${t.shape}] (${bytes} bytes), expected ${dtype}[${e.count}]`);
       }
       if (e.range !== undefined && metadata[`range:${e.name}`] !== e.range) throw new CheckpointError(`${path}: ${e.name} holds elements ${metadata[`range:${e.name}`]}, this plan needs ${e.range}`);
+      if (metadata[`split:${e.name}`] !== e.split) throw new CheckpointError(`${path}: ${e.name} is saved as ${metadata[`split:${e.name}`] ?? "the whole tensor"}, this plan holds ${e.split ?? "the whole tensor"}`);
       bySlot.set(e.slot, [...(bySlot.get(e.slot) ?? []), { e, offset: dataStart + t.data_offsets[0], crc: recordedChecksum(path, metadata, e.name) }]);
     }
     for (const [slot, list] of bySlot) {

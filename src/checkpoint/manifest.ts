@@ -6,6 +6,7 @@ import { createHash } from "node:crypto";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import type { Plan } from "../plan/plan.js";
+import { wholeShape } from "../graph/param-split.js";
 
 export const CHECKPOINT_FORMAT = "fsm-checkpoint";
 export const CHECKPOINT_VERSION = 1;
@@ -88,5 +89,9 @@ export function checkDataState(dir: string, m: Manifest, plan: Plan): void {
 
 /** Every parameter's full shape, by path, as the plan's graph has it. */
 export function planParams(plan: Plan): Record<string, number[]> {
-  return Object.fromEntries(plan.graph.params.map((p) => [p.name, plan.graph.tensors[p.tensor]!.shape.map(Number)]));
+  // A tensor-parallel plan's graph has a rank's slice of a split parameter: the model's is the whole.
+  return Object.fromEntries(plan.graph.params.map((p) => {
+    const shape = plan.graph.tensors[p.tensor]!.shape.map(Number);
+    return [p.name, p.split ? wholeShape(shape, p.split) : shape];
+  }));
 }

@@ -1,9 +1,11 @@
 // Where every element of a checkpoint's tensors lives: its rank files' headers read (not their data), the
-// fp32 pieces grouped by whole-tensor name. Consolidating and resharding both read whole tensors through
-// this, one at a time, so memory is bounded by the largest tensor, not the model.
+// fp32 pieces grouped by whole-tensor name — a tensor-parallel plan's by slice too, joined into the whole
+// tensor when read (split-pieces.ts). Consolidating and resharding both read whole tensors through this, one
+// at a time, so memory is bounded by the largest tensor, not the model.
 import { checkChecksum, checksumOf, recordedChecksum, verifyRange } from "./checksum.js";
 import { CheckpointError, type Manifest } from "./manifest.js";
 import { openRankFile, readBytes, readInto } from "./rank-file.js";
+import { joinSlices, parseSplit, wholeNumel, type SliceOf } from "./split-pieces.js";
 
 interface Piece {
   readonly file: string;
@@ -36,7 +38,9 @@ export interface CheckpointPieces {
 }
 
 export function openPieces(dir: string, m: Manifest): CheckpointPieces {
+  // Keyed by tensor name, or for a tensor-parallel slice by `name|rank` (rank of its split, in `splits`).
   const pieces = new Map<string, Piece[]>();
+  const splits = new Map<string, { split: SliceOf; file: string }>();
   let step: CheckpointPieces["step"];
   const unverified: string[] = [];
   for (let d = 0; d < m.devices; d++) {
@@ -54,10 +58,22 @@ export function openPieces(dir: string, m: Manifest): CheckpointPieces {
       const name = stored.replace(/#\d+$/, ""); // the same weight held twice by one device
       if (t.data_offsets[1] - t.data_offsets[0] !== 4 * count) throw new CheckpointError(`${file}: ${stored} has ${t.data_offsets[1] - t.data_offsets[0]} bytes for ${count} elements`);
       const crc = recordedChecksum(file, metadata, stored);
-      pieces.set(name, [...(pieces.get(name) ?? []), { file, stored, offset: dataStart + t.data_offsets[0], from, count, crc, verified: crc === undefined }]);
+      const splitText = metadata[`split:${stored}`];
+      let key = name;
+      if (splitText !== undefined) {
+        const split = parseSplit(splitText, file, stored);
+        const seen = splits.get(name);
+        if (seen && (seen.split.parts !== split.parts || seen.split.axis !== split.axis || seen.split.shape.join() !== split.shape.join() || seen.split.blocks.join() !== split.blocks.join())) {
+          throw new CheckpointError(`${file}: ${stored} is split as ${splitText}, ${seen.file} splits ${name} otherwise`);
+        }
+        splits.set(name, { split, file });
+        key = `${name}|${split.rank}`;
+      }
+      pieces.set(key, [...(pieces.get(key) ?? []), { file, stored, offset: dataStart + t.data_offsets[0], from, count, crc, verified: crc === undefined }]);
     }
   }
-  const readRange: CheckpointPieces["readRange"] = (name, from, count, into, at) => {
+  // Elements of one stored tensor (a whole one, or one rank's slice).
+  const readStored = (name: string, from: number, count: number, into: Float32Array, at: number): void => {
     const list = pieces.get(name);
     if (!list) throw new CheckpointError(`${dir}: no rank holds any of ${name}`);
     const target = Buffer.from(into.buffer, into.byteOffset + 4 * at, 4 * count);
@@ -74,11 +90,33 @@ export function openPieces(dir: string, m: Manifest): CheckpointPieces {
       covered.fill(1, lo - from, hi - from);
     }
     const gap = covered.indexOf(0);
-    if (gap >= 0) throw new CheckpointError(`${dir}: no rank holds element ${from + gap} of ${name}`);
+    if (gap >= 0) throw new CheckpointError(`${dir}: no rank holds element ${from + gap} of ${name.replace("|", " slice ")}`);
+  };
+  // A split tensor is joined whole from its slices once and kept until another is asked for: readers go
+  // tensor by tensor (or slot by slot, a few tensors each), so memory stays about one tensor.
+  let joined: { name: string; data: Float32Array } | undefined;
+  const wholeOf = (name: string, split: SliceOf): Float32Array => {
+    if (joined?.name === name) return joined.data;
+    const per = wholeNumel(split) / split.parts;
+    const slices = Array.from({ length: split.parts }, (_, r) => {
+      const slice = new Float32Array(per);
+      readStored(`${name}|${r}`, 0, per, slice, 0);
+      return slice;
+    });
+    joined = { name, data: joinSlices(slices, split) };
+    return joined.data;
+  };
+  const readRange: CheckpointPieces["readRange"] = (name, from, count, into, at) => {
+    const split = splits.get(name)?.split;
+    if (!split) return readStored(name, from, count, into, at);
+    if (from + count > wholeNumel(split)) throw new CheckpointError(`${dir}: elements [${from}, ${from + count}) lie outside ${name}'s ${wholeNumel(split)}`);
+    into.set(wholeOf(name, split).subarray(from, from + count), at);
   };
   return {
-    has: (name) => pieces.has(name),
+    has: (name) => pieces.has(name) || splits.has(name),
     read: (name, numel, into = new Float32Array(numel)) => {
+      const split = splits.get(name)?.split;
+      if (split && wholeNumel(split) !== numel) throw new CheckpointError(`${splits.get(name)!.file}: ${name} is split from a whole of ${wholeNumel(split)} elements, not ${numel}`);
       for (const p of pieces.get(name) ?? []) {
         if (p.from + p.count > numel) throw new CheckpointError(`${p.file}: ${name}'s piece [${p.from}, ${p.from + p.count}) lies outside its ${numel} elements`);
       }

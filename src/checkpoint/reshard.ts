@@ -1,5 +1,6 @@
 // Resuming a checkpoint into another plan of the same model — other devices, stages, shard strategy or
-// precision (FairScale's "consolidate, then load into the new world size", without the consolidated file).
+// precision, tensor-parallel degree (FairScale's "consolidate, then load into the new world size", without the
+// consolidated file; a tensor-parallel rank's slices cut from the whole, split-pieces.ts).
 // Every value the new plan keeps (weights in every replica, stage copy and FSDP shard, each optimizer state
 // role) is read from the old ranks' pieces that overlap it (pieces.ts), one slot at a time; 16-bit compute
 // copies are cast from the fp32 weights as at the start of a run. Values move exactly, so the resumed run equals the
@@ -8,7 +9,28 @@ import type { Plan } from "../plan/plan.js";
 import type { ClusterProgram } from "../lower/lower.js";
 import { slotElements, statePieces, writeParamPieces, type DeviceSlots } from "../lower/param-pieces.js";
 import { CheckpointError, planParams, type Manifest } from "./manifest.js";
-import { openPieces } from "./pieces.js";
+import { openPieces, type CheckpointPieces } from "./pieces.js";
+import { cutSlice } from "./split-pieces.js";
+
+/** Element ranges of `name` (a parameter or `param.role`, of parameter `param`) as device `device` holds
+ *  it: for a parameter this plan splits, of the device's tensor-parallel slice, cut from the whole tensor
+ *  (the last few slices kept: a slot's pieces are cut from the same ones). */
+function sliceSource(program: ClusterProgram, pieces: CheckpointPieces): (name: string, param: string, from: number, count: number, into: Float32Array, at: number, device: number) => void {
+  const cut = new Map<string, Float32Array>();
+  return (name, param, from, count, into, at, device) => {
+    const split = program.paramSplits.get(param);
+    if (!split) return pieces.readRange(name, from, count, into, at);
+    const key = `${name}#${device % program.tensorParallel}`;
+    let slice = cut.get(key);
+    if (!slice) {
+      if (cut.size >= 8) cut.clear();
+      const whole = pieces.read(name, split.shape.reduce((a, b) => a * b, 1));
+      cut.set(key, (slice = cutSlice(whole, split.shape, split.split, device % program.tensorParallel)));
+    }
+    if (from + count > slice.length) throw new CheckpointError(`internal: device ${device}'s piece [${from}, ${from + count}) of ${name} lies outside its slice of ${slice.length}`);
+    into.set(slice.subarray(from, from + count), at);
+  };
+}
 
 /** Returns the rank files read unverified (no checksums: written by an fsm before them). */
 export function reshardCheckpoint(dir: string, m: Manifest, plan: Plan, program: ClusterProgram, slots: DeviceSlots): { unverified: readonly string[] } {
@@ -29,7 +51,8 @@ export function reshardCheckpoint(dir: string, m: Manifest, plan: Plan, program:
 
   // Slot by slot, each piece read straight from the old ranks' byte ranges: memory is one slot, not the model.
   const pieces = openPieces(dir, m);
-  writeParamPieces(slots, program, pieces.readRange);
+  const source = sliceSource(program, pieces);
+  writeParamPieces(slots, program, (name, from, count, into, at, device) => source(name, name, from, count, into, at, device));
 
   program.optimizerState.forEach((state, i) => {
     const device = program.ranks[i]!; // the state is listed per lowered device; slots are named by global rank
@@ -38,7 +61,7 @@ export function reshardCheckpoint(dir: string, m: Manifest, plan: Plan, program:
     for (const s of statePieces(program, device)) bySlot.set(s.slot, [...(bySlot.get(s.slot) ?? []), s]);
     for (const [slot, list] of bySlot) {
       const data = new Float32Array(slotElements(program, device, slot));
-      for (const { role, piece: p } of list) pieces.readRange(`${p.param}.${role}`, p.from, p.count, data, p.at);
+      for (const { role, piece: p } of list) source(`${p.param}.${role}`, p.param, p.from, p.count, data, p.at, device);
       slots.set(device, slot, data);
     }
     if (state.step === undefined) return;

@@ -209,11 +209,6 @@ export async function runPlan(plan: Plan, options: RunOptions = {}): Promise<Run
   if (!run) throw new RunError("the plan has no run section (it was written before `fsm run` existed): compile it again");
   const steps = options.steps ?? run.steps;
   if (!(Number.isInteger(steps) && steps >= 1)) throw new RunError(`steps must be a positive integer, got ${steps}`);
-  // Checkpoints name each piece by its place in the whole parameter; a tensor-parallel rank holds a slice,
-  // which the format does not record yet. Refused before anything is made or run.
-  if ((options.save || options.resume) && plan.settings.tensorParallel > 1) {
-    throw new RunError(`not implemented: checkpoints of tensor-parallel plans (tensor_parallel = ${plan.settings.tensorParallel}); run without --save/--resume, or compile with tensor_parallel = 1`);
-  }
   if (options.save) prepareSaveDir(options.save.dir);
   let world: ProcessWorld;
   try {

@@ -35,6 +35,8 @@ describe("checkpoints", () => {
     ["fsdp 2 stages × 2 replicas", { stages: 2, data_parallel: 2, chunks: 2, shard: "fsdp" }, 4],
     ["oss 1 stage × 2 replicas", { stages: 1, data_parallel: 2, chunks: 2, shard: "oss" }, 2],
     ["fp16 sddp, dynamic loss scale", { stages: 1, data_parallel: 2, chunks: 2, shard: "sddp", "train.precision": "fp16" }, 2],
+    // Each rank's slices of the split weights, and FSDP shards of those slices.
+    ["tensor parallel 2 × fsdp 2 replicas", { tensor_parallel: 2, stages: 1, data_parallel: 2, chunks: 2, shard: "fsdp" }, 4],
   ];
   for (const [title, o, devices] of shapes) {
     it(`${title}: 10 steps = 5 + resume + 5, bit for bit`, async () => {

@@ -64,6 +64,10 @@ describe("resharding a checkpoint into another plan", () => {
     ["oss 2 replicas → 3 pipeline stages", OSS_1x2, PIPE_3],
     // Under hybrid sharding ranks 0 and 2 (1 and 3) hold the same shards: each value is read from one of them.
     ["fsdp in shard groups of 2 over 4 replicas with no_sync → fsdp 2 stages × 2", [{ stages: 1, data_parallel: 4, chunks: 2, shard: "fsdp", shard_group: 2, no_sync: "true", fsdp_min_params: 5000 }, 4], FSDP_2x2],
+    // Tensor-parallel slices joined into whole tensors, and cut again for another degree.
+    ["tensor parallel 2 × fsdp 2 replicas → 1 device", [{ tensor_parallel: 2, stages: 1, data_parallel: 2, chunks: 2, shard: "fsdp" }, 4], ONE],
+    ["1 device → tensor parallel 4, sequence parallel", ONE, [{ tensor_parallel: 4, sequence_parallel: "true", stages: 1, data_parallel: 1, chunks: 1, shard: "none" }, 4]],
+    ["tensor parallel 2 × 2 stages → tensor parallel 4 × oss 2 replicas", [{ tensor_parallel: 2, stages: 2, data_parallel: 1, chunks: 2, shard: "none" }, 4], [{ tensor_parallel: 4, stages: 1, data_parallel: 2, chunks: 2, shard: "oss" }, 8]],
     ["interleaved 2 stages × 2 virtual → fsdp 2 replicas, gathered weights kept", [{ stages: 2, data_parallel: 1, chunks: 4, shard: "none", schedule: "interleaved", virtual_stages: 2 }, 2], [{ stages: 1, data_parallel: 2, chunks: 2, shard: "fsdp", reshard_after_forward: "false" }, 2]],
   ];
   for (const [title, [a, na], [b, nb]] of pairs) {

@@ -1,9 +1,10 @@
 // `fsm compile` and `fsm run` with tensor parallelism, as a user runs them: the mesh said in words, every
-// device trained, the loss falling, and what does not run yet (checkpoints) refused before anything is made.
+// device trained, the loss falling, and checkpoints saved, resumed and consolidated into whole tensors.
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { readSafetensors } from "../../src/checkpoint/safetensors.js";
 import { runCli } from "../support/cli.js";
 import { samplePath } from "../compile/helpers.js";
 
@@ -27,13 +28,21 @@ describe("fsm with tensor_parallel", () => {
     expect(losses[3]!).toBeLessThan(losses[0]!);
   });
 
-  it("refuses --save before making its directory or training", async () => {
+  it("saves, resumes (the losses of the uninterrupted run) and consolidates whole tensors", async () => {
+    const losses = (out: string): string[] => [...out.matchAll(/loss (\d+\.\d+)/g)].map((m) => m[1]!);
+    const whole = await runCli("run", plan, "--steps", "4");
     const ck = join(dir, "ck");
-    const run = await runCli("run", plan, "--steps", "2", "--save", ck);
-    expect(run.code).toBe(1);
-    expect(run.stderr).toMatch(/not implemented: checkpoints of tensor-parallel plans \(tensor_parallel = 2\)/);
-    expect(run.stdout).not.toContain("step 1/");
-    expect(existsSync(ck)).toBe(false);
+    const first = await runCli("run", plan, "--steps", "2", "--save", ck);
+    expect(first.stderr).toBe("");
+    const second = await runCli("run", plan, "--steps", "2", "--resume", ck);
+    expect(second.stderr).toBe("");
+    expect([...losses(first.stdout).slice(0, 2), ...losses(second.stdout).slice(0, 2)]).toEqual(losses(whole.stdout).slice(0, 4));
+    const out = join(dir, "whole.safetensors");
+    const c = await runCli("consolidate", ck, "-o", out);
+    expect(c.stderr).toBe("");
+    expect(c.code).toBe(0);
+    // The embedding is split over the vocabulary (64 / 2 rows a rank): consolidated, it is whole again.
+    expect(readSafetensors(out).tensors.get("wte.weight")!.shape).toEqual([64, 32]);
   });
 
   it("a tensor_parallel that does not divide the devices is an error naming it, and writes no plan", async () => {
