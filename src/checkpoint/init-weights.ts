@@ -3,6 +3,7 @@
 // anything else is refused with the whole list of what is missing, unexpected or mis-shaped at once.
 import type { Graph } from "../graph/graph.js";
 import { numel } from "../graph/dim.js";
+import { wholeShape } from "../graph/param-split.js";
 import type { FloatTensor } from "../interp/tensor.js";
 import { CheckpointError } from "./manifest.js";
 import { readSafetensors, SafetensorsError } from "./safetensors.js";
@@ -17,7 +18,12 @@ export function initFromFile(path: string, g: Graph, params: Map<string, FloatTe
     throw e;
   }
   const problems: string[] = [];
-  const expected = new Map(g.params().map((p) => [p.name, p.type.shape.map((d) => numel([d]))]));
+  // A tensor-parallel graph holds a rank's slice of a split parameter; the file has the model's whole one,
+  // which each rank's slice is cut from (as from the seed's initialisation).
+  const expected = new Map(g.params().map((p) => {
+    const shape = p.type.shape.map((d) => numel([d]));
+    return [p.name, p.split ? wholeShape(shape, p.split) : shape];
+  }));
   for (const [name, shape] of expected) {
     const t = tensors.get(name);
     if (!t) problems.push(`missing ${name} [${shape.join(", ")}]`);

@@ -73,9 +73,6 @@ export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: num
   if (plan.settings.tensorParallel > 1 && engine !== "native") {
     throw new EngineError(`engine ${engine} runs one device's graph at a time; a tensor-parallel plan (tensor_parallel = ${plan.settings.tensorParallel}) runs on the native engine`);
   }
-  if (plan.settings.tensorParallel > 1 && init !== undefined) {
-    throw new EngineError(`not implemented: --init with a tensor-parallel plan (tensor_parallel = ${plan.settings.tensorParallel}); start it from the seed`);
-  }
   // Every engine accumulates and reduces gradients in fp32 (the communicators sum f32 only).
   if (plan.settings.reduceDtype !== undefined && plan.settings.reduceDtype !== "fp32") {
     throw new EngineError(`not implemented: gradients reduced in ${plan.settings.reduceDtype} (train.reduce_dtype); the runtime holds and reduces gradients in fp32: compile with reduce_dtype = fp32 (the default) to run this model`);

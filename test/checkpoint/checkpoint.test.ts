@@ -222,6 +222,10 @@ describe("fsm run --init", () => {
       const t = tensors.get(p.name)!;
       expect(Array.from(engine.param(p.name)), p.name).toEqual(Array.from(new Float32Array(t.data.buffer.slice(t.data.byteOffset, t.data.byteOffset + t.data.byteLength))));
     }
+    // A tensor-parallel plan cuts each rank's slices from them: read back whole, they are the file's.
+    const tp = planFor({ tensor_parallel: 2, stages: 1, data_parallel: 2, chunks: 2, shard: "fsdp" }, 4);
+    const tpEngine = createEngine("native", tp, graphFromJson(tp.model.name, tp.graph), 1, { init: file });
+    for (const p of plan.graph.params) expect(Array.from(tpEngine.param(p.name)), `${p.name} (tensor parallel)`).toEqual(Array.from(engine.param(p.name)));
     // Trained weights start lower than the seed's.
     const fresh = await train(plan, 1);
     const warm = await train(plan, 1, { init: file });
