@@ -1,5 +1,5 @@
 // GPU check, part 2 (bench/gpu/check.sh): gpt-tiny and mlp plans — 1 device, 2 devices pipelined, FSDP over 2
-// devices (virtual devices sharing the one GPU) — trained 10 steps on the device kind and on CPU virtual
+// devices, tensor parallel 2 (virtual devices sharing the one GPU) — trained 10 steps on the device kind and on CPU virtual
 // devices: every step's loss within rtol 1e-4 (fp32, TF32 off). Prints one JSON object; exit 0 when all pass.
 import { resolve } from "node:path";
 import { checkFile } from "../../src/check/check.js";
@@ -18,6 +18,7 @@ const SHAPES: [string, Record<string, string>, number][] = [
   ["1 device", { stages: "1", data_parallel: "1", chunks: "1", shard: "none" }, 1],
   ["2 stages pipelined", { stages: "2", data_parallel: "1", chunks: "2", shard: "none", schedule: "1f1b" }, 2],
   ["fsdp over 2 devices", { stages: "1", data_parallel: "2", chunks: "2", shard: "fsdp" }, 2],
+  ["tensor parallel 2", { tensor_parallel: "2", stages: "1", data_parallel: "1", chunks: "1", shard: "none" }, 2],
 ];
 
 const results: unknown[] = [];

@@ -126,7 +126,9 @@ export function lower(plan: Plan, g: Graph, ranks: readonly number[] = Array.fro
   const recomputeLayers = new Set([...(plan.settings.recomputeLayers ?? []), ...g.layers().filter((l) => l.annotations.checkpoint).map((l) => l.index)]);
   // A program lists tensor rank 0 of each replica's group; its other ranks follow it (plan.ts meshRank).
   const tp = plan.settings.tensorParallel;
-  if (tp > 1 && options.kernels16) throw new Error("not implemented: tensor-parallel plans on devices whose kernels read 16-bit operands (CUDA); they run on the CPU device");
+  // The tensor-parallel collectives move f32 values: a mixed-precision plan on kernels that keep 16-bit
+  // activations (CUDA) would hand the communicator 16-bit ones (the engine refuses it first).
+  if (tp > 1 && options.kernels16 && plan.settings.precision !== "fp32") throw new Error("internal: a mixed-precision tensor-parallel plan lowered for 16-bit kernels");
   for (const program of plan.programs) {
     const devicesOf = (first: number): number[] => Array.from({ length: tp }, (_, t) => first + t);
     if (!program.ranks.some((r) => devicesOf(r).some((d) => local.has(d)))) continue;

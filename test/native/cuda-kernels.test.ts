@@ -102,10 +102,22 @@ describe("CUDA kernels of lowered programs match the CPU's", () => {
     }
   });
 
-  it("ops split over a tensor-parallel group that only the CPU device runs say so", () => {
-    const ids = { data: Int32Array.of(0, 1), shape: [2] };
-    const embed = () => runNativeKernel("embedding", [ids, { data: new Float32Array(6), shape: [3, 2] }], { parts: 2, tensor_rank: 0 }, [{ shape: [2, 2], dtype: "f32" }], { device: DEVICE });
-    expect(embed).toThrow(/not implemented: embedding of a vocabulary-parallel table \(tensor parallelism\) on the CUDA device/);
+  it("a vocabulary-parallel table: each rank looks up its rows (zeros for the others') and adds only to them, as the CPU does", () => {
+    // A table of 6 rows over 2 ranks (3 each); ids of both ranks' rows, repeated so the gradient sums.
+    const ids = { data: Int32Array.of(0, 4, 2, 5, 4, 1, 3, 4), shape: [2, 4] };
+    const dy = { data: Float32Array.from({ length: 16 }, (_, i) => 0.25 * i - 1.5), shape: [2, 4, 2] };
+    for (const tensor_rank of [0, 1]) {
+      const table = { data: Float32Array.from({ length: 6 }, (_, i) => 10 * tensor_rank + i + 1), shape: [3, 2] };
+      const attrs = { parts: 2, tensor_rank };
+      const lookup = (device?: typeof DEVICE) => runNativeKernel("embedding", [ids, table], attrs, [{ shape: [2, 4, 2], dtype: "f32" }], device ? { device } : {});
+      const grad = (device?: typeof DEVICE) => runNativeKernel("embedding_grad_weight", [dy, ids], { ...attrs, num: 3 }, [{ shape: [3, 2], dtype: "f32" }], device ? { device } : {});
+      expect(Array.from(lookup(DEVICE)[0]!), `lookup, rank ${tensor_rank}`).toEqual(Array.from(lookup()[0]!));
+      expect(Array.from(grad(DEVICE)[0]!), `gradient, rank ${tensor_rank}`).toEqual(Array.from(grad()[0]!));
+    }
+    // By hand, rank 1 (rows 3..5): id 4 at positions 1, 4, 7 → table row 1 = dy[1] + dy[4] + dy[7].
+    const rank1 = runNativeKernel("embedding_grad_weight", [dy, ids], { parts: 2, tensor_rank: 1, num: 3 }, [{ shape: [3, 2], dtype: "f32" }], { device: DEVICE })[0]!;
+    const row = (p: number, c: number): number => dy.data[2 * p + c]!;
+    expect(Array.from(rank1.subarray(2, 4))).toEqual([row(1, 0) + row(4, 0) + row(7, 0), row(1, 1) + row(4, 1) + row(7, 1)]);
   });
 });
 

@@ -128,6 +128,20 @@ describe("CUDA attention matches the CPU's", () => {
     expectClose(gw, [got[0]!, widen({ shape: outs[1]!.shape, data: got[1]!, dtype: "f16" }), got[2]!], 5e-3, 5e-3);
   });
 
+  it("heads split over a tensor-parallel group: a rank's heads (GQA key/value heads too), W_proj [d, C], no output bias", () => {
+    // 4 query and 2 key/value heads of dim 8 (d 32) over 2 ranks: each computes 2 and 1, C = 16 wide.
+    const B = 2, S = 7, heads = 4, kv = 2, hd = 8, parts = 2, d = heads * hd;
+    const W = (heads / parts + (2 * kv) / parts) * hd, C = (heads / parts) * hd;
+    for (const bias of [false, true]) {
+      const x = floats([B, S, d], 41, 1.5), wqkv = floats([W, d], 42, 0.3), bqkv = floats([W], 43, 0.5), wproj = floats([d, C], 44, 0.2), dy = floats([B, S, d], 45);
+      const attrs = { heads, kv_heads: kv, causal: true, rope: true, bias, parts };
+      const forward = bias ? [x, wqkv, bqkv, wproj] : [x, wqkv, wproj];
+      const backward = bias ? [dy, x, wqkv, bqkv, wproj] : [dy, x, wqkv, wproj];
+      expectClose(...both("attention", forward, attrs, [{ shape: [B, S, d], dtype: "f32" }]));
+      expectClose(...both("attention_grad_input", backward, attrs, [{ shape: [B, S, d], dtype: "f32" }, { shape: [B, S, W], dtype: "f32" }, { shape: [B, S, C], dtype: "f32" }]));
+    }
+  });
+
   it("shapes the kernels cannot take are refused on the host", () => {
     const o = f32Attention({ B: 1, S: 4, heads: 2, kv: 2, hd: 8, causal: true, rope: false, bias: false }, 9);
     const call = (attrs: Record<string, number | boolean>) => () => runNativeKernel("attention", o.forward, { ...o.attrs, ...attrs }, [o.y], { device: DEVICE });

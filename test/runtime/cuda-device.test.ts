@@ -10,6 +10,7 @@ import type { Plan } from "../../src/plan/plan.js";
 import { runPlan } from "../../src/runtime/run-loop.js";
 import { planParity, trainOn } from "../../bench/gpu/plan-parity.js";
 import { runCli } from "../support/cli.js";
+import { planFor } from "../support/plan-parity.js";
 import { samplePath, sets } from "../compile/helpers.js";
 
 // Adam with a large eps: gradients zero in exact arithmetic (the attention key bias) make no rounding-noise
@@ -38,6 +39,29 @@ describe("plans on the CUDA device (emulated) compute what CPU devices do", () =
       });
     }
   }
+
+  // Heads (GQA key/value heads too) and the vocabulary split over the group; the norms on a part of the
+  // sequence; FSDP over each tensor rank's replicas.
+  const tensorParallel: ["gpt-tiny" | "llama-tiny", string, Record<string, string | number>, number][] = [
+    ["gpt-tiny", "tensor parallel 2", { tensor_parallel: 2, stages: 1, data_parallel: 1, chunks: 1, shard: "none" }, 2],
+    ["llama-tiny", "tensor parallel 2, sequence parallel, FSDP over 2 replicas", { tensor_parallel: 2, sequence_parallel: "true", stages: 1, data_parallel: 2, chunks: 2, shard: "fsdp" }, 4],
+  ];
+  for (const [sample, name, o, devices] of tensorParallel) {
+    it(`${sample}, ${name}: every step's loss within rtol 1e-4 of the CPU's, the weights after 3 steps within 1e-3`, async () => {
+      const p = sample === "llama-tiny" ? planFor("llama-tiny", { ...o, checkpoint: "never" }, devices) : plan(sample, { "train.precision": "fp32", ...o }, devices);
+      expect(p.settings.tensorParallel).toBe(2);
+      const r = await planParity(p, 3, "simt");
+      expect(r.lossErrors.length).toBe(3);
+      for (const e of r.lossErrors) expect(e).toBeLessThanOrEqual(1e-4);
+      expect(r.worstParamError, r.worstParam).toBeLessThanOrEqual(1e-3);
+      expect(r.ok).toBe(true);
+    });
+  }
+
+  it("a mixed-precision tensor-parallel plan is refused there with what to do", async () => {
+    const p = plan("gpt-tiny", { "train.precision": "bf16", tensor_parallel: 2, stages: 1, data_parallel: 1, chunks: 1, shard: "none" }, 2);
+    await expect(runPlan(p, { steps: 1, engine: "native", device: "simt" })).rejects.toThrow(/not implemented: a bf16 tensor-parallel plan \(tensor_parallel = 2\) on --device simt; run it in fp32 there/);
+  });
 
   it("bf16 with 16-bit operands read directly tracks the CPU's bf16 run (which widens them) and trains", async () => {
     const p = plan("gpt-tiny", { "train.precision": "bf16", stages: 1, data_parallel: 2, chunks: 1, shard: "fsdp" }, 2);

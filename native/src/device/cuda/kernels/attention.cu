@@ -40,11 +40,25 @@ constexpr int64_t kMaxHeadDim = 128;
 constexpr int kThreads = 256;      // the elementwise kernels' blocks
 constexpr int kTileThreads = 128;  // the tiled kernels' blocks: 4 warps
 
+// A tensor-parallel device (the pass's `parts` = p) computes H = heads / p query and K = kv_heads / p key/value
+// heads of the whole model's head dim (src/graph/ops/attention.ts attentionWidths): its context is C = H·hd
+// wide, W_proj is [d, C] (the row-parallel half of Megatron's split), and the output bias is added after the
+// group's all-reduce, not here.
 struct Dims {
   int64_t B, S, d, H, K, hd;
   int64_t W;  // width of the packed projection, (H + 2K)·hd
+  int64_t C;  // width of the context, H·hd (d unless the heads are split)
   bool causal, rope, bias;
+  bool projBias;  // b_proj is an operand (bias, heads not split)
 };
+
+int64_t partsOf(const Attrs& attrs) { return attrs.has("parts") ? static_cast<int64_t>(attrs.number("parts")) : 1; }
+
+/** Operands of the forward: x, W_qkv, [b_qkv], W_proj, [b_proj]; b_proj only where the heads are not split. */
+size_t forwardOperands(const Attrs& attrs) {
+  const bool bias = attrs.boolean("bias");
+  return 3 + (bias ? 1 : 0) + (bias && partsOf(attrs) == 1 ? 1 : 0);
+}
 
 /** The dims of an attention over x [B, S, d] with these weights; throws for shapes the op cannot have. */
 Dims dimsOf(const Tensor& x, const Tensor& wqkv, const Tensor& wproj, const Attrs& attrs) {
@@ -53,28 +67,34 @@ Dims dimsOf(const Tensor& x, const Tensor& wqkv, const Tensor& wproj, const Attr
   D.B = x.shape[0];
   D.S = x.shape[1];
   D.d = x.shape[2];
-  // Heads split over a tensor-parallel group (the pass's `parts`) run on the CPU device only, so far.
-  if (attrs.has("parts") && attrs.number("parts") > 1) {
-    throw std::invalid_argument("not implemented: attention with heads split over a tensor-parallel group on the CUDA device; it runs on the CPU device");
-  }
-  D.H = static_cast<int64_t>(attrs.number("heads"));
-  D.K = attrs.has("kv_heads") ? static_cast<int64_t>(attrs.number("kv_heads")) : D.H;
-  if (D.H < 1 || D.K < 1 || D.d % D.H != 0 || D.H % D.K != 0) {
+  const int64_t parts = partsOf(attrs);
+  const int64_t heads = static_cast<int64_t>(attrs.number("heads"));
+  const int64_t kv = attrs.has("kv_heads") ? static_cast<int64_t>(attrs.number("kv_heads")) : heads;
+  // x is the whole d wide on every rank of the group: the head dim is the model's.
+  if (heads < 1 || kv < 1 || D.d % heads != 0 || heads % kv != 0) {
     throw std::invalid_argument("attention needs heads dividing d and kv_heads dividing heads, got d " + std::to_string(D.d) + ", heads " +
-                                std::to_string(D.H) + ", kv_heads " + std::to_string(D.K));
+                                std::to_string(heads) + ", kv_heads " + std::to_string(kv));
   }
-  D.hd = D.d / D.H;
+  if (parts < 1 || heads % parts != 0 || kv % parts != 0) {
+    throw std::invalid_argument("attention split over " + std::to_string(parts) + " ranks needs parts dividing heads (" + std::to_string(heads) +
+                                ") and kv_heads (" + std::to_string(kv) + ")");
+  }
+  D.H = heads / parts;
+  D.K = kv / parts;
+  D.hd = D.d / heads;
   D.W = (D.H + 2 * D.K) * D.hd;
+  D.C = D.H * D.hd;
   D.causal = attrs.boolean("causal");
   D.rope = attrs.boolean("rope");
   D.bias = attrs.boolean("bias");
+  D.projBias = D.bias && parts == 1;
   if (D.hd > kMaxHeadDim) {
     throw std::invalid_argument("not implemented: attention with head dim " + std::to_string(D.hd) + " on the CUDA device (at most " +
                                 std::to_string(kMaxHeadDim) + ")");
   }
-  if (wqkv.shape != std::vector<int64_t>{D.W, D.d} || wproj.shape != std::vector<int64_t>{D.d, D.d}) {
+  if (wqkv.shape != std::vector<int64_t>{D.W, D.d} || wproj.shape != std::vector<int64_t>{D.d, D.C}) {
     throw std::invalid_argument("attention weights must be W_qkv [" + std::to_string(D.W) + ", " + std::to_string(D.d) + "] and W_proj [" +
-                                std::to_string(D.d) + ", " + std::to_string(D.d) + "]");
+                                std::to_string(D.d) + ", " + std::to_string(D.C) + "]");
   }
   return D;
 }
@@ -132,7 +152,7 @@ Layout layoutOf(const Dims& D, bool backward, bool tensorCores) {
   L.k = region(at, headRows * D.K * D.hd * e);
   L.v = region(at, headRows * D.K * D.hd * e);
   if (backward) {
-    L.dctx = region(at, rows * D.d * f);
+    L.dctx = region(at, rows * D.C * f);
     if (tensorCores) L.dout = region(at, headRows * D.H * D.hd * 2);
     L.lse = region(at, rows * D.H * f);
     L.delta = region(at, rows * D.H * f);
@@ -321,7 +341,7 @@ __device__ __forceinline__ float rowSum(float v) {
 /** What the tiled kernels share: the heads, the row stride of the context and its gradient, the score scale, the mask. */
 struct Flash {
   Heads heads;
-  int64_t d;    // the row stride of context and dctx ([B·S, d], head h at columns h·hd)
+  int64_t d;    // the row stride of context and dctx ([B·S, C], head h at columns h·hd)
   float scale;  // 1/√hd
   bool causal;
 };
@@ -1027,10 +1047,10 @@ Prepared prepare(const KernelContext& ctx, const Dims& D, bool backward, const T
 
 float scaleOf(const Dims& D) { return static_cast<float>(1 / std::sqrt(static_cast<double>(D.hd))); }
 
-Flash flashOf(const Dims& D, const Heads& heads) { return Flash{heads, D.d, scaleOf(D), D.causal}; }
+Flash flashOf(const Dims& D, const Heads& heads) { return Flash{heads, D.C, scaleOf(D), D.causal}; }
 FlashTc flashTcOf(const Dims& D, const Heads16& heads) {
   const double scale = 1 / std::sqrt(static_cast<double>(D.hd));
-  return FlashTc{heads, D.S, D.d, static_cast<float>(scale), static_cast<float>(scale / std::log(2.0)), D.causal};
+  return FlashTc{heads, D.S, D.C, static_cast<float>(scale), static_cast<float>(scale / std::log(2.0)), D.causal};
 }
 
 /** The context (and, with lse, the backward's per-row statistics and, on tensor cores, dctx 16-bit as `dout`)
@@ -1055,16 +1075,17 @@ void runForward(const KernelContext& ctx, const Dims& D, const Prepared& P, Floa
 
 size_t attentionWorkspace(const std::vector<Tensor>& in, const std::vector<Tensor>&, const Attrs& attrs) {
   const bool bias = attrs.boolean("bias");
-  if (in.size() != (bias ? 5u : 3u)) return 0;  // the launch refuses it
+  if (in.size() != forwardOperands(attrs)) return 0;  // the launch refuses it
   const Dims D = dimsOf(in[0], in[1], in[bias ? 3 : 2], attrs);
   return workspaceOf(D, false, tensorCoreType(D, in[0], in[1]));
 }
 
-// Operands x, W_qkv, [b_qkv], W_proj, [b_proj] (biases when the `bias` attribute is set): the context lands where
-// qkv was, in W_proj's float type (cuBLAS takes operands of one type), then y = context·W_projᵀ + b_proj.
+// Operands x, W_qkv, [b_qkv], W_proj, [b_proj] (biases when the `bias` attribute is set; b_proj not for split
+// heads): the context lands where qkv was, in W_proj's float type (cuBLAS takes operands of one type), then
+// y = context·W_projᵀ + b_proj.
 void attention(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
   const bool bias = attrs.boolean("bias");
-  expectOperands(in, bias ? 5 : 3, "attention");
+  expectOperands(in, forwardOperands(attrs), "attention");
   const Tensor& wproj = in[bias ? 3 : 2];
   const Dims D = dimsOf(in[0], in[1], wproj, attrs);
   const int64_t rows = D.B * D.S;
@@ -1074,9 +1095,9 @@ void attention(const KernelContext& ctx, const std::vector<Tensor>& in, std::vec
   void* context = at<void>(ctx, P.L.qkv);
   runForward(ctx, D, P, FloatsOut{context, projType}, nullptr, nullptr, nullptr, nullptr);
   const FloatsOut y = floatsOut(out[0], "attention output");
-  if (bias) launch(ctx, broadcastRows, dim3(blocksFor(ctx, rows * D.d, kThreads)), dim3(kThreads), 0, floatsIn(in[4], "b_proj"), y, rows, D.d);
-  ctx.blas->gemm(false, true, rows, D.d, D.d, 1.0f, Matrix{context, projType, D.d, 0}, Matrix{wproj.data, projType, D.d, 0}, bias ? 1.0f : 0.0f, y.data,
-                 y.type, D.d, 0, 1);
+  if (D.projBias) launch(ctx, broadcastRows, dim3(blocksFor(ctx, rows * D.d, kThreads)), dim3(kThreads), 0, floatsIn(in[4], "b_proj"), y, rows, D.d);
+  ctx.blas->gemm(false, true, rows, D.d, D.C, 1.0f, Matrix{context, projType, D.C, 0}, Matrix{wproj.data, projType, D.C, 0}, D.projBias ? 1.0f : 0.0f,
+                 y.data, y.type, D.d, 0, 1);
 }
 
 size_t attentionGradWorkspace(const std::vector<Tensor>& in, const std::vector<Tensor>&, const Attrs& attrs) {
@@ -1101,8 +1122,8 @@ void attentionGradInput(const KernelContext& ctx, const std::vector<Tensor>& in,
   float* lse = at<float>(ctx, P.L.lse);
   float* delta = at<float>(ctx, P.L.delta);
   uint16_t* dout = P.tc == kF32 ? nullptr : at<uint16_t>(ctx, P.L.dout);
-  ctx.blas->gemm(false, false, rows, D.d, D.d, 1.0f, Matrix{in[0].data, floatTypeOf(in[0], "attention gradient"), D.d, 0},
-                 Matrix{wproj.data, floatTypeOf(wproj, "W_proj"), D.d, 0}, 0.0f, dctx, kF32, D.d, 0, 1);
+  ctx.blas->gemm(false, false, rows, D.C, D.d, 1.0f, Matrix{in[0].data, floatTypeOf(in[0], "attention gradient"), D.d, 0},
+                 Matrix{wproj.data, floatTypeOf(wproj, "W_proj"), D.C, 0}, 0.0f, dctx, kF32, D.C, 0, 1);
   runForward(ctx, D, P, floatsOut(out[2], "attention context"), lse, dctx, delta, dout);
 
   // dq | dk | dv, f32 and unpadded on both paths, where qkv was (the split has read it).

@@ -1,7 +1,9 @@
 // Lookup kernels on the CUDA device, as device/cpu/kernels/embedding.cc: positions, embedding and its weight
 // gradient. Ids out of the table's range are reported to the device's error record (the CPU's message after
 // the step). The gradient is deterministic: the rows are sorted by id with a stable radix sort in the
-// workspace, then each table row sums its dy rows in row order, in double, exactly as the CPU does.
+// workspace, then each table row sums its dy rows in row order, in double, exactly as the CPU does. A
+// vocabulary-parallel table (the tensor-parallel pass's `parts`, and `tensor_rank`, which lowering adds per
+// device) holds rows [first, first + num) of the whole: other ids look up zeros and add to no row here.
 #include "device/cuda/device_code.h"
 
 namespace fsm {
@@ -24,15 +26,31 @@ void positions(const KernelContext& ctx, const std::vector<Tensor>&, std::vector
 
 __device__ __forceinline__ bool inRange(int32_t id, int64_t num) { return id >= 0 && id < num; }
 
-// out[r, c] = w[ids[r], c]: one thread an element, neighbouring threads neighbouring columns (coalesced rows).
-// A bad id is reported once, by its row's column-0 thread; that row is left as it is.
-__global__ void embeddingKernel(const int32_t* ids, Floats w, FloatsOut y, int64_t rows, int64_t dim, int64_t num, DeviceError* error, int instruction) {
+/** The rows of the whole table a device holds: [first, first + num) of `whole` (= num unless split). */
+struct LocalRows {
+  int64_t first, num, whole;
+};
+
+LocalRows localRows(const Attrs& attrs, int64_t num) {
+  const int64_t parts = attrs.has("parts") ? static_cast<int64_t>(attrs.number("parts")) : 1;
+  const int64_t rank = attrs.has("tensor_rank") ? static_cast<int64_t>(attrs.number("tensor_rank")) : 0;
+  return {parts > 1 ? rank * num : 0, num, num * parts};
+}
+
+// out[r, c] = w[ids[r] - first, c], zero for an id of another rank's rows: one thread an element, neighbouring
+// threads neighbouring columns (coalesced rows). A bad id is reported once, by its row's column-0 thread;
+// that row is left as it is.
+__global__ void embeddingKernel(const int32_t* ids, Floats w, FloatsOut y, int64_t rows, int64_t dim, LocalRows table, DeviceError* error, int instruction) {
   const int64_t n = rows * dim;
   for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < n; k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = k / dim, c = k - r * dim;
     const int32_t id = ids[r];
-    if (inRange(id, num)) y.set(k, w[id * dim + c]);
-    else if (c == 0) reportError(error, kErrorEmbeddingIndex, instruction, id, num);
+    if (!inRange(id, table.whole)) {
+      if (c == 0) reportError(error, kErrorEmbeddingIndex, instruction, id, table.whole);
+      continue;
+    }
+    const int64_t row = id - table.first;
+    y.set(k, row >= 0 && row < table.num ? w[row * dim + c] : 0.0f);
   }
 }
 
@@ -44,31 +62,24 @@ __global__ void checkIdsKernel(const int32_t* ids, int64_t rows, int64_t num, De
 }
 
 // embedding(ids, w[num, dim]): out[..., :] = w[ids[...], :].
-// A vocabulary-parallel table (the tensor-parallel pass's `parts`) runs on the CPU device only, so far.
-void refuseVocabularyParallel(const char* op, const Attrs& attrs) {
-  if (attrs.has("parts") && attrs.number("parts") > 1) {
-    throw std::invalid_argument(std::string("not implemented: ") + op + " of a vocabulary-parallel table (tensor parallelism) on the CUDA device; it runs on the CPU device");
-  }
-}
-
 void embedding(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
-  refuseVocabularyParallel("embedding", attrs);
   const int32_t* ids = intsIn(in[0]);
   const int64_t num = in[1].shape[0], dim = in[1].shape[1];
+  const LocalRows table = localRows(attrs, num);
   const int64_t rows = in[0].numel();
   if (out[0].numel() != rows * dim) throw std::invalid_argument("embedding: the output must hold a table row per id");
   if (dim == 0) {
-    if (rows > 0) launch(ctx, checkIdsKernel, dim3(blocksFor(ctx, rows, kThreads)), dim3(kThreads), 0, ids, rows, num, ctx.error, ctx.instruction);
+    if (rows > 0) launch(ctx, checkIdsKernel, dim3(blocksFor(ctx, rows, kThreads)), dim3(kThreads), 0, ids, rows, table.whole, ctx.error, ctx.instruction);
     return;
   }
-  launch(ctx, embeddingKernel, dim3(blocksFor(ctx, rows * dim, kThreads)), dim3(kThreads), 0, ids, floatsIn(in[1]), floatsOut(out[0]), rows, dim, num,
+  launch(ctx, embeddingKernel, dim3(blocksFor(ctx, rows * dim, kThreads)), dim3(kThreads), 0, ids, floatsIn(in[1]), floatsOut(out[0]), rows, dim, table,
          ctx.error, ctx.instruction);
 }
 
 // --- embedding_grad_weight ---------------------------------------------------------------------------------
 //
-// 1. keys[r] = ids[r] (an id out of range is reported and gets the key num, past every row, and is skipped),
-//    rows[r] = r.
+// 1. keys[r] = ids[r] − first (an id out of range is reported, and one of another rank's rows is not; both get
+//    the key num, past every row, and are skipped), rows[r] = r.
 // 2. A least-significant-digit radix sort of (key, row) by key, 8 bits a pass, as many passes as num needs
 //    (two for a 50k vocabulary). Each pass is stable (a tile of 256 keys per block: a histogram per tile, one
 //    exclusive scan over (digit, tile) in digit-major order, then a scatter that ranks each key among the
@@ -103,11 +114,12 @@ SortLayout sortLayout(int64_t rows) {
   return l;
 }
 
-__global__ void sortInitKernel(const int32_t* ids, int64_t rows, int64_t num, uint32_t* keys, uint32_t* vals, DeviceError* error, int instruction) {
+__global__ void sortInitKernel(const int32_t* ids, int64_t rows, LocalRows table, uint32_t* keys, uint32_t* vals, DeviceError* error, int instruction) {
   for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < rows; r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int32_t id = ids[r];
-    if (!inRange(id, num)) reportError(error, kErrorEmbeddingIndex, instruction, id, num);
-    keys[r] = inRange(id, num) ? static_cast<uint32_t>(id) : static_cast<uint32_t>(num);
+    if (!inRange(id, table.whole)) reportError(error, kErrorEmbeddingIndex, instruction, id, table.whole);
+    const int64_t row = id - table.first;
+    keys[r] = inRange(id, table.whole) && row >= 0 && row < table.num ? static_cast<uint32_t>(row) : static_cast<uint32_t>(table.num);
     vals[r] = static_cast<uint32_t>(r);
   }
 }
@@ -208,12 +220,12 @@ size_t embeddingGradWorkspace(const std::vector<Tensor>& in, const std::vector<T
 
 // embedding_grad_weight(dy[..., dim], ids[...]){num}: the [num, dim] table of summed rows.
 void embeddingGradWeight(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
-  refuseVocabularyParallel("embedding_grad_weight", attrs);
   const int32_t* ids = intsIn(in[1]);
   const int64_t num = out[0].shape[0], dim = out[0].shape[1];
+  const LocalRows table = localRows(attrs, num);
   const int64_t rows = in[1].numel();
   if (in[0].numel() != rows * dim) throw std::invalid_argument("embedding_grad_weight: dy must hold a row of the table's width per id");
-  if (num > INT32_MAX || rows > INT32_MAX) throw std::invalid_argument("not implemented: embedding_grad_weight with more than 2^31 - 1 rows or ids");
+  if (table.whole > INT32_MAX || rows > INT32_MAX) throw std::invalid_argument("not implemented: embedding_grad_weight with more than 2^31 - 1 rows or ids");
   if (rows == 0) return;
   const SortLayout l = sortLayout(rows);
   if (ctx.workspaceBytes < l.bytes) throw std::logic_error("internal: embedding_grad_weight launched without its workspace");
@@ -221,7 +233,7 @@ void embeddingGradWeight(const KernelContext& ctx, const std::vector<Tensor>& in
   uint32_t* keys[2] = {reinterpret_cast<uint32_t*>(ws + l.keys[0]), reinterpret_cast<uint32_t*>(ws + l.keys[1])};
   uint32_t* vals[2] = {reinterpret_cast<uint32_t*>(ws + l.vals[0]), reinterpret_cast<uint32_t*>(ws + l.vals[1])};
   uint32_t* counts = reinterpret_cast<uint32_t*>(ws + l.counts);
-  launch(ctx, sortInitKernel, dim3(blocksFor(ctx, rows, kThreads)), dim3(kThreads), 0, ids, rows, num, keys[0], vals[0], ctx.error, ctx.instruction);
+  launch(ctx, sortInitKernel, dim3(blocksFor(ctx, rows, kThreads)), dim3(kThreads), 0, ids, rows, table, keys[0], vals[0], ctx.error, ctx.instruction);
   // Keys run 0..num (num: a bad id), so the passes cover num's bits.
   int bits = 0;
   while (bits < 32 && (static_cast<uint64_t>(num) >> bits) != 0) bits++;
