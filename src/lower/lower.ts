@@ -27,7 +27,8 @@ import { programPieces, type ActionPiece } from "./action-order.js";
 import { lowerOptimizer, type OptimizerLowering, type UpdateItem } from "./optimizer.js";
 import { BYTES, COMM, COMPUTE, DeviceBuilder, type DeviceProgram, type SlotBudget, type SlotDType } from "./device-program.js";
 import { gradRoutes, type GradRoutes } from "./grad-routes.js";
-import { lowerTensorParallelOp, type TensorPlace } from "./tensor-parallel.js";
+import { COMMUNICATOR_OPS, lowerTensorParallelOp, type TensorPlace } from "./tensor-parallel.js";
+import { partsOf } from "../graph/ops/tensor-parallel-rules.js";
 import { sequenceSymbol } from "../graph/sequence.js";
 
 /** Where a piece of a parameter lives: elements [from, from + count) of the parameter at element `at` of
@@ -126,9 +127,6 @@ export function lower(plan: Plan, g: Graph, ranks: readonly number[] = Array.fro
   const recomputeLayers = new Set([...(plan.settings.recomputeLayers ?? []), ...g.layers().filter((l) => l.annotations.checkpoint).map((l) => l.index)]);
   // A program lists tensor rank 0 of each replica's group; its other ranks follow it (plan.ts meshRank).
   const tp = plan.settings.tensorParallel;
-  // The tensor-parallel collectives move f32 values: a mixed-precision plan on kernels that keep 16-bit
-  // activations (CUDA) would hand the communicator 16-bit ones (the engine refuses it first).
-  if (tp > 1 && options.kernels16 && plan.settings.precision !== "fp32") throw new Error("internal: a mixed-precision tensor-parallel plan lowered for 16-bit kernels");
   for (const program of plan.programs) {
     const devicesOf = (first: number): number[] => Array.from({ length: tp }, (_, t) => first + t);
     if (!program.ranks.some((r) => devicesOf(r).some((d) => local.has(d)))) continue;
@@ -500,7 +498,10 @@ class DeviceLowering {
       // Kernels that compute on f32 operands get a widened temporary of each 16-bit one; 16-bit kernels get
       // them as they are, except an f32 operand of a product whose other operand is 16-bit, which is narrowed.
       const read = o.inputs.map((t) => this.read(k, j, t, text));
-      const ins = this.direct16 ? this.sameType(o.op, read, text) : read.map((s) => this.widen(s, text));
+      // The tensor-parallel collectives sum and move f32 (the communicator's type): under 16-bit kernels their
+      // 16-bit activations are widened and narrowed around them, as every op's are on the CPU.
+      const wideOnly = !this.direct16 || (COMMUNICATOR_OPS.has(o.op) && partsOf(o.attrs) > 1);
+      const ins = wideOnly ? read.map((s) => this.widen(s, text)) : this.sameType(o.op, read, text);
       const casts: [number, number][] = [];
       const outs = o.outputs.map((t) => {
         const info = this.g.tensor(t);
@@ -516,7 +517,7 @@ class DeviceLowering {
           this.b.pin(s);
           this.losses.push({ mb: j, slot: s });
         }
-        if (this.direct16 || this.b.dtype(s) === "f32" || this.b.dtype(s) === "i32") return s;
+        if (!wideOnly || this.b.dtype(s) === "f32" || this.b.dtype(s) === "i32") return s;
         const wide = this.b.slot(this.shapeOf(t));
         casts.push([wide, s]);
         return wide;

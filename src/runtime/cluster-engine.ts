@@ -104,12 +104,7 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
   }
   // CUDA kernels (and their emulation) read 16-bit operands directly; the CPU's compute on widened copies.
   const kernels16 = device !== "cpu";
-  // The tensor-parallel collectives move f32 activations, which a mixed-precision plan keeps 16-bit there.
-  if (kernels16 && plan.settings.tensorParallel > 1 && plan.settings.precision !== "fp32") {
-    throw new EngineError(
-      `not implemented: a ${plan.settings.precision} tensor-parallel plan (tensor_parallel = ${plan.settings.tensorParallel}) on --device ${device}; run it in fp32 there (--set train.precision=fp32), or on --device cpu`,
-    );
-  }
+
   const program = lower(plan, graph, ranks, undefined, { kernels16 });
   checkRecordedArenas(plan, program, kernels16);
   if (fault && !(Number.isInteger(fault.device) && fault.device >= 0 && fault.device < plan.cluster.devices)) {

@@ -58,9 +58,12 @@ describe("plans on the CUDA device (emulated) compute what CPU devices do", () =
     });
   }
 
-  it("a mixed-precision tensor-parallel plan is refused there with what to do", async () => {
-    const p = plan("gpt-tiny", { "train.precision": "bf16", tensor_parallel: 2, stages: 1, data_parallel: 1, chunks: 1, shard: "none" }, 2);
-    await expect(runPlan(p, { steps: 1, engine: "native", device: "simt" })).rejects.toThrow(/not implemented: a bf16 tensor-parallel plan \(tensor_parallel = 2\) on --device simt; run it in fp32 there/);
+  it("bf16 tensor parallel 2 with sequence parallelism (16-bit activations widened around the collectives) tracks the CPU's bf16 run and trains", async () => {
+    const p = plan("gpt-tiny", { "train.precision": "bf16", tensor_parallel: 2, sequence_parallel: "true", stages: 1, data_parallel: 1, chunks: 1, shard: "none" }, 2);
+    const cpu = await trainOn(p, 4, "cpu");
+    const gpu = await trainOn(p, 4, "simt");
+    gpu.losses.forEach((l, i) => expect(Math.abs(l - cpu.losses[i]!) / cpu.losses[i]!, `step ${i + 1}`).toBeLessThan(0.01));
+    expect(gpu.losses[3]!).toBeLessThan(gpu.losses[0]!);
   });
 
   it("bf16 with 16-bit operands read directly tracks the CPU's bf16 run (which widens them) and trains", async () => {
