@@ -18,6 +18,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "core/yield_wait.h"
+
 namespace fsm {
 
 struct InProcessCommunicator::Meeting {
@@ -228,6 +230,7 @@ void InProcessCommunicator::barrier(Meeting& m, int member, std::unique_lock<std
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_);
   std::vector<int> missing;  // set when this rank is the one that timed out
   std::string timeout;
+  yieldBeforeSleep(lk, [&] { return m.generation != gen || aborted_; });
   while (m.generation == gen && !aborted_) {
     if (cv.wait_until(lk, deadline) == std::cv_status::timeout && m.generation == gen && !aborted_) {
       timeout = timeoutText(m, member, gen, missing);
@@ -260,6 +263,7 @@ void InProcessCommunicator::awaitDelivery(Meeting& m, int member, std::unique_lo
   std::vector<int> missing;
   std::string timeout;
   // An abort stops the wait only once no delivery is under way: the deliverer may be writing this member's output.
+  yieldBeforeSleep(lk, [&] { return m.delivered || aborted_; });
   while (!m.delivered && !(aborted_ && m.busy == 0)) {
     if (cv.wait_until(lk, deadline) == std::cv_status::timeout && !m.delivered && !aborted_) {
       timeout = timeoutText(m, member, 0, missing);
@@ -390,6 +394,7 @@ void InProcessCommunicator::doRecv(int rank, int peer, int tag, float* data, siz
     auto it = mailboxes_.find(key);
     return it != mailboxes_.end() && !it->second.empty();
   };
+  yieldBeforeSleep(lk, [&] { return aborted_ || ready(); });
   while (!aborted_ && !ready()) {
     if (cv.wait_until(lk, deadline) == std::cv_status::timeout && !aborted_ && !ready()) {
       fail(CommError::Kind::Timeout, where() + ": timed out after " + seconds(timeout_) + "; rank " + std::to_string(peer) + " never sent", {peer}, lk);

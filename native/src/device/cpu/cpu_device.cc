@@ -9,6 +9,7 @@
 
 #include "core/failure.h"
 #include "core/program.h"
+#include "core/yield_wait.h"
 #include "device/cpu/registry.h"
 
 namespace fsm {
@@ -103,6 +104,7 @@ void CpuDevice::record(int stream) {
 
 bool CpuDevice::wait(int, int other, size_t count) {
   std::unique_lock<std::mutex> lk(mutex_);
+  yieldBeforeSleep(lk, [&] { return aborted_ || completed_[other] >= count; });
   if (completed_[other] < count) {
     waitingFor_[other] = count;
     cv_.wait(lk, [&] { return aborted_ || completed_[other] >= count; });
