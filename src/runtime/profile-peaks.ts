@@ -1,7 +1,8 @@
 // The peaks `fsm run --profile` compares each kernel with: this machine's fp32 GEMM rate and memory bandwidth,
 // measured at startup (about a quarter of a second) the way the run's devices will see them — in the native
-// executor, on as many CPU virtual devices at once as the run has here, each with the run's OpenBLAS threads
-// (cluster-engine.ts shares the cores out the same way). `fsm calibrate` stores per-op times, not peaks, so
+// executor, on as many devices of the run's kind at once as the run has here: CPU virtual devices each with
+// the run's OpenBLAS threads (cluster-engine.ts shares the cores out the same way), or the run's GPUs (cuBLAS
+// and a device-to-device copy, timed by the device's events; simt: the CUDA device's code emulated on the CPU). `fsm calibrate` stores per-op times, not peaks, so
 // there is nothing stored to reuse; bench/gemm.ts measures the same sgemm on every core, outside the executor.
 //
 //   sgemm: a 512×512×512 matmul instruction (2·512³ FLOPs; its 1 MiB output zeroed first, as the executor
@@ -14,6 +15,8 @@
 import { availableParallelism } from "node:os";
 import { COMPUTE, DeviceBuilder, type DeviceProgram } from "../lower/device-program.js";
 import { createNativeCluster } from "../native/binding.js";
+import type { DeviceKind } from "./device-choice.js";
+import { placeDevices } from "./gpu-placement.js";
 import { processesHere } from "./world.js";
 
 export interface Peaks {
@@ -21,8 +24,9 @@ export interface Peaks {
   readonly flopsPerSecond: number;
   /** One device's copy bandwidth (bytes read + written per second) while every device copies at once. */
   readonly bytesPerSecond: number;
-  /** How many devices ran at once, each with how many OpenBLAS threads, on how many cores. */
+  /** How many devices ran at once, of which kind, each with how many OpenBLAS threads (CPU), on how many cores. */
   readonly devices: number;
+  readonly kind: DeviceKind;
   readonly blasThreads: number;
   readonly cores: number;
   /** What was measured, in words. */
@@ -58,12 +62,15 @@ const median = (xs: readonly number[]): number => {
   return s.length % 2 === 1 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
 
-/** Measures the peaks on `devices` CPU virtual devices running at once (the run's devices in this process). */
-export async function measurePeaks(devices: number): Promise<Peaks> {
+/** Measures the peaks on `devices` devices of `kind` running at once (the run's devices in this process, of
+ *  `processes` on this machine's GPUs). */
+export async function measurePeaks(devices: number, kind: DeviceKind = "cpu", processes = 1): Promise<Peaks> {
   if (!(Number.isInteger(devices) && devices >= 1)) throw new Error(`measurePeaks: devices must be a positive integer, got ${devices}`);
   const { program, gemm, copy } = peakProgram();
   const blasThreads = blasThreadsFor(devices);
-  const cluster = createNativeCluster({ devices: Array.from({ length: devices }, () => program), blasThreads, timeoutSeconds: 60 });
+  // The run's own GPUs (no communicator: the program has no collectives).
+  const device = kind === "cpu" ? {} : { device: placeDevices(kind, devices, processes).device! };
+  const cluster = createNativeCluster({ devices: Array.from({ length: devices }, () => program), blasThreads, timeoutSeconds: 60, ...device });
   const flops = 2 * PEAK_GEMM_N ** 3;
   const bytes = 2 * PEAK_COPY_BYTES;
   const best = Array.from({ length: devices }, () => ({ gemm: 0, copy: 0 }));
@@ -79,14 +86,16 @@ export async function measurePeaks(devices: number): Promise<Peaks> {
   }
   const mean = (f: (x: { gemm: number; copy: number }) => number): number => best.reduce((s, x) => s + f(x), 0) / devices;
   const cores = availableParallelism();
-  const threads = `${blasThreads} OpenBLAS thread${blasThreads === 1 ? "" : "s"}${devices === 1 ? "" : " each"}`;
-  const at = devices === 1 ? "on 1 device" : `on each of ${devices} devices at once`;
+  const on = kind === "cpu" ? "" : ` ${kind}`;
+  const at = devices === 1 ? `on 1${on} device` : `on each of ${devices}${on} devices at once`;
+  const how = kind === "cpu" ? `${blasThreads} OpenBLAS thread${blasThreads === 1 ? "" : "s"}${devices === 1 ? "" : " each"}, ${cores} core${cores === 1 ? "" : "s"}` : kind === "cuda" ? "cuBLAS, timed by the device's events" : "the CUDA device's code emulated on the CPU";
   return {
     flopsPerSecond: mean((x) => x.gemm),
     bytesPerSecond: mean((x) => x.copy),
     devices,
+    kind,
     blasThreads,
     cores,
-    method: `measured now ${at} (${threads}, ${cores} core${cores === 1 ? "" : "s"}): sgemm ${PEAK_GEMM_N}×${PEAK_GEMM_N}×${PEAK_GEMM_N}, copy ${PEAK_COPY_BYTES / 2 ** 20} MiB`,
+    method: `measured now ${at} (${how}): sgemm ${PEAK_GEMM_N}×${PEAK_GEMM_N}×${PEAK_GEMM_N}, copy ${PEAK_COPY_BYTES / 2 ** 20} MiB`,
   };
 }

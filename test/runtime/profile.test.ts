@@ -25,7 +25,7 @@ function compile(name: "mlp" | "gpt-tiny", devices: number, overrides: Readonly<
 const numel = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);
 
 /** Round figures, so expected rates are exact. */
-const PEAKS: Peaks = { flopsPerSecond: 1e9, bytesPerSecond: 1e8, devices: 1, blasThreads: 1, cores: 1, method: "test figures" };
+const PEAKS: Peaks = { flopsPerSecond: 1e9, bytesPerSecond: 1e8, devices: 1, kind: "cpu", blasThreads: 1, cores: 1, method: "test figures" };
 
 describe("instructionWork", () => {
   const plan = compile("gpt-tiny", 1);
@@ -283,12 +283,21 @@ describe("fsm run --profile", () => {
     expect(lines.slice(0, -1).every((l) => typeof l.step === "number")).toBe(true); // no table in JSON mode
   }, 60_000);
 
-  it("is refused where it cannot time instructions or compare with CPU peaks", async () => {
+  it("is refused where it cannot time instructions", async () => {
     const engine = await runCli("run", samplePath("mlp"), "--steps", "1", "--profile", "--engine", "reference");
     expect(engine.code).toBe(2);
     expect(engine.stderr).toContain("--profile times the native engine's instructions, not --engine reference");
-    const simt = await runCli("run", samplePath("mlp"), "--steps", "1", "--profile", "--device", "simt");
-    expect(simt.code).toBe(1);
-    expect(simt.stderr).toContain("--profile is CPU-only for now");
   }, 60_000);
+
+  it("profiles the CUDA device (here its emulation) against peaks measured on it: cuBLAS products, device-timed", async () => {
+    const r = await runCli("run", samplePath("mlp"), "--devices", "2", "--steps", "3", "--profile", "--device", "simt", "--json");
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    const summary = lines[lines.length - 1]!.summary as { profile: { peaks: Peaks; kernels: { op: string; secondsPerStep: number }[] } };
+    expect(summary.profile.peaks).toMatchObject({ kind: "simt", devices: 2 });
+    expect(summary.profile.peaks.method).toMatch(/^measured now on each of 2 simt devices at once \(the CUDA device's code emulated on the CPU\)/);
+    expect(summary.profile.peaks.flopsPerSecond).toBeGreaterThan(0);
+    const linear = summary.profile.kernels.find((k) => k.op === "linear")!;
+    expect(linear.secondsPerStep).toBeGreaterThan(0);
+  }, 120_000);
 });

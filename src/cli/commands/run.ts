@@ -87,8 +87,9 @@ and its action; nothing of the failed step is checkpointed; the exit code is 1.
                  step and share of the step, per stream (compute, communication),
                  achieved GFLOP/s and GB/s against this machine's sgemm and memory
                  peaks (measured at startup). Steps after the first (the warm-up),
-                 the mean over devices; with --json, the summary's 'profile'. CPU
-                 devices and the native engine only (for now)
+                 the mean over devices; with --json, the summary's 'profile'. Native
+                 engine only; on GPUs the peaks are the run's GPUs' and kernels are
+                 timed by the device's events
   --save DIR     write a checkpoint into DIR at the end (and on Ctrl-C): per-device
                  safetensors files, then DIR/latest.json (native engine)
   --save-every N also every N steps
@@ -213,16 +214,13 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
         if (e instanceof DeviceChoiceError) throw new RunError(e.message);
         throw e;
       }
-      if (profile && device.kind !== "cpu") {
-        throw new RunError(`--profile is CPU-only for now (its peaks are measured on CPU virtual devices and GPU kernels are timed differently); this run is on ${device.kind} devices: use --device cpu`);
-      }
       // The profile's peaks, measured before the run on as many devices at once as this process runs; process 0
       // profiles its own devices (the others train as usual).
       const ranks = world.localRanks(plan.cluster.devices);
       let peaks: Peaks | undefined;
       let recorder: ProfileRecorder | undefined;
       if (profile && lead) {
-        peaks = await measurePeaks(ranks.length);
+        peaks = await measurePeaks(ranks.length, device.kind, world.size);
         recorder = new ProfileRecorder(ranks);
       }
       if (!json) {
@@ -294,7 +292,9 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
       if (json) io.stdout(JSON.stringify({ summary: profiled ? { ...summary, profile: profiled } : summary }) + "\n");
       else {
         io.stdout(`done: ${plural(summary.steps, "step")} in ${formatSeconds(summary.seconds)}, loss ${summary.firstLoss.toFixed(5)} → ${summary.finalLoss.toFixed(5)}${tracePath === undefined ? "" : `; trace in ${tracePath}`}\n`);
-        io.stdout(`step time: measured ${formatSeconds(summary.measuredStepSeconds)} (median), predicted ${formatSeconds(summary.predictedStepSeconds)}\n`);
+        // Measured over predicted, so a user sees when the cost model is wrong (`fsm calibrate` measures this machine).
+        const ratio = (measured: number, predicted: number): string => (predicted > 0 ? `measured/predicted ${(measured / predicted).toFixed(2)}×` : "nothing predicted");
+        io.stdout(`step time: measured ${formatSeconds(summary.measuredStepSeconds)} (median), predicted ${formatSeconds(summary.predictedStepSeconds)}: ${ratio(summary.measuredStepSeconds, summary.predictedStepSeconds)}\n`);
         if (summary.peakMemoryBytes) {
           const most = Math.max(...summary.peakMemoryBytes);
           const d = summary.peakMemoryBytes.indexOf(most);
@@ -302,8 +302,8 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
           const model = formatBytes(summary.memoryPlanPeakBytes[d]!);
           io.stdout(
             summary.arenasFromPlan
-              ? `memory: fullest device ${d} holds ${formatBytes(most)} (its arena; the plan's ${predicted}, as compile laid it out); its memory plan peaks at ${model}\n`
-              : `memory: fullest device ${d} holds ${formatBytes(most)} (its arena), predicted ${predicted} (the plan's memory plan; compile did not lay out the arenas)\n`,
+              ? `memory: fullest device ${d} holds ${formatBytes(most)} (its arena; the plan's ${predicted}, as compile laid it out); its memory plan peaks at ${model}: ${ratio(most, summary.memoryPlanPeakBytes[d]!)}\n`
+              : `memory: fullest device ${d} holds ${formatBytes(most)} (its arena), predicted ${predicted} (the plan's memory plan; compile did not lay out the arenas): ${ratio(most, summary.predictedPeakMemoryBytes[d]!)}\n`,
           );
         }
         if (profiled) io.stdout(formatProfile(profiled));
