@@ -66,7 +66,7 @@ for (const { name, steps } of CASES) {
     engines.push({ engine, stepMs: Number((seconds * 1e3).toFixed(3)), gflops: Number(gflops.toFixed(3)), fractionOfSgemmPeak: Number((gflops / peak).toFixed(4)) });
   }
   // The cpu profile after `fsm calibrate`: predicted step time against the native engine's measured one.
-  const calibration = parseCalibration(JSON.parse(JSON.stringify(calibratePlan(plan, 5))), "bench");
+  const calibration = parseCalibration(JSON.parse(JSON.stringify(await calibratePlan(plan, { repeats: 5 }))), "bench");
   const calibrated = compileModel(model, { cluster: "cpu", devices: 1, source: name, fsmVersion: "bench", calibration }).plan;
   const measured = await stepSeconds(calibrated, "native", steps);
   const device = await deviceStepSeconds(calibrated, steps);

@@ -51,6 +51,7 @@ import { optimalSplit } from "../search/split.js";
 import type { PlanSearch } from "../plan/plan.js";
 import { planShards } from "./shard.js";
 import { predictStep, type StepPrediction } from "./simulate.js";
+import { hostStepSeconds } from "../cost/calibrated-pricing.js";
 import { StageCostModel } from "./stage-costs.js";
 import { assignStages, type StageAssignment } from "./stages.js";
 
@@ -314,7 +315,7 @@ export function compileResolved(name: string, training: Graph, settings: Resolve
   );
   const built = buildPrograms(lowered, stages, shards, costs, cluster, settings);
   const { programs, rendezvous } = built;
-  const prediction = predictStep(programs, rendezvous);
+  const prediction = predictStep(programs, rendezvous, hostStepSeconds(cluster));
   const memory = programs.map((prog, p) => {
     const m = layoutMemory(prog, p, programLifetimes(prog, p, shards, costs, built.lifetimes), prediction.run);
     addReuseDependencies(prog, m);

@@ -18,15 +18,16 @@ export function runOrThrow(programs: readonly Program[], rendezvous: readonly Re
   return run;
 }
 
-export function predictStep(programs: readonly Program[], rendezvous: readonly Rendezvous[]): StepPrediction {
+/** `hostSeconds`: the step's fixed host cost (a calibration's; 0 without one), added to the programs' makespan. */
+export function predictStep(programs: readonly Program[], rendezvous: readonly Rendezvous[], hostSeconds = 0): StepPrediction {
   const run = runOrThrow(programs, rendezvous, "plan");
   const free = runOrThrow(programs, rendezvous, "plan with free communication", true);
-  const stepTime = run.makespan;
-  const idle = run.programs.reduce((n, r) => n + Math.max(0, stepTime - r.computeBusy), 0);
+  const makespan = run.makespan;
+  const idle = run.programs.reduce((n, r) => n + Math.max(0, makespan - r.computeBusy), 0);
   return {
     run,
-    stepTime,
-    bubbleFraction: stepTime > 0 ? idle / (programs.length * stepTime) : 0,
-    exposedComm: Math.max(0, stepTime - free.makespan),
+    stepTime: hostSeconds > 0 ? makespan + hostSeconds : makespan,
+    bubbleFraction: makespan > 0 ? idle / (programs.length * makespan) : 0,
+    exposedComm: Math.max(0, makespan - free.makespan),
   };
 }

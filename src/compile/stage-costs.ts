@@ -4,6 +4,7 @@
 import type { Cluster } from "../cost/cluster.js";
 import { collectiveTime, groupLink } from "../cost/collectives.js";
 import { costGraph } from "../cost/graph-cost.js";
+import { calibratedOptimizerSeconds } from "../cost/calibrated-pricing.js";
 import { onDevice, opScratch, weightGradientBytes } from "../cost/precision.js";
 import type { Graph, TensorId } from "../graph/graph.js";
 import type { DimBindings } from "../graph/op-cost.js";
@@ -194,6 +195,9 @@ export class StageCostModel implements ScheduleCosts {
   optimizer(stage: number): number {
     const device = this.cluster.profile;
     const bytes = this.shards[stage]!.memory.maxTotal;
+    // A calibration that timed the update ops prices them by its measured time per byte of state instead.
+    const measured = calibratedOptimizerSeconds(this.cluster, bytes);
+    if (measured !== undefined) return measured;
     return (2 * bytes) / (device.memory.bandwidth * device.achievable.memory) + device.launchOverhead;
   }
 

@@ -8,6 +8,10 @@
 // M is the full buffer (the gathered output of all-gather, the unreduced input of reduce-scatter), β the
 // achievable bandwidth per device and direction. A group that spans nodes runs at the inter-node link's α and
 // β throughout: the ring's slowest hop sets its pace (a hierarchical algorithm would do better; later).
+// A cluster with a version-2 calibration prices each collective as the in-process communicator measured
+// it instead (calibrated-pricing.ts), whatever the nodes: a run's CPU devices all live in one process.
+import type { Calibration } from "./calibration.js";
+import { calibratedCollectiveSeconds } from "./calibrated-pricing.js";
 import { nodeOf, type Cluster } from "./cluster.js";
 import type { DeviceProfile } from "./profile.js";
 
@@ -18,6 +22,8 @@ export type CollectiveKind = (typeof COLLECTIVES)[number];
 export interface Link {
   readonly bandwidth: number;
   readonly latency: number;
+  /** Measured collectives that replace the α-β formulas for the kinds they measured. */
+  readonly calibration?: Calibration;
 }
 
 /** Seconds for a collective of `bytes` over a group of `ranks` devices joined by `link`. */
@@ -26,6 +32,10 @@ export function collectiveTime(kind: CollectiveKind, bytes: number, ranks: numbe
   if (!(bytes >= 0)) throw new Error(`internal: a collective needs a non-negative size, got ${bytes}`);
   // A group of one has nobody to talk to (a send to oneself is a no-op).
   if (ranks === 1) return 0;
+  if (link.calibration) {
+    const measured = calibratedCollectiveSeconds(link.calibration, kind, bytes, ranks);
+    if (measured !== undefined) return measured;
+  }
   if (kind === "send_recv") return link.latency + bytes / link.bandwidth;
   const n = ranks;
   switch (kind) {
@@ -53,7 +63,13 @@ export function groupLink(cluster: Cluster, ranks: readonly number[]): Link {
   if (ranks.length === 0) throw new Error("internal: an empty communication group");
   const first = nodeOf(cluster, ranks[0]!);
   const spans = ranks.some((r) => nodeOf(cluster, r) !== first);
-  return spans ? interNodeLink(cluster.profile) : intraNodeLink(cluster.profile);
+  const link = spans ? interNodeLink(cluster.profile) : intraNodeLink(cluster.profile);
+  return withCalibration(link, cluster);
+}
+
+/** The link with the cluster's measured collectives, when its calibration has them. */
+export function withCalibration(link: Link, cluster: Cluster): Link {
+  return cluster.calibration?.collectives && cluster.calibration.collectives.length > 0 ? { ...link, calibration: cluster.calibration } : link;
 }
 
 /** A collective over the given ranks of a cluster. */

@@ -10,7 +10,8 @@ import type { Cluster } from "./cluster.js";
 import { computeDType, onDevice } from "./precision.js";
 import { backwardWork, forwardWork, roofline } from "./roofline.js";
 import { numel } from "../graph/dim.js";
-import { collectiveTime, interNodeLink, intraNodeLink } from "./collectives.js";
+import { collectiveTime, interNodeLink, intraNodeLink, withCalibration } from "./collectives.js";
+import { calibratedOpSeconds } from "./calibrated-pricing.js";
 
 export interface CostOptions {
   readonly cluster: Cluster;
@@ -61,9 +62,11 @@ export function estimateOp(graph: Graph, id: OpId, options: CostOptions): OpEsti
   const calibration = options.cluster.calibration;
   const measured = calibration && calibrated(calibration, node.op, shapeKey(inputs, attrs, options.bindings));
   if (measured) {
-    // A calibration measures one device's kernels; the group's collectives are priced on top.
-    const forwardSeconds = measured.forwardSeconds + collectiveSeconds(cost, "forward", options.cluster);
-    return { op: id, cost, forwardSeconds, backwardSeconds: measured.backwardSeconds + collectiveSeconds(cost, "backward", options.cluster), calibrated: true };
+    // A calibration measures one device's kernels (version 2: with one core and with all, and the dispatch
+    // per instruction, shared out among the cluster's devices); the group's collectives are priced on top.
+    const times = calibratedOpSeconds(options.cluster, measured);
+    const forwardSeconds = times.forward + collectiveSeconds(cost, "forward", options.cluster);
+    return { op: id, cost, forwardSeconds, backwardSeconds: times.backward + collectiveSeconds(cost, "backward", options.cluster), calibrated: true };
   }
   // Arithmetic runs in the dtype of the op's float operands on the device (integer-only ops: i32).
   const dtype = inputs.some((t) => t.dtype !== "i32") ? computeDType(options.precision) : "i32";
@@ -83,7 +86,7 @@ export function estimateOp(graph: Graph, id: OpId, options: CostOptions): OpEsti
 function collectiveSeconds(cost: OpCost, phase: "forward" | "backward", cluster: Cluster): number {
   if (!cost.collectives) return 0;
   const size = cost.collectives.groupSize;
-  const link = size <= cluster.profile.devicesPerNode ? intraNodeLink(cluster.profile) : interNodeLink(cluster.profile);
+  const link = withCalibration(size <= cluster.profile.devicesPerNode ? intraNodeLink(cluster.profile) : interNodeLink(cluster.profile), cluster);
   let s = 0;
   for (const c of cost.collectives.list) if (c.phase === phase) s += collectiveTime(c.kind, c.bytes, cost.collectives.groupSize, link);
   return s;

@@ -1,6 +1,9 @@
 // This development machine as a cluster of CPU virtual devices: 2 cores, one per device, on one node. Nothing
-// here is measured yet: every number is a documented estimate, and `fsm calibrate` (a later issue) writes a
-// calibration file whose measurements replace these estimates op by op.
+// here is measured: every number is a documented estimate. `fsm calibrate` writes a calibration file whose
+// measurements replace them (src/cost/calibrated-pricing.ts): op times with one core and with every core, the
+// optimizer's time per byte of state, the in-process communicator's collectives (in place of the intra- and
+// inter-node links: a run's virtual devices all live in one process), the executor's and run loop's
+// overheads, and the machine's core count, which the devices of a run share.
 import type { DeviceProfile } from "../profile.js";
 
 const CORE =
