@@ -157,10 +157,12 @@ function prepareSaveDir(dir: string): void {
   }
 }
 
-/** The median step time, the first step left out when there are others: it also pays for warming up (first
- *  touches of the arenas, thread start), which the plan's step time does not include. */
-function typicalStep(times: readonly number[]): number {
-  const steady = (times.length > 1 ? times.slice(1) : [...times]).sort((a, b) => a - b);
+/** The median step time of the run's second half (the first step left out at least): the first steps also pay
+ *  for warming up (first touches of the arenas, thread start, the allocator and branch caches settling: a
+ *  fresh executor's first ~15 sub-millisecond steps take 2–3× the later ones), which the plan's step time does
+ *  not include. */
+export function typicalStep(times: readonly number[]): number {
+  const steady = (times.length > 1 ? times.slice(Math.max(1, Math.floor(times.length / 2))) : [...times]).sort((a, b) => a - b);
   const mid = steady.length >> 1;
   return steady.length % 2 === 1 ? steady[mid]! : (steady[mid - 1]! + steady[mid]!) / 2;
 }
