@@ -243,7 +243,8 @@ export function verifiedFinalist(result: SearchResult, first: Compiled, plan: (e
   const best = () => planned.reduce((a, b) => (b.compiled.prediction.stepTime < a.compiled.prediction.stepTime ? b : a));
   for (let i = 1; i < Math.min(VERIFIED_FINALISTS, result.ranked.length); i++) {
     const next = result.ranked[i]!;
-    if (best().compiled.prediction.stepTime <= VERIFY_SLACK * (next.simulated ?? next.estimate)) break;
+    // The programs' makespan: a calibration's fixed host cost per step is in the compiled step, not the estimates.
+    if (best().compiled.prediction.run.makespan <= VERIFY_SLACK * (next.simulated ?? next.estimate)) break;
     try {
       planned.push({ index: i, compiled: plan(next) });
     } catch (err) {
