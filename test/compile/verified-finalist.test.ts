@@ -21,9 +21,18 @@ const candidate = (stages: number): Candidate => ({
 });
 const evaluated = (stages: number, simulated: number): Evaluated => ({ candidate: candidate(stages), balance: [], recomputeLayers: [], estimate: simulated, simulated, memoryBytes: 0, bottleneck: 0, stageSeconds: [] });
 const result = (...simulated: number[]): SearchResult => ({ ranked: simulated.map((s, i) => evaluated(2 ** i, s)), families: [], stats: {} as SearchResult["stats"], neighbors: () => [] });
-const compiledAt = (stepTime: number): Compiled => ({ prediction: { stepTime } }) as unknown as Compiled;
+// A compiled plan's step: its programs' makespan plus a calibration's fixed host cost (none by default).
+const compiledAt = (makespan: number, host = 0): Compiled => ({ prediction: { stepTime: makespan + host, run: { makespan } } }) as unknown as Compiled;
 
 describe("verifiedFinalist", () => {
+  it("compares the programs' makespan with the search's estimates, not a step with a calibration's host cost", () => {
+    let calls = 0;
+    // 1.01 s of programs + 0.5 s of host cost per step: as predicted, so no other finalist is compiled.
+    const out = verifiedFinalist(result(1.0, 1.02, 1.05), compiledAt(1.01, 0.5), () => (calls++, compiledAt(0.5)));
+    expect(calls).toBe(0);
+    expect(out.chosen).toBe(0);
+  });
+
   it("keeps the best finalist without compiling another when it compiles as predicted", () => {
     let calls = 0;
     const out = verifiedFinalist(result(1.0, 1.02, 1.05), compiledAt(1.01), () => (calls++, compiledAt(0.5)));
