@@ -4,22 +4,26 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { UsageError } from "./args.js";
-import { calibrateCommand } from "./commands/calibrate.js";
-import { checkCommand } from "./commands/check.js";
 import type { Command } from "./commands/command.js";
-import { compileCommand } from "./commands/compile.js";
-import { costCommand } from "./commands/cost.js";
-import { explainCommand } from "./commands/explain.js";
-import { graphCommand } from "./commands/graph.js";
-import { runCommand } from "./commands/run.js";
-import { scheduleCommand } from "./commands/schedule.js";
-import { vizCommand } from "./commands/viz.js";
-import { consolidateCommand } from "./commands/consolidate.js";
-import { devicesCommand } from "./commands/devices.js";
 import { PathError } from "../files/path-kind.js";
 import type { CliIO } from "./io.js";
 
-const COMMANDS: readonly Command[] = [checkCommand, graphCommand, costCommand, compileCommand, explainCommand, scheduleCommand, runCommand, calibrateCommand, consolidateCommand, vizCommand, devicesCommand];
+// Each command's module is loaded when that command runs (the overview loads them all): `fsm compile` need
+// not load the runtime, checkpoints and the visualizer (239 modules instead of 320, some 50 ms of CPU time
+// on every invocation).
+const COMMANDS: readonly { readonly name: string; readonly load: () => Promise<Command> }[] = [
+  { name: "check", load: async () => (await import("./commands/check.js")).checkCommand },
+  { name: "graph", load: async () => (await import("./commands/graph.js")).graphCommand },
+  { name: "cost", load: async () => (await import("./commands/cost.js")).costCommand },
+  { name: "compile", load: async () => (await import("./commands/compile.js")).compileCommand },
+  { name: "explain", load: async () => (await import("./commands/explain.js")).explainCommand },
+  { name: "schedule", load: async () => (await import("./commands/schedule.js")).scheduleCommand },
+  { name: "run", load: async () => (await import("./commands/run.js")).runCommand },
+  { name: "calibrate", load: async () => (await import("./commands/calibrate.js")).calibrateCommand },
+  { name: "consolidate", load: async () => (await import("./commands/consolidate.js")).consolidateCommand },
+  { name: "viz", load: async () => (await import("./commands/viz.js")).vizCommand },
+  { name: "devices", load: async () => (await import("./commands/devices.js")).devicesCommand },
+];
 
 /** The version from package.json, found by walking up from this file (src/ in tests, dist/src/ when built). */
 export function version(): string {
@@ -34,14 +38,15 @@ export function version(): string {
   return "unknown";
 }
 
-function overview(): string {
-  const width = Math.max(...COMMANDS.map((c) => c.name.length));
+async function overview(): Promise<string> {
+  const commands = await Promise.all(COMMANDS.map((c) => c.load()));
+  const width = Math.max(...commands.map((c) => c.name.length));
   return `fsm — compile .fsm models into partitioned training plans (FSDP, OSS/ShardedDDP, GPipe) and run them
 
 Usage: fsm <command> [options]
 
 Commands:
-${COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join("\n")}
+${commands.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join("\n")}
 
 Run 'fsm <command> --help' for a command's options. 'fsm --version' prints the version.
 `;
@@ -50,18 +55,19 @@ Run 'fsm <command> --help' for a command's options. 'fsm --version' prints the v
 export async function main(argv: readonly string[], io: CliIO): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === "--help" || name === "-h" || name === "help") {
-    io.stdout(overview());
+    io.stdout(await overview());
     return name === undefined ? 2 : 0;
   }
   if (name === "--version" || name === "-V") {
     io.stdout(`${version()}\n`);
     return 0;
   }
-  const cmd = COMMANDS.find((c) => c.name === name);
-  if (!cmd) {
-    io.stderr(`fsm: unknown command '${name}'\n\n${overview()}`);
+  const entry = COMMANDS.find((c) => c.name === name);
+  if (!entry) {
+    io.stderr(`fsm: unknown command '${name}'\n\n${await overview()}`);
     return 2;
   }
+  const cmd = await entry.load();
   if (rest.includes("--help") || rest.includes("-h")) {
     io.stdout(`${cmd.usage}\n`);
     return 0;

@@ -164,34 +164,50 @@ export class DeviceBuilder {
     // learning rate, step count, clip coefficient) costs one look per access instead of one per earlier one.
     type Access = { readonly i: number; readonly from: number; readonly to: number };
     const accesses = new Map<number, [{ all: Access[]; writes: Access[] }, { all: Access[]; writes: Access[] }]>();
-    return this.list.map((ins, i) => {
-      let latest = -1;
-      const touch = (slot: number, write: boolean): void => {
-        const s = this.slots[slot]!;
-        const from = s.at;
-        const to = s.at + numelOf(s.shape) * BYTES[s.dtype];
-        let byStream = accesses.get(s.root);
-        if (!byStream) accesses.set(s.root, (byStream = [{ all: [], writes: [] }, { all: [], writes: [] }]));
-        const other = byStream[1 - ins.stream]!;
-        const pool = write ? other.all : other.writes;
-        for (let k = pool.length - 1; k >= 0 && pool[k]!.i > latest; k--) {
-          const a = pool[k]!;
-          if (a.from < to && from < a.to) {
-            latest = a.i;
-            break;
-          }
+    // Each slot's byte range in its root, found once (slots are touched by instruction after instruction).
+    const from = new Float64Array(this.slots.length);
+    const to = new Float64Array(this.slots.length);
+    this.slots.forEach((s, k) => {
+      from[k] = s.at;
+      to[k] = s.at + numelOf(s.shape) * BYTES[s.dtype];
+    });
+    // The instruction being visited, its stream and the latest wait found for it so far (one `touch` for all).
+    let i = 0;
+    let stream: Stream = COMPUTE;
+    let latest = -1;
+    const touch = (slot: number, write: boolean): void => {
+      const root = this.slots[slot]!.root;
+      const a0 = from[slot]!;
+      const a1 = to[slot]!;
+      let byStream = accesses.get(root);
+      if (!byStream) accesses.set(root, (byStream = [{ all: [], writes: [] }, { all: [], writes: [] }]));
+      const other = byStream[1 - stream]!;
+      const pool = write ? other.all : other.writes;
+      for (let k = pool.length - 1; k >= 0 && pool[k]!.i > latest; k--) {
+        const a = pool[k]!;
+        if (a.from < a1 && a0 < a.to) {
+          latest = a.i;
+          break;
         }
-        const own = byStream[ins.stream]!;
-        const access = { i, from, to };
-        own.all.push(access);
-        if (write) own.writes.push(access);
-      };
+      }
+      const own = byStream[stream]!;
+      const access = { i, from: a0, to: a1 };
+      own.all.push(access);
+      if (write) own.writes.push(access);
+    };
+    const out = new Array<number[]>(this.list.length);
+    for (; i < this.list.length; i++) {
+      const ins = this.list[i]!;
+      stream = ins.stream;
+      latest = -1;
       for (const s of ins.inputs) touch(s, false);
       if (ins.guard !== undefined) touch(ins.guard, false);
       for (const s of ins.outputs) touch(s, true);
-      for (const w of this.extra.get(i) ?? []) latest = Math.max(latest, w);
-      return latest >= 0 ? [latest] : [];
-    });
+      const extra = this.extra.get(i);
+      if (extra) for (const w of extra) latest = Math.max(latest, w);
+      out[i] = latest >= 0 ? [latest] : [];
+    }
+    return out;
   }
 
   private layout(waits: readonly number[][]): { offsets: number[]; arenaBytes: number; liveBytes: number } {
@@ -223,12 +239,16 @@ export class DeviceBuilder {
     const from = this.slots.map(() => Infinity);
     const to = this.slots.map(() => -Infinity);
     this.list.forEach((ins, i) => {
-      const [a, b] = ins.stream === COMPUTE ? [position[i]!, position[i]!] : [lo[i]! + 0.5, hi[i]! - 0.5];
-      for (const s of [...ins.inputs, ...ins.outputs, ...(ins.guard === undefined ? [] : [ins.guard])]) {
+      const a = ins.stream === COMPUTE ? position[i]! : lo[i]! + 0.5;
+      const b = ins.stream === COMPUTE ? position[i]! : hi[i]! - 0.5;
+      const use = (s: number): void => {
         const r = this.slots[s]!.root;
         from[r] = Math.min(from[r]!, a);
         to[r] = Math.max(to[r]!, b);
-      }
+      };
+      for (const s of ins.inputs) use(s);
+      for (const s of ins.outputs) use(s);
+      if (ins.guard !== undefined) use(ins.guard);
     });
     const roots = this.slots.map((s, i) => s.root === i);
     const needs = this.slots.map((s, i) => {

@@ -5,7 +5,7 @@
 // leave it out when they compare their plans (runtime/run-loop.ts): it says how the plan was chosen.
 import { createHash } from "node:crypto";
 import { fail } from "./json-check.js";
-import { jsonPieces, memberPieces, objectPieces } from "./json-pieces.js";
+import { writeJson, writeLaterMembers } from "./json-pieces.js";
 import type { Plan } from "./plan.js";
 
 /** Plan versions from this one on carry `hash`; older plans (version 1) predate it and load without. */
@@ -14,12 +14,8 @@ export const HASHED_SINCE_VERSION = 2;
 /** `sha256:` and the hex digest of the plan's JSON (key order as written) without `hash` and `search`. */
 export function planHash(plan: Plan | Readonly<Record<string, unknown>>): string {
   const { hash: _hash, search: _search, ...sealed } = plan as Readonly<Record<string, unknown>>;
-  return digest(jsonPieces(sealed));
-}
-
-function digest(pieces: readonly string[]): string {
   const hash = createHash("sha256");
-  for (const p of pieces) hash.update(p);
+  writeJson(sealed, (p) => hash.update(p));
   return `sha256:${hash.digest("hex")}`;
 }
 
@@ -30,14 +26,29 @@ export function withHash(plan: Plan): Readonly<Record<string, unknown>> {
   return { format, version, hash: planHash(sealed), ...rest };
 }
 
-/** JSON.stringify(withHash(plan)) in pieces (json-pieces.ts): each section stringified once, for the hash
- *  and the file alike. */
-export function withHashPieces(plan: Plan): string[] {
-  const { format, version, hash: _stale, ...rest } = plan as Plan & { hash?: string };
-  const head = memberPieces({ format, version });
-  const body = memberPieces(rest);
-  const hash = digest(objectPieces([...head, ...body.filter(([key]) => key !== "search")]));
-  return objectPieces([...head, ["hash", [JSON.stringify(hash)]], ...body]);
+/** The text of withHash(plan) before its later members: `{"format":…,"version":…,"hash":"sha256:…"`. Its
+ *  length does not depend on the digest (64 hex digits), so a writer can leave room for it. */
+export function sealedHead(plan: Plan, digestHex: string): string {
+  return `{"format":${JSON.stringify(plan.format)},"version":${JSON.stringify(plan.version)},"hash":${JSON.stringify(`sha256:${digestHex}`)}`;
+}
+
+/** JSON.stringify(withHash(plan)), streamed: the text after the hash (every other member and the closing
+ *  brace) goes to `body` in pieces as each section is stringified, once for the hash and the file alike, and
+ *  the head before it (sealedHead) is returned once the hash is known. A deep model's plan is longer than
+ *  the longest string V8 makes, and is never held whole. */
+export function writeSealed(plan: Plan, body: (piece: string) => void): string {
+  const { format: _format, version: _version, hash: _stale, ...rest } = plan as Plan & { hash?: string };
+  const hash = createHash("sha256");
+  // The hashed text is the plan's without `hash` and `search`: the head without its hash member, then the
+  // same members.
+  hash.update(`{"format":${JSON.stringify(plan.format)},"version":${JSON.stringify(plan.version)}`);
+  const sealed = (p: string): void => {
+    hash.update(p);
+    body(p);
+  };
+  writeLaterMembers(rest, (key) => (key === "search" ? body : sealed));
+  sealed("}");
+  return sealedHead(plan, hash.digest("hex"));
 }
 
 /** Checks the hash of a parsed plan (after every other check) and returns the plan without it. */

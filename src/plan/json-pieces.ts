@@ -14,23 +14,23 @@ const CUT_DEPTH = 3;
 const LONG_ARRAY = 1024;
 
 class Pieces {
-  readonly done: string[] = [];
   private short = "";
+
+  constructor(private readonly sink: (piece: string) => void) {}
 
   add(text: string): void {
     if (text.length >= LONG_TEXT) {
       this.flush();
-      this.done.push(text);
+      this.sink(text);
       return;
     }
     this.short += text;
     if (this.short.length >= PIECE_CHARS) this.flush();
   }
 
-  flush(): string[] {
-    if (this.short !== "") this.done.push(this.short);
+  flush(): void {
+    if (this.short !== "") this.sink(this.short);
     this.short = "";
-    return this.done;
   }
 }
 
@@ -86,25 +86,29 @@ function add(out: Pieces, value: unknown, depth: number): void {
   out.add("}");
 }
 
+/** JSON.stringify(value)'s text (an object, array or JSON value), handed to `sink` in pieces, in order, as
+ *  they are made: a writer or a hash takes each as it comes and the whole text is never held. */
+export function writeJson(value: unknown, sink: (piece: string) => void, depth = 0): void {
+  const out = new Pieces(sink);
+  add(out, value, depth);
+  out.flush();
+}
+
 /** JSON.stringify(value) (an object, array or JSON value), in pieces that concatenate to its text. */
 export function jsonPieces(value: unknown, depth = 0): string[] {
-  const out = new Pieces();
-  add(out, value, depth);
-  return out.flush();
+  const pieces: string[] = [];
+  writeJson(value, (p) => pieces.push(p), depth);
+  return pieces;
 }
 
-/** An object's text from its members' texts (each a key and its value's pieces), in the order given. */
-export function objectPieces(members: readonly (readonly [string, readonly string[]])[]): string[] {
-  const out: string[] = ["{"];
-  members.forEach(([key, value], i) => {
-    out.push(`${i > 0 ? "," : ""}${JSON.stringify(key)}:`);
-    for (const p of value) out.push(p);
-  });
-  out.push("}");
-  return out;
-}
-
-/** The members JSON.stringify writes of an object, in its order, each value's text in pieces. */
-export function memberPieces(value: Readonly<Record<string, unknown>>): [string, string[]][] {
-  return Object.entries(value).filter(([, v]) => !omitted(v)).map(([key, v]) => [key, jsonPieces(v, 1)]);
+/** The members JSON.stringify writes of an object after a first one (each `,"key":value`), in its order,
+ *  each member's pieces to the sink `sinkOf` gives for its key. */
+export function writeLaterMembers(value: Readonly<Record<string, unknown>>, sinkOf: (key: string) => (piece: string) => void): void {
+  for (const [key, v] of Object.entries(value)) {
+    if (omitted(v)) continue;
+    const out = new Pieces(sinkOf(key));
+    out.add(`,${JSON.stringify(key)}:`);
+    add(out, v, 1);
+    out.flush();
+  }
 }

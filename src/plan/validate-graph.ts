@@ -72,6 +72,45 @@ class Quick {
     );
   };
 
+  /** The param test (a split parameter is left to the checks with paths). */
+  param = (tensorCount: number, layerCount: number) => (x: Json): boolean => {
+    const o = plainObject(x);
+    return (
+      o !== undefined &&
+      has(o, "name") &&
+      typeof o.name === "string" &&
+      has(o, "tensor") &&
+      isInteger(o.tensor, 0, tensorCount) &&
+      has(o, "layer") &&
+      isInteger(o.layer, 0, layerCount) &&
+      has(o, "scope") &&
+      typeof o.scope === "string" &&
+      has(o, "init") &&
+      isOneOf(o.init, INITS) &&
+      has(o, "aliases") &&
+      Array.isArray(o.aliases) &&
+      o.aliases.every((a) => typeof a === "string") &&
+      o.split === undefined
+    );
+  };
+
+  state = (tensorCount: number) => (x: Json): boolean => {
+    const o = plainObject(x);
+    return (
+      o !== undefined &&
+      has(o, "name") &&
+      typeof o.name === "string" &&
+      has(o, "tensor") &&
+      isInteger(o.tensor, 0, tensorCount) &&
+      has(o, "role") &&
+      isOneOf(o.role, STATE_ROLES) &&
+      (o.param === undefined || typeof o.param === "string")
+    );
+  };
+
+  /** `[a, b]` pairs: updates (two tensor ids) and paramGrads (a name and a tensor id). */
+  pair = (first: (v: Json) => boolean, tensorCount: number) => (x: Json): boolean => Array.isArray(x) && x.length === 2 && first(x[0]) && isInteger(x[1], 0, tensorCount);
+
   private attr = (v: Json): boolean => {
     if (typeof v === "string" || typeof v === "boolean") return true;
     if (typeof v === "number") return Number.isFinite(v);
@@ -142,7 +181,7 @@ export function checkGraph(v: Json, path: string): { layers: number; tensors: nu
     string(field(o, "scope", p), key(p, "scope"));
     if (o.forwardOp !== undefined) integer(o.forwardOp, key(p, "forwardOp"), 0, Math.min(i, opCount), "an earlier op id");
   });
-  arrayOf(field(g, "params", path), key(path, "params"), (x, p) => {
+  everyOf(field(g, "params", path), key(path, "params"), quick.param(tensorCount, layerCount), (x, p) => {
     const o = object(x, p);
     string(field(o, "name", p), key(p, "name"));
     tensorId(field(o, "tensor", p), key(p, "tensor"));
@@ -161,19 +200,19 @@ export function checkGraph(v: Json, path: string): { layers: number; tensors: nu
       });
     }
   });
-  arrayOf(field(g, "states", path), key(path, "states"), (x, p) => {
+  everyOf(field(g, "states", path), key(path, "states"), quick.state(tensorCount), (x, p) => {
     const o = object(x, p);
     string(field(o, "name", p), key(p, "name"));
     tensorId(field(o, "tensor", p), key(p, "tensor"));
     oneOf(field(o, "role", p), key(p, "role"), STATE_ROLES);
     if (o.param !== undefined) string(o.param, key(p, "param"));
   });
-  arrayOf(field(g, "updates", path), key(path, "updates"), (x, p) => {
+  everyOf(field(g, "updates", path), key(path, "updates"), quick.pair((v) => isInteger(v, 0, tensorCount), tensorCount), (x, p) => {
     const [a, b] = tuple(x, p, 2);
     tensorId(a, `${p}[0]`);
     tensorId(b, `${p}[1]`);
   });
-  arrayOf(field(g, "paramGrads", path), key(path, "paramGrads"), (x, p) => {
+  everyOf(field(g, "paramGrads", path), key(path, "paramGrads"), quick.pair((v) => typeof v === "string", tensorCount), (x, p) => {
     const [name, t] = tuple(x, p, 2);
     string(name, `${p}[0]`);
     tensorId(t, `${p}[1]`);

@@ -17,7 +17,7 @@ import { activationMemory } from "../schedule/memory.js";
 import { actionSeconds } from "../schedule/simulate.js";
 import { candidateText, familyText, type Candidate, type Evaluated } from "./candidate.js";
 import { SearchError } from "./errors.js";
-import { LayerTable, type MicroBatchProfile } from "./layer-table.js";
+import { LayerTable, type MicroBatchTimes } from "./layer-table.js";
 import { optimalPartition, stageBounds } from "./partition.js";
 import { scheduleCostsFor } from "./schedule-costs.js";
 import { searchSpace, shardGroups } from "./space.js";
@@ -148,7 +148,7 @@ export function searchPlans(x: SearchInput): SearchResult {
     const key = `${microBatch(c)}|${c.dataParallel}|${c.tensorParallel}|${c.shard}|${c.reshardAfterForward}|${c.shardGroup}|${c.noSync}`;
     let s = secondsCache.get(key);
     if (!s) {
-      s = layerSeconds(tableOf(c), tableOf(c).at(microBatch(c)), x.cluster, c, perParam, bucketBytes);
+      s = layerSeconds(tableOf(c), tableOf(c).times(microBatch(c)), x.cluster, c, perParam, bucketBytes);
       secondsCache.set(key, s);
     }
     return s;
@@ -156,8 +156,8 @@ export function searchPlans(x: SearchInput): SearchResult {
   const modelOf = (c: Candidate): StageModel =>
     new StageModel({ table: tableOf(c), profile: tableOf(c).at(microBatch(c)), cluster: x.cluster, candidate: c, precision: x.train.precision, optimizer: x.train.optimizer, reduceDtype: x.train.reduceDtype, capacity, bucketBytes, prefetch: x.parallel.fsdpPrefetch }, secondsOf(c));
   // Sums over a profile's layers, once per profile (candidates share profiles by the thousand).
-  const totals = new Map<MicroBatchProfile, { weightSeconds: number; forwardSeconds: number }>();
-  const totalsOf = (profile: MicroBatchProfile) => {
+  const totals = new Map<MicroBatchTimes, { weightSeconds: number; forwardSeconds: number }>();
+  const totalsOf = (profile: MicroBatchTimes) => {
     let t = totals.get(profile);
     if (!t) {
       t = { weightSeconds: profile.backwardWeight.reduce((a, w) => a + w, 0), forwardSeconds: profile.forward.reduce((a, f) => a + f, 0) };
@@ -166,7 +166,7 @@ export function searchPlans(x: SearchInput): SearchResult {
     return t;
   };
   const bounded = space.candidates.map((c) => {
-    const { weightSeconds, forwardSeconds } = totalsOf(tableOf(c).at(microBatch(c)));
+    const { weightSeconds, forwardSeconds } = totalsOf(tableOf(c).times(microBatch(c)));
     const recomputeShare = c.checkpoint === "always" ? 1 : c.checkpoint === "except_last" ? (c.microBatches - 1) / c.microBatches : 0;
     const bound = lowerBound(c, {
       seconds: secondsOf(c),

@@ -19,7 +19,7 @@ import type { Cluster } from "../cost/cluster.js";
 import { stateBytesPerParam, type StateBytesPerParam } from "../cost/memory.js";
 import { meshRank } from "../plan/plan.js";
 import type { Candidate } from "./candidate.js";
-import { prefix, type LayerTable, type MicroBatchProfile } from "./layer-table.js";
+import { prefix, type LayerTable, type MicroBatchProfile, type MicroBatchTimes } from "./layer-table.js";
 
 const NOTHING: ReadonlyMap<number, number> = new Map();
 
@@ -115,7 +115,7 @@ function shardGroupLinks(cluster: Cluster, c: Candidate): { readonly shard: Link
   };
 }
 
-export function layerSeconds(table: LayerTable, pr: MicroBatchProfile, cluster: Cluster, c: Candidate, perParam: StateBytesPerParam, bucketBytes: number): LayerSeconds {
+export function layerSeconds(table: LayerTable, pr: MicroBatchTimes, cluster: Cluster, c: Candidate, perParam: StateBytesPerParam, bucketBytes: number): LayerSeconds {
   const L = table.count;
   // Every stage's data-parallel group spans as many nodes as stage 0's under meshRank's layout.
   const link = blockLink(cluster, 0, c.dataParallel, c.tensorParallel);

@@ -1,8 +1,11 @@
 // JSON text in pieces (plan files longer than V8's longest string): the pieces join to exactly what
 // JSON.stringify writes, for the values a plan holds and the corner cases it leaves out or rewrites.
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { jsonPieces, memberPieces, objectPieces } from "../../src/plan/json-pieces.js";
-import { planToJson } from "../../src/plan/serialize.js";
+import { jsonPieces, writeLaterMembers } from "../../src/plan/json-pieces.js";
+import { planToJson, writePlan } from "../../src/plan/serialize.js";
 import { withHash } from "../../src/plan/content-hash.js";
 import { compileSample } from "../compile/helpers.js";
 
@@ -27,13 +30,25 @@ describe("jsonPieces", () => {
     expect(pieces.join("")).toBe(JSON.stringify(big));
   });
 
-  it("objectPieces and memberPieces rebuild an object's text in its member order", () => {
+  it("writeLaterMembers writes an object's members after its first, in its order, each to its key's sink", () => {
     const o = { z: 1, a: [1, 2], skipped: undefined, m: { k: "v" } };
-    expect(objectPieces(memberPieces(o)).join("")).toBe(JSON.stringify(o));
+    const texts = new Map<string, string>();
+    writeLaterMembers(o, (key) => (p) => texts.set(key, (texts.get(key) ?? "") + p));
+    expect([...texts.keys()]).toEqual(["z", "a", "m"]);
+    expect(`{"first":0${[...texts.values()].join("")}}`).toBe(JSON.stringify({ first: 0, ...o }));
   });
 
-  it("a plan written in pieces is the JSON of the plan sealed with its hash", () => {
+  it("a plan written in pieces is the JSON of the plan sealed with its hash, in the file as in the text", () => {
     const { plan } = compileSample("gpt-tiny", "cpu", { "parallel.stages": 2, "parallel.data_parallel": 1, "parallel.chunks": 2, "parallel.schedule": "1f1b", "parallel.checkpoint": "never" });
-    expect(planToJson(plan)).toBe(JSON.stringify(withHash(plan)) + "\n");
+    const text = JSON.stringify(withHash(plan)) + "\n";
+    expect(planToJson(plan)).toBe(text);
+    const dir = mkdtempSync(join(tmpdir(), "fsm-json-pieces-"));
+    try {
+      const file = join(dir, "plan.json");
+      expect(writePlan(file, plan)).toBe(Buffer.byteLength(text));
+      expect(readFileSync(file, "utf8")).toBe(text);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -254,6 +254,24 @@ describe("optimalPartition known answers", () => {
     expect(calls).toBeLessThan(400_000);
   });
 
+  it("splits 100,000 layers with no recursion limit, in time near-linear in the layers", () => {
+    let calls = 0;
+    const L = 100_000;
+    const problem: PartitionProblem = {
+      ...uniform(L, 8),
+      stageTime: (_k, i, j) => {
+        calls++;
+        return j - i;
+      },
+    };
+    const got = optimalPartition(problem)!;
+    expect(got.bottleneck).toBe(12_500);
+    expect(got.sizes).toEqual(new Array(8).fill(12_500));
+    // O(p·L·log L) stage times (some 34M: a few times 8 · 100,000 · log₂ 100,000), far from the O(p·L²)
+    // scan's 40 billion.
+    expect(calls).toBeLessThan(60 * 8 * L);
+  });
+
   it("rejects invalid inputs with a clear message", () => {
     expect(() => optimalPartition(uniform(0, 1))).toThrow(/layers must be an integer >= 1/);
     expect(() => optimalPartition(uniform(2.5, 1))).toThrow(/layers must be an integer/);
