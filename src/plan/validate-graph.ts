@@ -72,15 +72,16 @@ class Quick {
     );
   };
 
+  /** A name and a tensor id below `tensorCount`: what params and states both start with. */
+  private namedTensor = (o: Record<string, Json>, tensorCount: number): boolean =>
+    has(o, "name") && typeof o.name === "string" && has(o, "tensor") && isInteger(o.tensor, 0, tensorCount);
+
   /** The param test (a split parameter is left to the checks with paths). */
   param = (tensorCount: number, layerCount: number) => (x: Json): boolean => {
     const o = plainObject(x);
     return (
       o !== undefined &&
-      has(o, "name") &&
-      typeof o.name === "string" &&
-      has(o, "tensor") &&
-      isInteger(o.tensor, 0, tensorCount) &&
+      this.namedTensor(o, tensorCount) &&
       has(o, "layer") &&
       isInteger(o.layer, 0, layerCount) &&
       has(o, "scope") &&
@@ -98,10 +99,7 @@ class Quick {
     const o = plainObject(x);
     return (
       o !== undefined &&
-      has(o, "name") &&
-      typeof o.name === "string" &&
-      has(o, "tensor") &&
-      isInteger(o.tensor, 0, tensorCount) &&
+      this.namedTensor(o, tensorCount) &&
       has(o, "role") &&
       isOneOf(o.role, STATE_ROLES) &&
       (o.param === undefined || typeof o.param === "string")
