@@ -96,11 +96,15 @@ const messages: IParserErrorMessageProvider = {
  * parallel, and postfix suffixes / operators are sub-rules or labelled tokens so the CST keeps their source order.
  */
 export class FsmParser extends CstParser {
-  constructor() {
+  /** `validate`: check the grammar itself (ambiguities, left recursion, ...) during self-analysis. The grammar
+   *  is fixed, so the tests check it once (test/parse/grammar-validation.test.ts) and every run skips it: a
+   *  third of the self-analysis each fsm process pays before it parses anything. */
+  constructor(options: { validate?: boolean } = {}) {
     super(T.allTokens as TokenType[], {
       recoveryEnabled: true,
       maxLookahead: 2,
       errorMessageProvider: messages,
+      skipValidations: options.validate !== true,
     });
     this.performSelfAnalysis();
   }
