@@ -85,19 +85,6 @@ FSM_CPU_CLONES void geluGradRange(const float* dy, const float* x, float* dx, in
   for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * geluGrad(x[i]);
 }
 
-void geluKernel(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
-  const float* x = in[0].f32();
-  float* y = out[0].f32();
-  parallelFor(in[0].numel(), kHeavyGrain, [&](int64_t b, int64_t e) { geluRange(x + b, y + b, e - b); });
-}
-
-void geluGradKernel(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
-  const float* dy = in[0].f32();
-  const float* x = in[1].f32();
-  float* dx = out[0].f32();
-  parallelFor(in[1].numel(), kHeavyGrain, [&](int64_t b, int64_t e) { geluGradRange(dy + b, x + b, dx + b, e - b); });
-}
-
 // --- relu: comparisons, the same bits in f32 as in double ---------------------------------------------------
 // NaN stays NaN (x <= 0 is false for it), as in PyTorch: a poisoned activation must reach the loss.
 
@@ -108,19 +95,6 @@ FSM_CPU_CLONES void reluRange(const float* x, float* y, int64_t n) {
 // dy·1 or dy·0 (−0 for a negative dy, NaN for a NaN dy), as the double product rounds.
 FSM_CPU_CLONES void reluGradRange(const float* dy, const float* x, float* dx, int64_t n) {
   for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * select(x[i] > 0.0f, 1.0f, 0.0f);
-}
-
-void reluKernel(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
-  const float* x = in[0].f32();
-  float* y = out[0].f32();
-  parallelFor(in[0].numel(), kLightGrain, [&](int64_t b, int64_t e) { reluRange(x + b, y + b, e - b); });
-}
-
-void reluGradKernel(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
-  const float* dy = in[0].f32();
-  const float* x = in[1].f32();
-  float* dx = out[0].f32();
-  parallelFor(in[1].numel(), kLightGrain, [&](int64_t b, int64_t e) { reluGradRange(dy + b, x + b, dx + b, e - b); });
 }
 
 // --- silu in f32 ------------------------------------------------------------------------------------------
@@ -153,26 +127,34 @@ FSM_CPU_CLONES void siluGradRange(const float* dy, const float* x, float* dx, in
   for (int64_t i = 0; i < n; i++) dx[i] = dy[i] * siluGrad(x[i]);
 }
 
-void siluKernel(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
+
+// The kernels: y = f(x) and dx = dy·f'(x), each over chunks of the device's kernel threads (`grain`: elements a
+// chunk is worth, by how costly f is per element).
+using UnaryRange = void (*)(const float*, float*, int64_t);
+using GradRange = void (*)(const float*, const float*, float*, int64_t);
+
+template <UnaryRange range, int64_t grain>
+void activation(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
   const float* x = in[0].f32();
   float* y = out[0].f32();
-  parallelFor(in[0].numel(), kHeavyGrain, [&](int64_t b, int64_t e) { siluRange(x + b, y + b, e - b); });
+  parallelFor(in[0].numel(), grain, [&](int64_t b, int64_t e) { range(x + b, y + b, e - b); });
 }
 
-void siluGradKernel(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
+template <GradRange range, int64_t grain>
+void activationGrad(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
   const float* dy = in[0].f32();
   const float* x = in[1].f32();
   float* dx = out[0].f32();
-  parallelFor(in[1].numel(), kHeavyGrain, [&](int64_t b, int64_t e) { siluGradRange(dy + b, x + b, dx + b, e - b); });
+  parallelFor(in[1].numel(), grain, [&](int64_t b, int64_t e) { range(dy + b, x + b, dx + b, e - b); });
 }
 
 }  // namespace
 
-REGISTER_KERNEL("relu", reluKernel, FillsOutputs::Yes);
-REGISTER_KERNEL("relu_grad", reluGradKernel, FillsOutputs::Yes);
-REGISTER_KERNEL("gelu", geluKernel, FillsOutputs::Yes);
-REGISTER_KERNEL("gelu_grad", geluGradKernel, FillsOutputs::Yes);
-REGISTER_KERNEL("silu", siluKernel, FillsOutputs::Yes);
-REGISTER_KERNEL("silu_grad", siluGradKernel, FillsOutputs::Yes);
+REGISTER_KERNEL("relu", (activation<reluRange, kLightGrain>), FillsOutputs::Yes);
+REGISTER_KERNEL("relu_grad", (activationGrad<reluGradRange, kLightGrain>), FillsOutputs::Yes);
+REGISTER_KERNEL("gelu", (activation<geluRange, kHeavyGrain>), FillsOutputs::Yes);
+REGISTER_KERNEL("gelu_grad", (activationGrad<geluGradRange, kHeavyGrain>), FillsOutputs::Yes);
+REGISTER_KERNEL("silu", (activation<siluRange, kHeavyGrain>), FillsOutputs::Yes);
+REGISTER_KERNEL("silu_grad", (activationGrad<siluGradRange, kHeavyGrain>), FillsOutputs::Yes);
 
 }  // namespace fsm

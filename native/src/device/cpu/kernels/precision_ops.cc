@@ -16,11 +16,13 @@
 namespace fsm {
 namespace {
 
-#ifdef FSM_F16C
 // The F16C instructions convert 8 values at a time with IEEE round to nearest even, the same bits as toF16 and
 // fromF16 (overflow to ±Inf, subnormals both ways, a NaN quieted with its sign and top payload bits: the
-// precision tests compare every f16 and edge-case f32 against the reference), about 10× faster than the bit
-// manipulation. Compiled for F16C alone and used where the CPU has it, so the build still runs anywhere.
+// precision tests hold both paths to the same bits), about 10× faster than the bit manipulation. Dispatched by
+// hand rather than with FSM_CPU_CLONES (vectorize.h): the intrinsics need F16C, which its avx2 clone does not
+// include. Each returns how many leading elements it converted, and is called only where the CPU has F16C
+// (kHasF16c: even its return may use AVX); the scalar loop does the rest.
+#ifdef FSM_F16C
 const bool kHasF16c = __builtin_cpu_supports("f16c");
 
 __attribute__((target("avx,f16c"))) int64_t toF16Wide(const float* s, uint16_t* d, int64_t n) {
@@ -37,24 +39,11 @@ __attribute__((target("avx,f16c"))) int64_t fromF16Wide(const uint16_t* s, float
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
   return i;
 }
+#else
+constexpr bool kHasF16c = false;
+int64_t toF16Wide(const float*, uint16_t*, int64_t) { return 0; }
+int64_t fromF16Wide(const uint16_t*, float*, int64_t) { return 0; }
 #endif
-
-// How many leading elements the F16C path converted (0 without it); the scalar loop does the rest.
-int64_t toF16Fast(const float* s, uint16_t* d, int64_t n) {
-#ifdef FSM_F16C
-  if (kHasF16c) return toF16Wide(s, d, n);
-#endif
-  (void)s, (void)d, (void)n;
-  return 0;
-}
-
-int64_t fromF16Fast(const uint16_t* s, float* d, int64_t n) {
-#ifdef FSM_F16C
-  if (kHasF16c) return fromF16Wide(s, d, n);
-#endif
-  (void)s, (void)d, (void)n;
-  return 0;
-}
 
 // out = in converted to out's dtype: f32 → bf16/f16 (round to nearest even), bf16/f16 → f32 (exact), or a
 // copy when both have the same dtype (out may be in: an output sharing an input's bytes is not zeroed
@@ -76,7 +65,7 @@ void cast(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&)
   } else if (x.dtype == DType::F32 && y.dtype == DType::F16) {
     const float* s = x.f32();
     uint16_t* d = y.u16();
-    for (int64_t i = toF16Fast(s, d, n); i < n; i++) d[i] = toF16(s[i]);
+    for (int64_t i = kHasF16c ? toF16Wide(s, d, n) : 0; i < n; i++) d[i] = toF16(s[i]);
   } else if (x.dtype == DType::BF16 && y.dtype == DType::F32) {
     const uint16_t* s = x.u16();
     float* d = y.f32();
@@ -84,7 +73,7 @@ void cast(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&)
   } else if (x.dtype == DType::F16 && y.dtype == DType::F32) {
     const uint16_t* s = x.u16();
     float* d = y.f32();
-    for (int64_t i = fromF16Fast(s, d, n); i < n; i++) d[i] = fromF16(s[i]);
+    for (int64_t i = kHasF16c ? fromF16Wide(s, d, n) : 0; i < n; i++) d[i] = fromF16(s[i]);
   } else {
     throw std::invalid_argument(std::string("fsm_cast: cannot convert ") + dtypeName(x.dtype) + " to " + dtypeName(y.dtype));
   }
