@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/vocab_rows.h"
 #include "device/cpu/registry.h"
 
 namespace fsm {
@@ -15,17 +16,6 @@ void checkId(int32_t id, int64_t num) {
   if (id < 0 || id >= num) {
     throw std::out_of_range("embedding index " + std::to_string(id) + " is out of range [0, " + std::to_string(num) + ")");
   }
-}
-
-/** The rows of the whole table a device holds: [first, first + num) of num · parts. */
-struct LocalRows {
-  int64_t first, whole;
-};
-
-LocalRows localRows(const Attrs& attrs, int64_t num) {
-  const int64_t parts = attrs.has("parts") ? static_cast<int64_t>(attrs.number("parts")) : 1;
-  const int64_t rank = attrs.has("tensor_rank") ? static_cast<int64_t>(attrs.number("tensor_rank")) : 0;
-  return {parts > 1 ? rank * num : 0, num * parts};
 }
 
 // positions{n}: 0..n-1 as i32. The n attribute is a dim, not passed to kernels; the output has length n.
@@ -40,7 +30,7 @@ void embedding(const std::vector<Tensor>& in, std::vector<Tensor>& out, const At
   const int32_t* ids = in[0].i32();
   const float* w = in[1].f32();
   const int64_t num = in[1].shape[0], dim = in[1].shape[1];
-  const LocalRows local = localRows(attrs, num);
+  const VocabRows local = vocabRows(attrs, num);
   float* y = out[0].f32();
   const int64_t rows = in[0].numel();
   for (int64_t r = 0; r < rows; r++) {
@@ -59,7 +49,7 @@ void embeddingGradWeight(const std::vector<Tensor>& in, std::vector<Tensor>& out
   const float* dy = in[0].f32();
   const int32_t* ids = in[1].i32();
   const int64_t num = out[0].shape[0], dim = out[0].shape[1];
-  const LocalRows local = localRows(attrs, num);
+  const VocabRows local = vocabRows(attrs, num);
   const int64_t rows = in[1].numel();
   std::vector<int64_t> order;
   order.reserve(static_cast<size_t>(rows));

@@ -4,6 +4,7 @@
 // workspace, then each table row sums its dy rows in row order, in double, exactly as the CPU does. A
 // vocabulary-parallel table (the tensor-parallel pass's `parts`, and `tensor_rank`, which lowering adds per
 // device) holds rows [first, first + num) of the whole: other ids look up zeros and add to no row here.
+#include "core/vocab_rows.h"
 #include "device/cuda/device_code.h"
 
 namespace fsm {
@@ -26,21 +27,10 @@ void positions(const KernelContext& ctx, const std::vector<Tensor>&, std::vector
 
 __device__ __forceinline__ bool inRange(int32_t id, int64_t num) { return id >= 0 && id < num; }
 
-/** The rows of the whole table a device holds: [first, first + num) of `whole` (= num unless split). */
-struct LocalRows {
-  int64_t first, num, whole;
-};
-
-LocalRows localRows(const Attrs& attrs, int64_t num) {
-  const int64_t parts = attrs.has("parts") ? static_cast<int64_t>(attrs.number("parts")) : 1;
-  const int64_t rank = attrs.has("tensor_rank") ? static_cast<int64_t>(attrs.number("tensor_rank")) : 0;
-  return {parts > 1 ? rank * num : 0, num, num * parts};
-}
-
 // out[r, c] = w[ids[r] - first, c], zero for an id of another rank's rows: one thread an element, neighbouring
 // threads neighbouring columns (coalesced rows). A bad id is reported once, by its row's column-0 thread;
 // that row is left as it is.
-__global__ void embeddingKernel(const int32_t* ids, Floats w, FloatsOut y, int64_t rows, int64_t dim, LocalRows table, DeviceError* error, int instruction) {
+__global__ void embeddingKernel(const int32_t* ids, Floats w, FloatsOut y, int64_t rows, int64_t dim, VocabRows table, DeviceError* error, int instruction) {
   const int64_t n = rows * dim;
   for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < n; k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = k / dim, c = k - r * dim;
@@ -65,7 +55,7 @@ __global__ void checkIdsKernel(const int32_t* ids, int64_t rows, int64_t num, De
 void embedding(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
   const int32_t* ids = intsIn(in[0]);
   const int64_t num = in[1].shape[0], dim = in[1].shape[1];
-  const LocalRows table = localRows(attrs, num);
+  const VocabRows table = vocabRows(attrs, num);
   const int64_t rows = in[0].numel();
   if (out[0].numel() != rows * dim) throw std::invalid_argument("embedding: the output must hold a table row per id");
   if (dim == 0) {
@@ -114,7 +104,7 @@ SortLayout sortLayout(int64_t rows) {
   return l;
 }
 
-__global__ void sortInitKernel(const int32_t* ids, int64_t rows, LocalRows table, uint32_t* keys, uint32_t* vals, DeviceError* error, int instruction) {
+__global__ void sortInitKernel(const int32_t* ids, int64_t rows, VocabRows table, uint32_t* keys, uint32_t* vals, DeviceError* error, int instruction) {
   for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; r < rows; r += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int32_t id = ids[r];
     if (!inRange(id, table.whole)) reportError(error, kErrorEmbeddingIndex, instruction, id, table.whole);
@@ -222,7 +212,7 @@ size_t embeddingGradWorkspace(const std::vector<Tensor>& in, const std::vector<T
 void embeddingGradWeight(const KernelContext& ctx, const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
   const int32_t* ids = intsIn(in[1]);
   const int64_t num = out[0].shape[0], dim = out[0].shape[1];
-  const LocalRows table = localRows(attrs, num);
+  const VocabRows table = vocabRows(attrs, num);
   const int64_t rows = in[1].numel();
   if (in[0].numel() != rows * dim) throw std::invalid_argument("embedding_grad_weight: dy must hold a row of the table's width per id");
   if (table.whole > INT32_MAX || rows > INT32_MAX) throw std::invalid_argument("not implemented: embedding_grad_weight with more than 2^31 - 1 rows or ids");
