@@ -7,28 +7,20 @@
 // uninterrupted one up to the new plan's reduction order.
 import type { Plan } from "../plan/plan.js";
 import type { ClusterProgram } from "../lower/lower.js";
-import { slotElements, statePieces, writeParamPieces, type DeviceSlots } from "../lower/param-pieces.js";
+import { rankSlices, slotElements, statePieces, writeParamPieces, type DeviceSlots } from "../lower/param-pieces.js";
 import { CheckpointError, planParams, type Manifest } from "./manifest.js";
 import { openPieces, type CheckpointPieces } from "./pieces.js";
-import { cutSlice } from "./split-pieces.js";
 
 /** Element ranges of `name` (a parameter or `param.role`, of parameter `param`) as device `device` holds
  *  it: for a parameter this plan splits, of the device's tensor-parallel slice, cut from the whole tensor
- *  (the last few slices kept: a slot's pieces are cut from the same ones). */
+ *  (a few slices kept, so memory stays a few tensors); else read straight from the old ranks' pieces. */
 function sliceSource(program: ClusterProgram, pieces: CheckpointPieces): (name: string, param: string, from: number, count: number, into: Float32Array, at: number, device: number) => void {
-  const cut = new Map<string, Float32Array>();
+  const slice = rankSlices(program, (name, numel) => pieces.read(name, numel), 8);
   return (name, param, from, count, into, at, device) => {
-    const split = program.paramSplits.get(param);
-    if (!split) return pieces.readRange(name, from, count, into, at);
-    const key = `${name}#${device % program.tensorParallel}`;
-    let slice = cut.get(key);
-    if (!slice) {
-      if (cut.size >= 8) cut.clear();
-      const whole = pieces.read(name, split.shape.reduce((a, b) => a * b, 1));
-      cut.set(key, (slice = cutSlice(whole, split.shape, split.split, device % program.tensorParallel)));
-    }
-    if (from + count > slice.length) throw new CheckpointError(`internal: device ${device}'s piece [${from}, ${from + count}) of ${name} lies outside its slice of ${slice.length}`);
-    into.set(slice.subarray(from, from + count), at);
+    if (!program.paramSplits.has(param)) return pieces.readRange(name, from, count, into, at);
+    const s = slice(name, param, device);
+    if (from + count > s.length) throw new CheckpointError(`internal: device ${device}'s piece [${from}, ${from + count}) of ${name} lies outside its slice of ${s.length}`);
+    into.set(s.subarray(from, from + count), at);
   };
 }
 

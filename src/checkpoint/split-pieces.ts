@@ -2,8 +2,9 @@
 // parameter (and of its optimizer state); its rank file stores that slice's pieces with element ranges of the
 // slice, and says which slice it is in the metadata (`split:NAME`: rank, parts, axis, blocks, whole shape).
 // Reading a whole tensor joins its slices (pieces.ts); writing into a tensor-parallel plan cuts each rank's
-// slice from the whole (reshard.ts) — so a checkpoint moves between any tensor-parallel degrees.
-import { joinRanks, sliceForRank } from "../graph/param-split.js";
+// slice from the whole (reshard.ts, lower/param-pieces.ts rankSlices) — so a checkpoint moves between any
+// tensor-parallel degrees.
+import { joinRanks } from "../graph/param-split.js";
 import type { ParamSplit } from "../graph/graph.js";
 import { CheckpointError } from "./manifest.js";
 
@@ -45,7 +46,3 @@ export function joinSlices(slices: readonly Float32Array[], s: SliceOf): Float32
   return Float32Array.from(joinRanks(slices, s.shape, s));
 }
 
-/** Rank `rank`'s slice of a whole tensor. */
-export function cutSlice(whole: Float32Array, shape: readonly number[], split: ParamSplit, rank: number): Float32Array {
-  return Float32Array.from(sliceForRank(whole, shape, split, rank));
-}

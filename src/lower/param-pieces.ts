@@ -23,20 +23,34 @@ export function slotElements(program: ClusterProgram, device: number, slot: numb
   return program.devices[localIndex(program, device)]!.slots[slot]!.shape.reduce((a, b) => a * b, 1);
 }
 
+/** A tensor-parallel device's value of `name` (split parameter `param`, or its optimizer state `param.role`):
+ *  its rank's slice of the whole value, each rank's cut once and kept, `keep` slices at most (then the kept
+ *  ones are dropped: readers go slot by slot, whose pieces come from a few tensors). */
+export function rankSlices(program: ClusterProgram, whole: (name: string, numel: number) => Float32Array, keep = Infinity): (name: string, param: string, device: number) => Float32Array {
+  const cut = new Map<string, Float32Array>();
+  return (name, param, device) => {
+    const split = program.paramSplits.get(param);
+    if (!split) throw new Error(`internal: '${param}' is not split over tensor-parallel ranks`);
+    const rank = device % program.tensorParallel;
+    const key = `${name}#${rank}`;
+    let slice = cut.get(key);
+    if (!slice) {
+      if (cut.size >= keep) cut.clear();
+      const numel = split.shape.reduce((a, b) => a * b, 1);
+      cut.set(key, (slice = Float32Array.from(sliceForRank(whole(name, numel), split.shape, split.split, rank))));
+    }
+    return slice;
+  };
+}
+
 /** Writes every parameter piece of every device from the full values: fp32 master weights as they are,
  *  16-bit compute copies rounded by the addon's own cast kernel (the bits the step's casts would give). */
 export function writeParams(cluster: DeviceSlots, program: ClusterProgram, values: (name: string) => Float32Array): void {
-  // A tensor-parallel device's pieces are of its slice of a split parameter: each rank's slice cut once.
-  const slices = new Map<string, Float32Array>();
-  const valueOn = (name: string, device: number): Float32Array => {
-    const split = program.paramSplits.get(name);
-    if (!split) return values(name);
-    const key = `${name}#${device % program.tensorParallel}`;
-    let slice = slices.get(key);
-    if (!slice) slices.set(key, (slice = Float32Array.from(sliceForRank(values(name), split.shape, split.split, device % program.tensorParallel))));
-    return slice;
-  };
-  writeParamPieces(cluster, program, (name, from, count, into, at, device) => into.set(valueOn(name, device).subarray(from, from + count), at));
+  // A tensor-parallel device's pieces are of its slice of a split parameter.
+  const slice = rankSlices(program, values);
+  writeParamPieces(cluster, program, (name, from, count, into, at, device) =>
+    into.set((program.paramSplits.has(name) ? slice(name, name, device) : values(name)).subarray(from, from + count), at),
+  );
 }
 
 /** Fills `count` elements of parameter `name` (on `device`: a tensor-parallel rank's slice of it) from

@@ -2,7 +2,10 @@
 // and checked, and slices cut from and joined into whole tensors by hand-computed layouts.
 import { describe, expect, it } from "vitest";
 import { CheckpointError } from "../../src/checkpoint/manifest.js";
-import { cutSlice, joinSlices, parseSplit, splitText, type SliceOf } from "../../src/checkpoint/split-pieces.js";
+import { joinSlices, parseSplit, splitText, type SliceOf } from "../../src/checkpoint/split-pieces.js";
+import { sliceForRank } from "../../src/graph/param-split.js";
+
+const cutSlice = (whole: Float32Array, shape: readonly number[], split: SliceOf, rank: number): Float32Array => Float32Array.from(sliceForRank(whole, shape, split, rank));
 
 describe("tensor-parallel slices in checkpoints", () => {
   // A fused qkv weight [6, 2]: blocks q, k, v of 2 rows each, split over 2 ranks along rows.
