@@ -154,6 +154,22 @@ def summary(meta, mode, times, cpu, processes, extra):
     }
 
 
+def timed_steps(meta, model, opt, clip, rows, seq, vocab):
+    """Warm-up and timed training steps on random tokens (rows × seq): wall and CPU seconds per step, the last loss."""
+    times, cpu = [], []
+    for _ in range(meta["warmup"] + meta["steps"]):
+        tokens, targets = torch.randint(0, vocab, (rows, seq)), torch.randint(0, vocab, (rows, seq))
+        t0, c0 = time.perf_counter(), time.process_time()
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(tokens).reshape(rows * seq, -1), targets.reshape(rows * seq))
+        loss.backward()
+        clip()
+        opt.step()
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return times, cpu, loss
+
+
 def pipe(meta):
     from fairscale.nn import Pipe
 
@@ -166,17 +182,7 @@ def pipe(meta):
     opt = torch.optim.Adam(params, lr=meta["lr"])
     B, S = meta["batch"]
     vocab = init["wte.weight"].shape[0]
-    times, cpu = [], []
-    for _ in range(meta["warmup"] + meta["steps"]):
-        tokens, targets = torch.randint(0, vocab, (B, S)), torch.randint(0, vocab, (B, S))
-        t0, c0 = time.perf_counter(), time.process_time()
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(tokens).reshape(B * S, -1), targets.reshape(B * S))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        times.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
+    times, cpu, loss = timed_steps(meta, model, opt, lambda: torch.nn.utils.clip_grad_norm_(params, 1.0), B, S, vocab)
     print(json.dumps(summary(meta, "pipe", times, cpu, 1, {"balance": balance, "chunks": meta["chunks"], "checkpoint": meta["checkpoint"], "loss": round(loss.item(), 5)})))
 
 
@@ -198,17 +204,7 @@ def oss_rank(meta, rank, port):
     vocab = init["wte.weight"].shape[0]
     torch.manual_seed(100 + rank)
     dist.barrier()
-    times, cpu = [], []
-    for _ in range(meta["warmup"] + meta["steps"]):
-        tokens, targets = torch.randint(0, vocab, (b, S)), torch.randint(0, vocab, (b, S))
-        t0, c0 = time.perf_counter(), time.process_time()
-        opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(tokens).reshape(b * S, -1), targets.reshape(b * S))
-        loss.backward()
-        opt.clip_grad_norm(1.0)
-        opt.step()
-        times.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
+    times, cpu, loss = timed_steps(meta, model, opt, lambda: opt.clip_grad_norm(1.0), b, S, vocab)
     if rank == 0:
         print(json.dumps(summary(meta, "oss", times, cpu, world, {"ranks": world, "microBatch": b, "loss": round(loss.item(), 5)})))
     dist.destroy_process_group()
