@@ -62,7 +62,7 @@ export interface SearchStats {
   readonly candidates: number;
   /** Given a stage split and an estimate. */
   readonly evaluated: number;
-  /** Discarded by the bound without a split. */
+  /** Shown unable to beat the kept plans: by the bound without a split, or by a split bounded to beat them. */
   readonly pruned: number;
   /** Evaluated but no split fits device memory. */
   readonly infeasible: number;
@@ -189,7 +189,9 @@ export function searchPlans(x: SearchInput): SearchResult {
 
   /** A candidate's optimal split and estimate; `infeasible` when no split fits, `duplicate` for selective
    *  checkpointing that recomputes nothing (that plan is checkpoint = never's). */
-  const evaluate = (c: Candidate): Evaluated | "infeasible" | "duplicate" => {
+  /** The bottleneck of each checkpoint = never candidate's split, by its text, for its selective twin. */
+  const neverBottleneck = new Map<string, number>();
+  const evaluate = (c: Candidate, beat?: number): Evaluated | "infeasible" | "duplicate" | "outclassed" => {
     // Some stage holds at least an even share of the parameters, so at least that share's model state (and
     // under no_sync its unsharded gradient): when that alone exceeds a stage's memory, no split fits and the
     // partitioner need not look.
@@ -198,14 +200,29 @@ export function searchPlans(x: SearchInput): SearchResult {
     const held = modelStateBytes(share, c.shardGroup, c.shard, x.train.precision, x.train.optimizer, x.train.reduceDtype) + (c.noSync ? share * perParam.grad : 0);
     if (held > capacity / c.virtualStages) return "infeasible";
     const model = modelOf(c);
+    // An estimate is at least m times the bottleneck (step-model.ts: the busiest device runs all its
+    // micro-batches), so to come in at `beat` or under, the bottleneck must be at most beat / m (the margin
+    // covers the rounding of that product).
+    const outclass = beat === undefined ? Infinity : (beat / c.microBatches) * (1 + 1e-12);
+    // Selective checkpointing recomputes only where a stage would not fit otherwise, so where checkpoint =
+    // never has a split, selective's plan differs only by stages that recompute to fit: of use only when
+    // that lowers the bottleneck below never's (else it is never's plan, or one recomputing for nothing).
+    const twin = c.checkpoint === "selective" ? neverBottleneck.get(candidateText({ ...c, checkpoint: "never" })) ?? Infinity : Infinity;
+    const tightest = Math.min(outclass, twin);
+    const below = tightest === Infinity ? undefined : tightest;
     const split = optimalPartition({
       layers: layerCount,
       stages: model.stageCount,
       stageTime: (k, i, j) => model.stageTime(k, i, j),
       fits: (k, i, j) => model.fits(k, i, j),
       ...(x.parallel.balance && { sizes: x.parallel.balance }),
+      // An estimate is at least m times the bottleneck (step-model.ts: the busiest device runs all its
+      // micro-batches), so to come in at `beat` or under, the bottleneck must be at most beat / m (the
+      // margin covers the rounding of that product).
+      ...(below !== undefined && { below }),
     });
-    if (!split) return "infeasible";
+    if (!split) return below === undefined ? "infeasible" : below === twin ? "duplicate" : "outclassed";
+    if (c.checkpoint === "never") neverBottleneck.set(candidateText(c), split.bottleneck);
     const recompute = recomputeLayers(model, tableOf(c).classOf, split.sizes);
     if (c.checkpoint === "selective" && recompute.length === 0) return "duplicate";
     const est = estimateStep(c, model, split.sizes, bandwidth);
@@ -225,6 +242,7 @@ export function searchPlans(x: SearchInput): SearchResult {
   let evaluated = 0;
   let infeasible = 0;
   let pruned = 0;
+  let outclassed = 0;
   let duplicates = 0;
   // The kept estimate a pruned candidate's bound could not beat (the worst of the pool when pruning began).
   let pruneThreshold: number | undefined;
@@ -235,9 +253,15 @@ export function searchPlans(x: SearchInput): SearchResult {
       pruneThreshold = best[pool - 1]!.estimate;
       break;
     }
-    evaluated++;
     const family = familyText(c);
-    const outcome = evaluate(c);
+    // Once the pool is full, only a candidate that can beat its worst is of use: its split is bounded so.
+    const outcome = evaluate(c, x.prune !== false && best.length >= pool ? best[pool - 1]!.estimate : undefined);
+    if (outcome === "outclassed") {
+      // Pruned too, by the same step-time argument, once the split showed the bottleneck cannot be low enough.
+      outclassed++;
+      continue;
+    }
+    evaluated++;
     x.audit?.(c, bound, outcome);
     if (outcome === "infeasible") {
       infeasible++;
@@ -298,7 +322,7 @@ export function searchPlans(x: SearchInput): SearchResult {
     alternativesOf(chosen, x.train.batch, devicesPerNode).flatMap(({ setting, value, candidate }): Neighbor[] => {
       if (!inSpace.has(candidateText(candidate))) return [];
       const e = evaluate(candidate);
-      if (e === "duplicate") return [];
+      if (e === "duplicate" || e === "outclassed") return [];
       if (e !== "infeasible") return [{ setting, value, stepSeconds: e.estimate, memoryBytes: e.memoryBytes }];
       const needed = leastMemory(modelOf(candidate), x.parallel.balance);
       return [{ setting, value, reason: `does not fit: needs ${gib(needed)} on its fullest device at best, a device has ${gib(x.cluster.profile.memory.capacity)}` }];
@@ -307,7 +331,7 @@ export function searchPlans(x: SearchInput): SearchResult {
     ranked,
     families,
     neighbors,
-    stats: { candidates: bounded.length, evaluated, pruned, infeasible: infeasible + overMemory, duplicates, simulated: ranked.length + overMemory, seconds: (performance.now() - started) / 1000 },
+    stats: { candidates: bounded.length, evaluated, pruned: pruned + outclassed, infeasible: infeasible + overMemory, duplicates, simulated: ranked.length + overMemory, seconds: (performance.now() - started) / 1000 },
   };
 }
 

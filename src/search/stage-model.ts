@@ -407,42 +407,60 @@ export class StageModel {
    *  recomputing every layer that frees memory does not fit. Greedy by bytes freed per recompute second,
    *  which is optimal whenever one kind of layer suffices (identical transformer blocks). */
   recompute(k: number, i: number, j: number): Recompute | undefined {
-    // The partitioner asks stageTime and fits of the same interval in turn: answer the second from memory.
+    const take = new Map<number, number>();
+    const seconds = this.greedyRecompute(k, i, j, take);
+    if (Number.isNaN(seconds)) return undefined;
+    const g = this.greedy;
+    return { seconds, take: take.size > 0 ? take : NOTHING, bytes: g.bytes, freed: g.freed, workspace: g.workspace };
+  }
+
+  /** recompute's seconds alone (NaN: no recompute fits), without building its record: the partitioner asks
+   *  this millions of times per search, and the stage time and the fit of one interval in turn, so the last
+   *  answer is kept (a record per call was most of the search's garbage). */
+  private recomputeSecondsOf(k: number, i: number, j: number): number {
     const key = (k * (this.layers + 1) + i) * (this.layers + 1) + j;
     if (key !== this.lastKey) {
       this.lastKey = key;
-      this.lastRecompute = this.computeRecompute(k, i, j);
+      this.lastSeconds = this.greedyRecompute(k, i, j, undefined);
     }
-    return this.lastRecompute;
+    return this.lastSeconds;
   }
   private lastKey = -1;
-  private lastRecompute: Recompute | undefined;
+  private lastSeconds = 0;
+  /** The bytes of greedyRecompute's last answer. */
+  private readonly greedy = { bytes: 0, freed: 0, workspace: 0 };
 
-  private computeRecompute(k: number, i: number, j: number): Recompute | undefined {
+  /** recompute()'s greedy: its seconds (NaN when nothing fits), the layers taken by kind into `take` when
+   *  given, the bytes into this.greedy. */
+  private greedyRecompute(k: number, i: number, j: number, take: Map<number, number> | undefined): number {
+    const g = this.greedy;
     const bytes = this.memoryBytes(k, i, j);
     let deficit = bytes - this.budget;
-    if (deficit <= 0 || this.c.checkpoint !== "selective") return { seconds: 0, take: NOTHING, bytes, freed: 0, workspace: 0 };
-    const take = new Map<number, number>();
+    g.bytes = bytes;
+    g.freed = 0;
+    g.workspace = 0;
+    if (deficit <= 0 || this.c.checkpoint !== "selective") return 0;
     const n = inFlight(this.c, this.pipeRank(k));
     let seconds = 0;
-    let workspace = 0;
-    let freed = 0;
     for (const s of this.selective) {
       const count = s.count[j]! - s.count[i]!;
       if (count === 0) continue;
       // The recompute rebuilds one layer's saved tensors at a time: the largest such workspace is held once.
-      const extra = Math.max(0, s.workspace - workspace);
+      const extra = Math.max(0, s.workspace - g.workspace);
       const need = Math.ceil((deficit + extra) / (n * s.freed));
       const used = Math.min(count, need);
       if (used === 0) continue;
       deficit += extra - used * n * s.freed;
-      workspace = Math.max(workspace, s.workspace);
+      g.workspace = Math.max(g.workspace, s.workspace);
       seconds += used * s.seconds;
-      freed += used * s.freed;
-      take.set(s.cls, used);
-      if (deficit <= 0) return { seconds, take, bytes: this.budget + deficit, freed, workspace };
+      g.freed += used * s.freed;
+      take?.set(s.cls, used);
+      if (deficit <= 0) {
+        g.bytes = this.budget + deficit;
+        return seconds;
+      }
     }
-    return undefined;
+    return NaN;
   }
 
   /** Bytes of stage k once selective checkpointing has recomputed what it must (memoryBytes otherwise). */
@@ -457,12 +475,14 @@ export class StageModel {
 
   /** Compute-stream seconds of stage k per micro-batch (selective recompute included). */
   computeTime(k: number, i: number, j: number): number {
-    return this.computeSeconds(i, j) + (this.c.checkpoint === "selective" ? this.recompute(k, i, j)?.seconds ?? 0 : 0);
+    if (this.c.checkpoint !== "selective") return this.computeSeconds(i, j);
+    const r = this.recomputeSecondsOf(k, i, j);
+    return this.computeSeconds(i, j) + (Number.isNaN(r) ? 0 : r);
   }
 
   fits(k: number, i: number, j: number): boolean {
     if (!this.x.table.pinsAllow(k, i, j)) return false;
-    if (this.c.checkpoint === "selective") return this.recompute(k, i, j) !== undefined;
+    if (this.c.checkpoint === "selective") return !Number.isNaN(this.recomputeSecondsOf(k, i, j));
     return this.memoryBytes(k, i, j) <= this.budget;
   }
 

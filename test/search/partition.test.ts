@@ -114,6 +114,10 @@ describe("optimalPartition against brute force", () => {
       });
       expect(start, where).toBe(L);
       expect(got!.bottleneck, where).toBe(Math.max(...got!.times));
+      // A bound the optimum is under gives the same split; one it is not under gives none.
+      const above = brute.bottleneck + (integer ? 0.5 : 1e-9);
+      expect(optimalPartition({ ...problem, below: above })?.sizes, where).toEqual(brute.sizes);
+      expect(optimalPartition({ ...problem, below: brute.bottleneck }), where).toBeUndefined();
       // Count instances where several compositions share the optimum, so the tie rule was really exercised.
       const optima = compositions(L, p).filter((sizes) => {
         let st = 0;
