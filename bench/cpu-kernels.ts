@@ -76,6 +76,8 @@ function cases(): KernelCase[] {
       attrs: { lr: 3e-3, beta1: 0.9, beta2: 0.99, eps: 1e-8, weight_decay: 0, decoupled: false, clip: false },
       outputs: [f32([HIDDEN, D]), f32([HIDDEN, D]), f32([HIDDEN, D])],
     },
+    { name: `sgd_update [${HIDDEN},${D}] momentum`, op: "sgd_update", inputs: [floats([HIDDEN, D], 16, 0.1), floats([HIDDEN, D], 17, 0.01), floats([HIDDEN, D], 18, 0.01)], attrs: { lr: 0.1, momentum: 0.9, weight_decay: 0, nesterov: false, clip: false }, outputs: [f32([HIDDEN, D]), f32([HIDDEN, D])] },
+    { name: `sum_squares [${HIDDEN},${D}]`, op: "sum_squares", inputs: [floats([HIDDEN, D], 17, 0.01)], attrs: {}, outputs: [f32([])] }, // clip_grad_norm's per-gradient sum
     { name: `attention ${JSON.stringify(res)} heads ${HEADS} causal`, op: "attention", inputs: [floats(res, 3), wqkv, bqkv, wproj, bproj], attrs: attn, outputs: [f32(res)] },
     {
       name: `attention_grad_input ${JSON.stringify(res)} heads ${HEADS} causal`,

@@ -89,6 +89,23 @@ describe("native kernels match the interpreter's", () => {
     for (const out of [native, interp]) expect(Array.from(out)).toEqual([Number.NaN, 0, 2]);
   });
 
+  it("sum_to agrees with the interpreter's over every pattern of reduced dims", () => {
+    // Columns kept with runs of rows reduced before them (bias gradients, a middle dim, an outer dim, several
+    // runs into one output row), the last dim reduced (row sums, interleaved outputs), everything, size-1 dims.
+    const cases: [number[], number[]][] = [
+      [[16, 8, 40], [40]], [[6, 7, 5], [6, 1, 5]], [[9, 4, 6], [4, 6]], [[3, 4, 5, 6], [1, 4, 1, 6]], [[3, 37, 21], [3, 37, 1]],
+      [[3, 4, 2, 5], [3, 1, 2, 1]], [[5, 9], []], [[4, 1, 6], [1, 6]], [[2, 3, 4], [2, 3, 1]],
+    ];
+    cases.forEach(([from, to], seed) => {
+      const x = { shape: from, data: Float32Array.from({ length: from.reduce((a, b) => a * b, 1) }, (_, i) => Math.sin(i * 0.7 + seed) * 3) };
+      const ctx = { outShapes: [to], float: "f32" as const };
+      const native = nativeKernel("sum_to")([x], {}, ctx)[0]!.data;
+      const interp = kernelFor("sum_to")([x], {}, ctx)[0]!.data;
+      // Both sum in double and round once; a row's sum adds in another order (vectorized lanes).
+      interp.forEach((want, i) => expect(Math.abs(native[i]! - want), `${JSON.stringify(from)} -> ${JSON.stringify(to)} [${i}]`).toBeLessThanOrEqual(1e-6 * Math.abs(want) + 1e-12));
+    });
+  });
+
   it("an op without a native kernel is a clear error", () => {
     expect(() => nativeKernel("no_such_op")([], {}, { outShapes: [], float: "f32" })).toThrow("not implemented: native kernel for op 'no_such_op' on device kind cpu");
   });

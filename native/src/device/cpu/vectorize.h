@@ -5,6 +5,10 @@
 //  - select(c, a, b) and the bit casts: a float ternary whose arms are not both plain values is a branch GCC
 //    will not vectorize while floating-point exceptions are observable (the default); a mask select is not.
 //  - expNonPositive: e^y in f32 for y ≤ 0 (a softmax's exponent) from operations that vectorize.
+//  - FSM_IVDEP before a loop whose iterations are independent though its pointers may alias (an update
+//    written in place, or not): the compiler vectorizes it without checking at run time how they overlap,
+//    which it gives up on past a few pointer pairs. Each element must read only its own index.
+//  - std::sqrt vectorizes: the addon builds with -fno-math-errno (CMakeLists.txt).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +18,14 @@
 #define FSM_CPU_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define FSM_CPU_CLONES
+#endif
+
+#if defined(__clang__)
+#define FSM_IVDEP _Pragma("clang loop vectorize(assume_safety)")
+#elif defined(__GNUC__)
+#define FSM_IVDEP _Pragma("GCC ivdep")
+#else
+#define FSM_IVDEP
 #endif
 
 namespace fsm {

@@ -7,6 +7,7 @@
 #include "device/cpu/kernels/broadcast.h"
 #include "device/cpu/parallel.h"
 #include "device/cpu/registry.h"
+#include "device/cpu/scratch.h"
 #include "device/cpu/vectorize.h"
 
 namespace fsm {
@@ -80,16 +81,44 @@ class RowWalk {
   int64_t offset_ = 0;
 };
 
-FSM_CPU_CLONES void addInto(double* acc, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; i++) acc[i] += static_cast<double>(x[i]);
+/** acc[c] += x[r·stride + c] for the rows r in [0, rows), each column's terms in row order. Rows go in
+ *  blocks: a column's sum stays in a register across a block's rows, so acc is read and written once per block
+ *  instead of once per row, and the columns (independent sums) fill the vectors. */
+FSM_CPU_CLONES void addRows(double* acc, const float* x, int64_t rows, int64_t stride, int64_t n) {
+  constexpr int64_t kRows = 4;
+  int64_t r = 0;
+  for (; r + kRows <= rows; r += kRows) {
+    const float* block = x + r * stride;
+    for (int64_t c = 0; c < n; c++) {
+      double s = acc[c];
+      for (int64_t k = 0; k < kRows; k++) s += block[k * stride + c];
+      acc[c] = s;
+    }
+  }
+  for (; r < rows; r++)
+    for (int64_t c = 0; c < n; c++) acc[c] += x[r * stride + c];
+}
+
+/** Σ x in double, in 8 running sums folded in a fixed order: independent chains the compiler vectorizes (one
+ *  chain of dependent adds costs an add's latency per element; more lanes cost more to fold than they save on
+ *  rows as short as a model's width). */
+FSM_CPU_CLONES double sumRow(const float* x, int64_t n) {
+  constexpr int kLanes = 8;
+  double s[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int k = 0; k < kLanes; k++) s[k] += x[j + k];
+  for (int k = 0; j < n; j++, k++) s[k] += x[j];
+  for (int half = kLanes / 2; half > 0; half /= 2)
+    for (int k = 0; k < half; k++) s[k] += s[k + half];
+  return s[0];
 }
 
 // Sums x down to the output's shape (which broadcasts to x's): each element of x adds into the one it was
 // broadcast from. The target shape attribute is not passed to kernels; the output arrives with it. Sums run
-// in double, as in the interpreter, and every output element adds its terms in x's order — the order of the
-// interpreter's walk — however the work is split: over the kept last group's columns (a bias gradient: each
-// chunk adds whole columns down every row, one vectorized row segment at a time), or over rows when the
-// last group is the only one reduced (each output element one row's sum).
+// in double, as in the interpreter, each output element's in one order however the work is split: over the
+// kept last group's columns (a bias gradient: each chunk adds whole columns down every row, in x's order), or
+// over rows when the last group is the only one reduced (each output element one row's sum).
 void sumTo(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
   const std::vector<int64_t> strides = broadcastStrides(out[0].shape, in[0].shape);  // refuses shapes that do not broadcast
   const float* x = in[0].f32();
@@ -103,29 +132,28 @@ void sumTo(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&
     else std::copy(x, x + n, y);
     return;
   }
-  std::vector<double> acc(static_cast<size_t>(m), 0.0);
+  double* acc = scratch<double>(0, static_cast<size_t>(m));
+  std::fill(acc, acc + m, 0.0);
   const int64_t inner = g.back().size, rows = n / inner;
   if (!g.back().reduced) {
+    // Groups alternate, so the one before the columns is reduced: its rows come in runs that add into one
+    // output row, and the walk over the other groups (`outer`) gives each run's output row.
+    const int64_t run = g[g.size() - 2].size;
+    std::vector<Group> outer = g;
+    outer.erase(outer.end() - 2);
     parallelFor(inner, std::max<int64_t>(16, 65536 / rows), [&](int64_t c0, int64_t c1) {
-      RowWalk w(g);
-      for (int64_t r = 0; r < rows; r++, w.next()) addInto(acc.data() + w.offset() + c0, x + r * inner + c0, c1 - c0);
+      RowWalk w(outer);
+      for (int64_t q = 0; q < rows / run; q++, w.next()) addRows(acc + w.offset() + c0, x + q * run * inner + c0, run, inner, c1 - c0);
     });
   } else if (g.size() <= 2) {  // [kept rows,] reduced: each output element is one row's sum
     parallelFor(rows, std::max<int64_t>(16, 65536 / inner), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; r++) {
-        double a = 0;
-        for (int64_t j = 0; j < inner; j++) a += x[r * inner + j];
-        acc[static_cast<size_t>(r)] = a;
-      }
+      for (int64_t r = r0; r < r1; r++) acc[r] = sumRow(x + r * inner, inner);
     });
   } else {  // rows of different outputs interleave: in order on this thread
     RowWalk w(g);
-    for (int64_t r = 0; r < rows; r++, w.next()) {
-      double& a = acc[static_cast<size_t>(w.offset())];
-      for (int64_t j = 0; j < inner; j++) a += x[r * inner + j];
-    }
+    for (int64_t r = 0; r < rows; r++, w.next()) acc[w.offset()] += sumRow(x + r * inner, inner);
   }
-  for (int64_t i = 0; i < m; i++) y[i] = static_cast<float>(acc[static_cast<size_t>(i)]);
+  for (int64_t i = 0; i < m; i++) y[i] = static_cast<float>(acc[i]);
 }
 
 }  // namespace

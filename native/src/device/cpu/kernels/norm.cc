@@ -1,7 +1,9 @@
 // Normalization kernels over the last dimension, as src/interp/kernels/norm.ts: layer_norm (biased variance,
 // as torch) and rms_norm, each with an input gradient and a scale gradient that recompute the row statistics
-// from x. Statistics and sums run in double, as the interpreter's do, so results round to f32 once; rows (the
-// scale gradient's columns) split over the device's kernel threads, every sum in one order whatever the count.
+// from x. Row statistics and the scale gradient's sums run in double, as the interpreter's do; the input
+// gradient's sums over dy and its elementwise pass run in f32, as PyTorch's do (normGradRow). All in loops the
+// compiler vectorizes (vectorize.h); rows (the scale gradient's columns) split over the device's kernel
+// threads, every sum in one order whatever the count.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -17,29 +19,54 @@ namespace {
 /** Rows per chunk over the kernel threads: about 16k elements. */
 int64_t rowGrain(int64_t d) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(d, 1)); }
 
-/** One row's mean (0 for rms_norm) and 1/√(var + eps) (layer_norm) or 1/√(mean(x²) + eps) (rms_norm). Sums
- *  in double with four running sums (a fixed order; a single chain of dependent adds is what limited it). */
+/** Running sums per row: 8 lanes each, independent chains the compiler vectorizes, folded in a fixed order. */
+constexpr int kLanes = 8;
+
+inline double fold(double* s) {
+  for (int half = kLanes / 2; half > 0; half /= 2)
+    for (int k = 0; k < half; k++) s[k] += s[k + half];
+  return s[0];
+}
+
+// The row sums are inline, to be compiled into each per-row function's clone; one sum per loop, since GCC 12
+// vectorizes a loop of running sums only when it keeps one array of them.
+
+/** Σx, or Σ(x − mean)² when `squares`. */
+template <bool squares>
+inline double rowSum(const float* x, int64_t d, double mean) {
+  double s[kLanes] = {};
+  int64_t c = 0;
+  for (; c + kLanes <= d; c += kLanes)
+    for (int k = 0; k < kLanes; k++) s[k] += squares ? (x[c + k] - mean) * (x[c + k] - mean) : x[c + k];
+  for (int k = 0; c < d; c++, k++) s[k] += squares ? (x[c] - mean) * (x[c] - mean) : x[c];
+  return fold(s);
+}
+
+/** Σg with g = dy·w, or Σg·(x − mean) when `deviations` (x − mean from the mean's two f32 parts, as in
+ *  normGradRow), in f32: 16 running sums folded pairwise, within a few f32 ulp of Σ|term|. That moves dx by a
+ *  few ulp of its terms: these sums are means subtracted from a row's terms, not results of their own. */
+template <bool deviations>
+inline float gradSum(const float* dy, const float* x, const float* w, int64_t d, float meanHi, float meanLo) {
+  constexpr int kF32Lanes = 16;
+  float s[kF32Lanes] = {};
+  int64_t c = 0;
+  for (; c + kF32Lanes <= d; c += kF32Lanes)
+    for (int k = 0; k < kF32Lanes; k++) s[k] += deviations ? dy[c + k] * w[c + k] * ((x[c + k] - meanHi) - meanLo) : dy[c + k] * w[c + k];
+  for (int k = 0; c < d; c++, k++) s[k] += deviations ? dy[c] * w[c] * ((x[c] - meanHi) - meanLo) : dy[c] * w[c];
+  for (int half = kF32Lanes / 2; half > 0; half /= 2)
+    for (int k = 0; k < half; k++) s[k] += s[k + half];
+  return s[0];
+}
+
+/** One row's mean (0 for rms_norm) and 1/√(var + eps) (layer_norm) or 1/√(mean(x²) + eps) (rms_norm). */
 struct RowStats {
   double mean;
   double rstd;
 };
 
-RowStats rowStats(const float* x, int64_t d, double eps, bool centered) {
-  double mu = 0;
-  if (centered) {
-    double s[4] = {0, 0, 0, 0};
-    int64_t c = 0;
-    for (; c + 4 <= d; c += 4)
-      for (int k = 0; k < 4; k++) s[k] += x[c + k];
-    for (; c < d; c++) s[0] += x[c];
-    mu = ((s[0] + s[1]) + (s[2] + s[3])) / static_cast<double>(d);
-  }
-  double v[4] = {0, 0, 0, 0};
-  int64_t c = 0;
-  for (; c + 4 <= d; c += 4)
-    for (int k = 0; k < 4; k++) v[k] += (x[c + k] - mu) * (x[c + k] - mu);
-  for (; c < d; c++) v[0] += (x[c] - mu) * (x[c] - mu);
-  return {mu, 1 / std::sqrt(((v[0] + v[1]) + (v[2] + v[3])) / static_cast<double>(d) + eps)};
+FSM_CPU_CLONES RowStats rowStats(const float* x, int64_t d, double eps, bool centered) {
+  const double mean = centered ? rowSum<false>(x, d, 0.0) / static_cast<double>(d) : 0.0;
+  return {mean, 1 / std::sqrt(rowSum<true>(x, d, mean) / static_cast<double>(d) + eps)};
 }
 
 // y = (x − mean)·rstd·w (+ b), each element in double and rounded once.
@@ -68,16 +95,22 @@ void normForward(const std::vector<Tensor>& in, std::vector<Tensor>& out, const 
   });
 }
 
-// dx = rstd·(dy·w − mg − x̂·mgx), x̂ = (x − mean)·rstd.
-FSM_CPU_CLONES void normGradRow(const float* dy, const float* x, const float* w, float* dx, int64_t d, double mean, double rstd, double mg, double mgx) {
-  for (int64_t c = 0; c < d; c++) {
-    const double xh = (x[c] - mean) * rstd;
-    dx[c] = static_cast<float>(rstd * (static_cast<double>(dy[c]) * w[c] - mg - xh * mgx));
-  }
+// One row of the input gradient. With g = dy·w and x̂ = (x − mean)·rstd: dx = rstd·(g − mean(g) − x̂·mean(g·x̂))
+// (no mean(g) for rms_norm), i.e. dx = a·g − b − (x − mean)·k with a = rstd, b = rstd·mean(g) and
+// k = rstd·mean(g·x̂)·rstd. The row's statistics run in double, as everywhere here; the rest in f32, as
+// PyTorch's f32 kernel runs all of it (in double, these passes took twice as long as the whole row takes now):
+// x − mean is formed from the mean's two f32 parts, exact where x is near the mean, so a row's offset from 0
+// costs no digits, and a, b and k are rounded once. Within a few f32 ulp of the double formula's terms.
+FSM_CPU_CLONES void normGradRow(const float* dy, const float* x, const float* w, float* dx, int64_t d, double eps, bool centered) {
+  const RowStats st = rowStats(x, d, eps, centered);
+  const float meanHi = static_cast<float>(st.mean), meanLo = static_cast<float>(st.mean - meanHi);
+  const double mg = centered ? gradSum<false>(dy, x, w, d, 0.0f, 0.0f) / static_cast<double>(d) : 0.0;
+  const double mgx = st.rstd * gradSum<true>(dy, x, w, d, meanHi, meanLo) / static_cast<double>(d);
+  const float a = static_cast<float>(st.rstd), b = static_cast<float>(st.rstd * mg), k = static_cast<float>(st.rstd * mgx * st.rstd);
+  for (int64_t c = 0; c < d; c++) dx[c] = a * (dy[c] * w[c]) - b - ((x[c] - meanHi) - meanLo) * k;
 }
 
-// Operands dy, x, weight. With g = dy·w and x̂ = (x − mean)·rstd: layer_norm dx = rstd·(g − mean(g) −
-// x̂·mean(g·x̂)); rms_norm (no centering) dx = rstd·(g − x̂·mean(g·x̂)). Rows over the kernel threads.
+// Operands dy, x, weight. Rows over the kernel threads.
 template <bool centered>
 void normGradInput(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs& attrs) {
   const int64_t d = in[1].shape.back();
@@ -88,34 +121,30 @@ void normGradInput(const std::vector<Tensor>& in, std::vector<Tensor>& out, cons
   const float* w = in[2].f32();
   float* dx = out[0].f32();
   parallelFor(rows, rowGrain(d), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; r++) {
-      const float* xr = x + r * d;
-      const float* gr = dy + r * d;
-      const RowStats st = rowStats(xr, d, eps, centered);
-      double sg[4] = {0, 0, 0, 0}, sgx[4] = {0, 0, 0, 0};
-      int64_t c = 0;
-      for (; c + 4 <= d; c += 4) {
-        for (int k = 0; k < 4; k++) {
-          const double g = static_cast<double>(gr[c + k]) * w[c + k];
-          sg[k] += g;
-          sgx[k] += g * (xr[c + k] - st.mean) * st.rstd;
-        }
-      }
-      for (; c < d; c++) {
-        const double g = static_cast<double>(gr[c]) * w[c];
-        sg[0] += g;
-        sgx[0] += g * (xr[c] - st.mean) * st.rstd;
-      }
-      const double mg = centered ? ((sg[0] + sg[1]) + (sg[2] + sg[3])) / static_cast<double>(d) : 0.0;
-      const double mgx = ((sgx[0] + sgx[1]) + (sgx[2] + sgx[3])) / static_cast<double>(d);
-      normGradRow(gr, xr, w, dx + r * d, d, st.mean, st.rstd, mg, mgx);
-    }
+    for (int64_t r = r0; r < r1; r++) normGradRow(dy + r * d, x + r * d, w, dx + r * d, d, eps, centered);
   });
 }
 
-// acc[c] += dy·(x − mean)·rstd over columns [c0, c1) of one row.
-FSM_CPU_CLONES void addScaledRow(double* acc, const float* dy, const float* x, int64_t n, double mean, double rstd) {
-  for (int64_t c = 0; c < n; c++) acc[c] += static_cast<double>(dy[c]) * (x[c] - mean) * rstd;
+/** acc[c] += dy·(x − mean)·rstd down `rows` rows (row stride d, stats[2r], stats[2r + 1] each row's mean and
+ *  rstd) over n columns, each column's terms in row order. Rows go in blocks, a column's sum in a register
+ *  across a block, so acc is read and written once per block instead of once per row. */
+FSM_CPU_CLONES void addScaledRows(double* acc, const float* dy, const float* x, const double* stats, int64_t rows, int64_t d, int64_t n) {
+  constexpr int64_t kRows = 4;
+  int64_t r = 0;
+  for (; r + kRows <= rows; r += kRows) {
+    double mean[kRows], rstd[kRows];
+    for (int64_t k = 0; k < kRows; k++) {
+      mean[k] = stats[2 * (r + k)];
+      rstd[k] = stats[2 * (r + k) + 1];
+    }
+    for (int64_t c = 0; c < n; c++) {
+      double s = acc[c];
+      for (int64_t k = 0; k < kRows; k++) s += static_cast<double>(dy[(r + k) * d + c]) * (x[(r + k) * d + c] - mean[k]) * rstd[k];
+      acc[c] = s;
+    }
+  }
+  for (; r < rows; r++)
+    for (int64_t c = 0; c < n; c++) acc[c] += static_cast<double>(dy[r * d + c]) * (x[r * d + c] - stats[2 * r]) * stats[2 * r + 1];
 }
 
 // Operands dy, x: dw = Σ_rows dy·x̂, accumulated in double across rows in row order: the rows' statistics
@@ -138,7 +167,7 @@ void normGradWeight(const std::vector<Tensor>& in, std::vector<Tensor>& out, con
   double* acc = scratch<double>(1, static_cast<size_t>(d));
   std::fill(acc, acc + d, 0.0);
   parallelFor(d, std::max<int64_t>(16, 65536 / std::max<int64_t>(rows, 1)), [&](int64_t c0, int64_t c1) {
-    for (int64_t r = 0; r < rows; r++) addScaledRow(acc + c0, dy + r * d + c0, x + r * d + c0, c1 - c0, stats[2 * r], stats[2 * r + 1]);
+    addScaledRows(acc + c0, dy + c0, x + c0, stats, rows, d, c1 - c0);
   });
   float* dw = out[0].f32();
   for (int64_t c = 0; c < d; c++) dw[c] = static_cast<float>(acc[c]);
