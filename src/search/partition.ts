@@ -209,7 +209,8 @@ export function stageBounds(sizes: readonly number[]): [number, number][] {
  *  optimum is, so a tight bound comes after O(log d) stage times, d the distance from the end. Below the
  *  crossing, blocks of doubling width are taken in turn, and the first whose shortest stage is already no
  *  faster than the best ends the scan (every longer stage is slower still); above it, one range minimum of
- *  prev usually rules every start out. gpt3-175b on 1,024 devices: 8.2M stage times per search before, */
+ *  prev usually rules every start out. (gpt3-175b on 1,024 devices: 8.2M stage times per search with a
+ *  binary search over all starts and blocks from the widest down, 3.6M this way.) */
 function bestEnding(s: EndingSearch, k: number, j: number): number {
   s.begin(k, j);
   // No start reachable by the stages before: nothing to try.
