@@ -128,9 +128,10 @@ export function optimalPartition(problem: PartitionProblem): Partition | undefin
   // times to 0.1M). Each is checked in full (time and fit), so a cost function that breaks the monotone
   // contract marks only genuinely feasible starts.
   const ok: Uint8Array[] = Array.from({ length: p + 1 }, () => new Uint8Array(L + 1));
+  const unmarked = new SkipMarked(L + 1);
   ok[p]![L] = 1;
   for (let k = p - 1; k >= 0; k--) {
-    const unmarked = new SkipMarked(L + 1);
+    unmarked.clear();
     for (let j = k + 1; j <= L - (p - k - 1); j++) {
       if (!ok[k + 1]![j]) continue;
       for (let i = unmarked.atOrBelow(j - 1); i >= k; i = unmarked.atOrBelow(i - 1)) {
@@ -351,7 +352,13 @@ class SkipMarked {
   private readonly down: Int32Array;
 
   constructor(n: number) {
-    this.down = Int32Array.from({ length: n }, (_, i) => i);
+    this.down = new Int32Array(n);
+    this.clear();
+  }
+
+  /** Every index unmarked. */
+  clear(): void {
+    for (let i = 0; i < this.down.length; i++) this.down[i] = i;
   }
 
   mark(i: number): void {

@@ -71,6 +71,10 @@ export function blockLink(cluster: Cluster, first: number, count: number, stride
   return groupLink(cluster, count === 1 ? [first] : [first, first + (count - 1) * stride]);
 }
 
+function sameLink(a: Link, b: Link): boolean {
+  return a.bandwidth === b.bandwidth && a.latency === b.latency && a.calibration === b.calibration;
+}
+
 /** Per-layer seconds of one micro-batch under a candidate's shard strategy, before any recompute: compute
  *  (forward + backward) and the collectives that repeat every micro-batch on the comm stream (FSDP's gathers
  *  and reduce-scatters, ShardedDDP's gradient reduces). The same for every candidate with the same micro-batch
@@ -133,6 +137,8 @@ export function layerSeconds(table: LayerTable, pr: MicroBatchTimes, cluster: Cl
   let stepSum = 0;
   let computeMax = 0;
   let commMax = 0;
+  const fsdpTimes = new Map<number, { gather: number; scatter: number; replicas: number }>();
+  const sddpTimes = new Map<number, number>();
   for (let l = 0; l < L; l++) {
     const f = pr.forward[l]!;
     const b = pr.backwardInput[l]! + pr.backwardWeight[l]!;
@@ -142,17 +148,31 @@ export function layerSeconds(table: LayerTable, pr: MicroBatchTimes, cluster: Cl
     const grads = table.params[l]! * perParam.grad;
     let m = 0;
     if (c.shard === "fsdp") {
-      const gather = collectiveTime("all_gather", weights, c.shardGroup, groups.shard);
-      const scatter = collectiveTime("reduce_scatter", grads, c.shardGroup, groups.shard);
+      // Layers of one kind hold the same parameters: their collectives are priced once.
+      let priced = fsdpTimes.get(table.params[l]!);
+      if (!priced) {
+        priced = {
+          gather: collectiveTime("all_gather", weights, c.shardGroup, groups.shard),
+          scatter: collectiveTime("reduce_scatter", grads, c.shardGroup, groups.shard),
+          replicas: collectiveTime("all_reduce", grads / c.shardGroup, replicas, groups.replica),
+        };
+        fsdpTimes.set(table.params[l]!, priced);
+      }
+      const { gather, scatter } = priced;
       const perMicroBatch = c.noSync ? 0 : scatter;
       m = (c.reshardAfterForward ? 2 : 1 / c.microBatches) * gather + perMicroBatch;
       if (c.reshardAfterForward) gathers[l] = gather;
       backwardComm[l] = (c.reshardAfterForward ? gather : 0) + perMicroBatch;
       // Hybrid: each shard group reduced the unit's gradient to shards; the groups sum their shards.
-      step[l] = (c.noSync ? scatter : 0) + collectiveTime("all_reduce", grads / c.shardGroup, replicas, groups.replica);
+      step[l] = (c.noSync ? scatter : 0) + priced.replicas;
     } else if (c.shard === "sddp") {
       // ShardedDDP reduces each micro-batch's gradients to their owners as they are ready (src/shard/sddp.ts).
-      m = bucketedTime("reduce", grads, c.dataParallel, link, bucketBytes);
+      let reduce = sddpTimes.get(table.params[l]!);
+      if (reduce === undefined) {
+        reduce = bucketedTime("reduce", grads, c.dataParallel, link, bucketBytes);
+        sddpTimes.set(table.params[l]!, reduce);
+      }
+      m = reduce;
     }
     forward[l] = f;
     backward[l] = b;
@@ -260,8 +280,20 @@ export class StageModel {
 
   private transferSeconds(k: number, j: number): number {
     if (j >= this.layers) return 0;
-    return 2 * collectiveTime("send_recv", this.x.profile.cut[j]!, 2, this.p2pLinks[this.pipeRank(k)]!);
+    const r = this.pipeRank(k);
+    let table = this.transfers[r];
+    if (!table) {
+      // Per link rather than per rank: the ranks' links are few kinds (in a node, across nodes), and the
+      // partitioner asks for every cut of every stage.
+      const link = this.p2pLinks[r]!;
+      const twin = this.p2pLinks.findIndex((l, q) => this.transfers[q] !== undefined && sameLink(l, link));
+      table = twin >= 0 ? this.transfers[twin]! : Float64Array.from(this.x.profile.cut, (bytes) => 2 * collectiveTime("send_recv", bytes, 2, link));
+      this.transfers[r] = table;
+    }
+    return table[j]!;
   }
+  /** Both transfers across each cut, per pipeline rank's link (filled when first asked). */
+  private readonly transfers: (Float64Array | undefined)[] = [];
 
   /** Parameters a stage of layers [i, j) holds (tied weights once). */
   paramsIn(i: number, j: number): number {
