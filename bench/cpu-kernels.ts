@@ -1,8 +1,9 @@
 // bench/cpu-kernels: the CPU device's elementwise, reduction and attention kernels at the shapes of the
-// 867k-parameter GPT (bench/gpt-867k.fsm: B 16, S 64, d 128, hidden 512, 4 heads), in ns per element (of the
-// call's largest operand) as the executor runs them (outputs zeroed first unless the kernel writes them all:
-// timeKernel goes through Device::run), and that GPT's training step on one CPU device; with PyTorch eager's
-// step on the same model, batch and thread count where PyTorch is installed.
+// 867k-parameter GPT (bench/gpt-867k.fsm: B 16, S 64, d 128, hidden 512, 4 heads; attention also at the
+// micro-batches of 8 and 4), in ns per element (of the call's largest operand) as the executor runs them
+// (outputs zeroed first unless the kernel writes them all: timeKernel goes through Device::run), and that
+// GPT's training step on one CPU device; with PyTorch eager's step on the same model, batch and thread count
+// where PyTorch is installed.
 //
 // Each figure is measured in child processes, so two builds of the addon compare in one run: `--baseline
 // PATH` (a copy of fsm_native.node from before a change) is measured interleaved with the current build
@@ -78,14 +79,20 @@ function cases(): KernelCase[] {
     },
     { name: `sgd_update [${HIDDEN},${D}] momentum`, op: "sgd_update", inputs: [floats([HIDDEN, D], 16, 0.1), floats([HIDDEN, D], 17, 0.01), floats([HIDDEN, D], 18, 0.01)], attrs: { lr: 0.1, momentum: 0.9, weight_decay: 0, nesterov: false, clip: false }, outputs: [f32([HIDDEN, D]), f32([HIDDEN, D])] },
     { name: `sum_squares [${HIDDEN},${D}]`, op: "sum_squares", inputs: [floats([HIDDEN, D], 17, 0.01)], attrs: {}, outputs: [f32([])] }, // clip_grad_norm's per-gradient sum
-    { name: `attention ${JSON.stringify(res)} heads ${HEADS} causal`, op: "attention", inputs: [floats(res, 3), wqkv, bqkv, wproj, bproj], attrs: attn, outputs: [f32(res)] },
-    {
-      name: `attention_grad_input ${JSON.stringify(res)} heads ${HEADS} causal`,
-      op: "attention_grad_input",
-      inputs: [floats(res, 8), floats(res, 3), wqkv, bqkv, wproj],
-      attrs: attn,
-      outputs: [f32(res), f32([B, S, 3 * D]), f32(res)],
-    },
+    // The whole batch, and the micro-batches of 8 and 4 that pipeline and data-parallel plans run.
+    ...[B, 8, 4].flatMap((b): KernelCase[] => {
+      const x = [b, S, D];
+      return [
+        { name: `attention ${JSON.stringify(x)} heads ${HEADS} causal`, op: "attention", inputs: [floats(x, 3), wqkv, bqkv, wproj, bproj], attrs: attn, outputs: [f32(x)] },
+        {
+          name: `attention_grad_input ${JSON.stringify(x)} heads ${HEADS} causal`,
+          op: "attention_grad_input",
+          inputs: [floats(x, 8), floats(x, 3), wqkv, bqkv, wproj],
+          attrs: attn,
+          outputs: [f32(x), f32([b, S, 3 * D]), f32(x)],
+        },
+      ];
+    }),
   ];
 }
 

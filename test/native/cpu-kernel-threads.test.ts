@@ -113,6 +113,8 @@ function cases(): Case[] {
     ...attention(2, 40, 4, 4, 8, true, false, true, 40), // the GPT's shape, small
     ...attention(2, 30, 6, 2, 8, true, true, false, 50), // GQA with rotary embeddings
     ...attention(3, 20, 2, 1, 16, false, false, true, 60),
+    ...attention(1, 20, 2, 2, 32, true, false, true, 65), // the 867k GPT's head size
+    ...attention(1, 300, 2, 1, 8, true, true, true, 70), // two blocks of query rows (the forward's tasks)
     { name: "reshape", op: "reshape", inputs: [floats([6, 4], 18)], attrs: {}, outputs: [f32([4, 6])] },
     { name: "transpose", op: "transpose", inputs: [floats([3, 5, 7], 19)], attrs: { dim0: 0, dim1: 2 }, outputs: [f32([7, 5, 3])] },
     { name: "matmul", op: "matmul", inputs: [floats([2, 5, 6], 20), floats([6, 3], 21)], attrs: {}, outputs: [f32([2, 5, 3])] },

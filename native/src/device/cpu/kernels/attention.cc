@@ -1,15 +1,17 @@
 // Fused self-attention and its input gradient, as src/interp/kernels/attention.ts (see its header for the
 // conventions: packed QKV [query heads, key heads, value heads], GQA by ⌊h / (heads / kv_heads)⌋, HF Llama
-// rotate_half rotary embeddings, scores/√hd, causal mask j > i). Every matrix product runs on sgemm in f32
-// (OpenBLAS when built with it): the projections, and per head the scores q·kᵀ, the context p·v and the five
-// products of the backward; each softmax row runs in f32 (vectorized exponentials, sums in double), the
-// rotary embeddings in double. Unlike the interpreter, the S×S probabilities are never stored: they are
-// recomputed in blocks of query rows where needed (forward context, backward), FlashAttention-style, so
-// memory stays O(B·S·d + block·S). Heads are independent tasks for the device's kernel threads (parallel.h)
-// when they are small; the backward's task is a key/value head with its query heads, so each gradient sums
-// in one order whatever the thread count.
+// rotate_half rotary embeddings, scores/√hd, causal mask j > i). Every matrix product runs in f32: the
+// projections on sgemm (OpenBLAS when built with it), each head's products — the scores q·kᵀ, the context p·v
+// and the five of the backward — on the direct products below, which skip the causal mask's upper triangle;
+// each softmax row runs in f32 (vectorized exponentials, sums in double), the rotary embeddings in double.
+// Unlike the interpreter, the S×S probabilities are never stored: they are computed in blocks of query rows,
+// FlashAttention-style, once per block (the backward takes the context from the same probabilities as the
+// gradients), so memory stays O(B·S·d + block·S). Heads (and the forward's blocks) are independent tasks for
+// the device's kernel threads (parallel.h); the backward's task is a key/value head with its query heads, so
+// each gradient sums in one order whatever the thread count.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "device/cpu/gemm.h"
@@ -97,104 +99,303 @@ void rotate(double* a, int64_t s, const Rope& t, double sign) {
  *  O(B·S·d + kBlock·S) however long the sequence — the S×S probabilities are never stored whole. */
 constexpr int64_t kBlock = 256;
 
-/** Heads run as tasks over the device's kernel threads when each head's products are small enough that
- *  OpenBLAS runs them on one thread (S·S·hd ≤ 2¹⁸ multiply-adds); longer sequences leave the threads to
- *  OpenBLAS, head after head. */
-bool headsAsTasks(const Dims& D) { return D.S * D.S * D.hd <= (int64_t{1} << 18); }
+// ---- Direct products ----------------------------------------------------------------------------------------
+// A head's products are small and shaped by the causal mask: at the GPT's shapes 64×64×32, where sgemm
+// computes the masked upper triangle too, packs both operands and zeroes its output on every call, and
+// OpenBLAS runs 8-lane kernels on CPUs with 16 (OPENBLAS_CORETYPE=Haswell on these machines). A direct product
+// keeps a tile of C (kGroup rows by up to two vectors) in registers while it runs over the inner dimension,
+// reads A and B where they lie (A in either layout), and gives each group of kGroup rows its own column count
+// or inner range, so it skips the triangle group by group. Every element of C sums its products in inner
+// order, one rounded multiply and one rounded add each (never fused): every vector width below computes the
+// same bits, and so does every thread count (the heads are tasks, each product on one thread).
 
-template <typename Fn>
-void forTasks(int64_t n, bool tasks, Fn&& fn) {
-  if (tasks) parallelTasks(n, fn);
-  else
-    for (int64_t i = 0; i < n; i++) fn(i);
-}
+/** Rows of C in a register tile, and so the step of the causal trimming. */
+constexpr int64_t kGroup = 4;
+static_assert(kBlock % kGroup == 0, "blocks start on a group boundary (see Trim::InnerFrom)");
+/** A group's columns are rounded up to this, the narrowest vector tile, while the matrix has them: a few
+ *  masked scores cost less than a scalar tail. */
+constexpr int64_t kColumnStep = 8;
 
-/** The recomputable forward state, f32 and head-major so each head is a contiguous [S, hd] matrix for sgemm:
- *  rotated q [B,H,S,hd], rotated k and v [B,K,S,hd], in the kernel's scratch (scratch.h). */
-struct Forward {
-  float* q;
-  float* k;
-  float* v;
+/** How a product follows the causal mask, C's rows (or the inner index, a key) numbered from `offset`:
+ *  Columns: C's row i needs columns < offset + i + 1 (a query row's scores: the keys up to its own);
+ *  Inner: C's row i reads inner indices < offset + i + 1 (A is probabilities, zero past them);
+ *  InnerFrom: C's row i reads inner indices ≥ i − offset (A is transposed probabilities: key i is seen by the
+ *  query rows from it on).
+ *  A group of rows takes the extent its last row needs, rounded up to kColumnStep. */
+enum class Trim { None, Columns, Inner, InnerFrom };
+
+/** The keys that the query rows [first, first + kGroup) see together, rounded up to kColumnStep, at most
+ *  `keys`: the columns a trimmed product computes for their group, masked ones included. */
+int64_t groupKeys(int64_t first, int64_t keys) { return std::min(keys, (first + kGroup + kColumnStep - 1) / kColumnStep * kColumnStep); }
+
+/** C [m, n] = alpha·A·B, or C += A·B when `accumulate`; A(i, p) = a[i·ars + p·acs] (A or Aᵀ stored
+ *  row-major), B [k, n] and C row-major, rows ldb and ldc apart. */
+struct Product {
+  int64_t m, n, k;
+  const float* a;
+  int64_t ars, acs;
+  const float* b;
+  int64_t ldb;
+  float* c;
+  int64_t ldc;
+  float alpha;
+  bool accumulate;
+  Trim trim;
+  int64_t offset;
 };
 
-// Scratch slots (scratch.h): the launch's (kQkv..kGrads) and each head task's (kProbs, kProbGrads).
-constexpr int kQkv = 0, kHeads = 1, kContext = 2, kGrads = 3, kProbs = 4, kProbGrads = 5;
+typedef float Vec8 __attribute__((vector_size(32)));
+typedef float Vec16 __attribute__((vector_size(64)));
 
-float* head(float* t, int64_t index, const Dims& D) { return t + index * D.S * D.hd; }
+/** Rows [i, i + Rows) by columns [j, j + Vecs·lanes) of C over inner indices [p0, p1), the accumulators in
+ *  registers (V may be float: one column). */
+template <typename V, int Rows, int Vecs>
+[[gnu::always_inline]] inline void tile(const Product& P, int64_t i, int64_t j, int64_t p0, int64_t p1) {
+  constexpr int64_t L = sizeof(V) / sizeof(float);
+  V acc[Rows][Vecs] = {};
+  const float* a = P.a + i * P.ars;
+  const float* b = P.b + j;
+  for (int64_t p = p0; p < p1; p++) {
+    V bv[Vecs];
+    for (int v = 0; v < Vecs; v++) std::memcpy(&bv[v], b + p * P.ldb + v * L, sizeof(V));
+    for (int r = 0; r < Rows; r++) {
+      const float ar = a[r * P.ars + p * P.acs];
+      for (int v = 0; v < Vecs; v++) acc[r][v] += ar * bv[v];
+    }
+  }
+  for (int r = 0; r < Rows; r++) {
+    float* c = P.c + (i + r) * P.ldc + j;
+    for (int v = 0; v < Vecs; v++) {
+      V out;
+      if (P.accumulate) {
+        std::memcpy(&out, c + v * L, sizeof(V));
+        out += acc[r][v];
+      } else {
+        out = P.alpha * acc[r][v];
+      }
+      std::memcpy(c + v * L, &out, sizeof(V));
+    }
+  }
+}
 
-// The softmax's backward on one row: ds = p·(dp − Σ dp·p)·scale, in place of dp.
+/** Columns [0, n) of the rows [i, i + Rows): tiles of two vectors, then one, then 8 lanes, then single columns. */
+template <typename V, int Rows>
+[[gnu::always_inline]] inline void rowGroup(const Product& P, int64_t i, int64_t n, int64_t p0, int64_t p1) {
+  constexpr int64_t L = sizeof(V) / sizeof(float);
+  int64_t j = 0;
+  for (; j + 2 * L <= n; j += 2 * L) tile<V, Rows, 2>(P, i, j, p0, p1);
+  if (j + L <= n) {
+    tile<V, Rows, 1>(P, i, j, p0, p1);
+    j += L;
+  }
+  if constexpr (L > 8) {
+    if (j + 8 <= n) {
+      tile<Vec8, Rows, 1>(P, i, j, p0, p1);
+      j += 8;
+    }
+  }
+  for (; j < n; j++) tile<float, Rows, 1>(P, i, j, p0, p1);
+}
+
+template <typename V>
+[[gnu::always_inline]] inline void productWith(const Product& P) {
+  for (int64_t i = 0; i < P.m; i += kGroup) {
+    int64_t n = P.n, p0 = 0, p1 = P.k;
+    if (P.trim == Trim::Columns) n = groupKeys(P.offset + i, n);
+    if (P.trim == Trim::Inner) p1 = groupKeys(P.offset + i, p1);
+    if (P.trim == Trim::InnerFrom) p0 = std::max<int64_t>(0, i - P.offset);
+    switch (std::min(kGroup, P.m - i)) {
+      case 4: rowGroup<V, 4>(P, i, n, p0, p1); break;
+      case 3: rowGroup<V, 3>(P, i, n, p0, p1); break;
+      case 2: rowGroup<V, 2>(P, i, n, p0, p1); break;
+      default: rowGroup<V, 1>(P, i, n, p0, p1); break;
+    }
+  }
+}
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define FSM_ATTENTION_AVX512 1
+// GCC contracts `acc += a·b` into a fused multiply-add where the target has one (its default is
+// -ffp-contract=fast), rounding once where a separate multiply and add round twice; AVX-512F has them. Off,
+// every copy below computes the same bits.
+#define FSM_NO_CONTRACT __attribute__((optimize("fp-contract=off")))
+#else
+#define FSM_NO_CONTRACT
+#endif
+
+// 8 lanes: AVX2's vectors where the CPU has them (FSM_CPU_CLONES), else pairs of SSE2's.
+FSM_CPU_CLONES FSM_NO_CONTRACT void productPortable(const Product& P) { productWith<Vec8>(P); }
+
+#ifdef FSM_ATTENTION_AVX512
+// 16 lanes and 32 registers: tiles twice as wide, twice the multiply-adds an instruction.
+__attribute__((target("avx512f"))) FSM_NO_CONTRACT void productAvx512(const Product& P) { productWith<Vec16>(P); }
+#endif
+
+void multiply(const Product& P) {
+#ifdef FSM_ATTENTION_AVX512
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) {
+    productAvx512(P);
+    return;
+  }
+#endif
+  productPortable(P);
+}
+
+// ---- One head, block by block ---------------------------------------------------------------------------------
+// Heads stay where the projection puts them: head h of batch b is the [S, hd] matrix at column h·hd of
+// qkv [B,S,W] (queries, then keys, then values), rows W apart, and its gradient the same place in dqkv.
+
+// Scratch slots (scratch.h): the launch's (kQkv, kContext) and each head task's (kProbs..kTransposed).
+constexpr int kQkv = 0, kContext = 1, kProbs = 2, kProbGrads = 3, kTransposed = 4;
+
+enum class Part { Query, Key, Value };
+
+/** Batch b's query, key or value head h in a [B,S,W] buffer, rows W apart. */
+template <typename T>
+T* head(T* packed, const Dims& D, int64_t b, Part part, int64_t h) {
+  const int64_t column = part == Part::Query ? h : part == Part::Key ? D.H + h : D.H + D.K + h;
+  return packed + b * D.S * D.W + column * D.hd;
+}
+
+/** One key/value head as a task reads it: k and v [S, hd] (rows W apart), and kᵀ and vᵀ [hd, S] (rows ldt
+ *  apart) for the products whose B is a transposed head (the scores, dp). */
+struct KeyValues {
+  const float* k;
+  const float* v;
+  const float* kt;
+  const float* vt;
+  int64_t ldt;
+};
+
+/** Batch b's key/value head g, with kᵀ (and vᵀ when `values`) in the task's scratch. */
+KeyValues keyValues(const float* qkv, const Dims& D, int64_t b, int64_t g, bool values) {
+  // The transposes' rows are a cache line more than a multiple of 16 floats apart: a tile reads row after
+  // row, and rows a multiple of 1 KiB apart (S = 256, 512, 1024) would share a few L1 sets.
+  const int64_t ldt = (D.S + 15) / 16 * 16 + 16;
+  float* t = scratch<float>(kTransposed, static_cast<size_t>(2 * D.hd * ldt));
+  const KeyValues kv{head(qkv, D, b, Part::Key, g), head(qkv, D, b, Part::Value, g), t, t + D.hd * ldt, ldt};
+  for (int64_t s = 0; s < D.S; s++) {
+    for (int64_t e = 0; e < D.hd; e++) t[e * ldt + s] = kv.k[s * D.W + e];
+    if (values)
+      for (int64_t e = 0; e < D.hd; e++) t[(D.hd + e) * ldt + s] = kv.v[s * D.W + e];
+  }
+  return kv;
+}
+
+// The softmax's backward on one row: ds = p·(dp − dot)·scale, in place of dp.
 FSM_CPU_CLONES void softmaxBackRow(const float* p, float* dp, int64_t n, float dot, float scale) {
   for (int64_t j = 0; j < n; j++) dp[j] = p[j] * (dp[j] - dot) * scale;
 }
 
-/** Rows [i0, i0 + R) of one head's probabilities, [R, C] with C = the keys any of them sees: scores
- *  q·kᵀ/√hd on sgemm, then each row's masked softmax (masked entries 0). The max ignores NaN scores as fmax
- *  does; a NaN score still makes its row NaN through its exponential. */
-int64_t probBlock(const float* q, const float* k, const Dims& D, int64_t i0, int64_t R, float* p) {
-  const int64_t C = D.causal ? i0 + R : D.S;
-  const float scale = static_cast<float>(1 / std::sqrt(static_cast<double>(D.hd)));
-  sgemm(false, true, static_cast<int>(R), static_cast<int>(C), static_cast<int>(D.hd), scale, q + i0 * D.hd, static_cast<int>(D.hd), k,
-        static_cast<int>(D.hd), 0.0f, p, static_cast<int>(C));
-  for (int64_t r = 0; r < R; r++) {
-    float* row = p + r * C;
-    const int64_t seen = D.causal ? i0 + r + 1 : D.S;
-    expShifted(row, row, seen, rowMax(row, seen));
-    scaleRow(row, seen, static_cast<float>(1 / sumOf(row, seen)));
-    std::fill(row + seen, row + C, 0.0f);
+/** Query rows [i0, i0 + R) of one head and the keys [0, C) any of them sees. Its probabilities and their
+ *  gradients are [R, C], rows C apart; with the causal mask a row holds only its group's columns (width).
+ *  Heads and their gradients are [S, hd] with rows W apart (the packed layout). */
+struct Block {
+  const Dims& D;
+  int64_t i0, R, C;
+  Trim columns, inner, innerFrom;  // the causal trims, or None
+  float scale;
+
+  Block(const Dims& dims, int64_t first)
+      : D(dims),
+        i0(first),
+        R(std::min(kBlock, dims.S - first)),
+        C(dims.causal ? first + R : dims.S),
+        columns(dims.causal ? Trim::Columns : Trim::None),
+        inner(dims.causal ? Trim::Inner : Trim::None),
+        innerFrom(dims.causal ? Trim::InnerFrom : Trim::None),
+        scale(static_cast<float>(1 / std::sqrt(static_cast<double>(dims.hd)))) {}
+
+  /** The keys row r sees. */
+  int64_t seen(int64_t r) const { return D.causal ? i0 + r + 1 : C; }
+  /** The columns row r holds (those past `seen` are zeros). */
+  int64_t width(int64_t r) const { return D.causal ? groupKeys(i0 + r - r % kGroup, C) : C; }
+
+  /** p = q·kᵀ/√hd for the block's rows, then each row's masked softmax. The max ignores NaN scores as fmax
+   *  does; a NaN score still makes its row NaN through its exponential. */
+  void probabilities(const float* q, const KeyValues& kv, float* p) const {
+    multiply({R, C, D.hd, q + i0 * D.W, D.W, 1, kv.kt, kv.ldt, p, C, scale, false, columns, i0});
+    for (int64_t r = 0; r < R; r++) {
+      float* row = p + r * C;
+      const int64_t n = seen(r);
+      expShifted(row, row, n, rowMax(row, n));
+      scaleRow(row, n, static_cast<float>(1 / sumOf(row, n)));
+      std::fill(row + n, row + width(r), 0.0f);
+    }
   }
-  return C;
+
+  /** out [R, hd] (rows `ld` apart) = p·v. */
+  void context(const float* p, const KeyValues& kv, float* out, int64_t ld) const {
+    multiply({R, D.hd, C, p, C, 1, kv.v, D.W, out, ld, 1.0f, false, inner, i0});
+  }
+
+  /** dp = dctx·vᵀ, dctx the block's context gradient [R, hd] (rows `ld` apart). */
+  void probGrads(const float* dctx, int64_t ld, const KeyValues& kv, float* dp) const {
+    multiply({R, C, D.hd, dctx, ld, 1, kv.vt, kv.ldt, dp, C, 1.0f, false, columns, i0});
+  }
+
+  /** dv [C, hd] += pᵀ·dctx. */
+  void valueGrads(const float* p, const float* dctx, int64_t ld, float* dv) const {
+    multiply({C, D.hd, R, p, 1, C, dctx, ld, dv, D.W, 1.0f, true, innerFrom, i0});
+  }
+
+  /** ds = p·(dp − Σ dp·p)/√hd in place of dp, row by row. */
+  void scoreGrads(const float* p, float* dp) const {
+    for (int64_t r = 0; r < R; r++) {
+      const int64_t n = width(r);
+      softmaxBackRow(p + r * C, dp + r * C, n, static_cast<float>(dotOf(dp + r * C, p + r * C, n)), scale);
+    }
+  }
+
+  /** The block's rows of dq = ds·k. */
+  void queryGrads(const float* ds, const KeyValues& kv, float* dq) const {
+    multiply({R, D.hd, C, ds, C, 1, kv.k, D.W, dq + i0 * D.W, D.W, 1.0f, false, inner, i0});
+  }
+
+  /** dk [C, hd] += dsᵀ·q. */
+  void keyGrads(const float* ds, const float* q, float* dk) const {
+    multiply({C, D.hd, R, ds, 1, C, q + i0 * D.W, D.W, dk, D.W, 1.0f, true, innerFrom, i0});
+  }
+};
+
+/** Rotates (sign +1) or un-rotates (−1) every query and key head vector of a [B,S,W] buffer in place, in
+ *  double from its f32 values plus `bias` (the query and key part of b_qkv, or null). */
+void rotateHeads(float* packed, const float* bias, const Dims& D, double sign) {
+  const Rope tables = ropeTables(D.S, D.hd);
+  parallelFor(D.B * D.S, 64, [&](int64_t r0, int64_t r1) {
+    std::vector<double> a(static_cast<size_t>(D.hd));
+    for (int64_t r = r0; r < r1; r++) {
+      const int64_t s = r % D.S;
+      for (int64_t c = 0; c < D.H + D.K; c++) {
+        float* x = packed + r * D.W + c * D.hd;
+        const float* bc = bias ? bias + c * D.hd : nullptr;
+        if (bc)
+          for (int64_t e = 0; e < D.hd; e++) a[e] = static_cast<double>(x[e]) + bc[e];
+        else
+          std::copy(x, x + D.hd, a.begin());
+        rotate(a.data(), s, tables, sign);
+        for (int64_t e = 0; e < D.hd; e++) x[e] = static_cast<float>(a[e]);
+      }
+    }
+  });
 }
 
-/** qkv = x·W_qkvᵀ + b_qkv split into heads (and rotated), then the context p·v per head, block by block, into
- *  `ctx` [B,S,C]. */
-Forward forward(const float* x, const float* wqkv, const float* bqkv, const Dims& D, float* ctx) {
+/** qkv [B,S,W] = x·W_qkvᵀ + b_qkv with its query and key heads rotated, in the launch's scratch. A rotated head
+ *  adds its bias in double and rounds once after the rotation (the interpreter's sum, unrounded); the others
+ *  add it in f32 (the double sum rounded once is the same bits). */
+float* projectQkv(const float* x, const float* wqkv, const float* bqkv, const Dims& D) {
   const int64_t rows = D.B * D.S;
   float* qkv = scratch<float>(kQkv, static_cast<size_t>(rows * D.W));
   project(x, wqkv, rows, D.d, D.W, true, qkv);
-  const int64_t qn = D.B * D.H * D.S * D.hd, kn = D.B * D.K * D.S * D.hd;
-  float* heads = scratch<float>(kHeads, static_cast<size_t>(qn + 2 * kn));
-  const Forward f{heads, heads + qn, heads + qn + kn};
-  const Rope tables = D.rope ? ropeTables(D.S, D.hd) : Rope{};
-  parallelFor(rows, 64, [&](int64_t r0, int64_t r1) {
-    std::vector<double> a(static_cast<size_t>(D.hd));
-    // One head vector of the packed row plus its bias: rotated in double (the sum unrounded, as the
-    // interpreter's), else the f32 sum (the double sum rounded once is the same bits).
-    auto store = [&](const float* from, const float* bias, float* to, int64_t s, bool rotated) {
-      if (rotated && D.rope) {
-        for (int64_t e = 0; e < D.hd; e++) a[e] = static_cast<double>(from[e]) + (bias ? bias[e] : 0.0);
-        rotate(a.data(), s, tables, 1);
-        for (int64_t e = 0; e < D.hd; e++) to[e] = static_cast<float>(a[e]);
-      } else if (bias) {
-        for (int64_t e = 0; e < D.hd; e++) to[e] = from[e] + bias[e];
-      } else {
-        std::copy(from, from + D.hd, to);
-      }
-    };
-    for (int64_t r = r0; r < r1; r++) {
-      const int64_t b = r / D.S, s = r % D.S;
-      const float* row = qkv + r * D.W;
-      auto bias = [&](int64_t c) { return bqkv ? bqkv + c : nullptr; };
-      for (int64_t h = 0; h < D.H; h++) store(row + h * D.hd, bias(h * D.hd), head(f.q, b * D.H + h, D) + s * D.hd, s, true);
-      for (int64_t g = 0; g < D.K; g++) {
-        store(row + (D.H + g) * D.hd, bias((D.H + g) * D.hd), head(f.k, b * D.K + g, D) + s * D.hd, s, true);
-        store(row + (D.H + D.K + g) * D.hd, bias((D.H + D.K + g) * D.hd), head(f.v, b * D.K + g, D) + s * D.hd, s, false);
-      }
-    }
-  });
-  forTasks(D.B * D.H, headsAsTasks(D), [&](int64_t i) {
-    const int64_t b = i / D.H, h = i % D.H, g = h / (D.H / D.K);
-    const float* q = head(f.q, b * D.H + h, D);
-    const float* k = head(f.k, b * D.K + g, D);
-    const float* v = head(f.v, b * D.K + g, D);
-    float* p = scratch<float>(kProbs, static_cast<size_t>(std::min(kBlock, D.S) * D.S));
-    for (int64_t i0 = 0; i0 < D.S; i0 += kBlock) {
-      const int64_t R = std::min(kBlock, D.S - i0);
-      const int64_t C = probBlock(q, k, D, i0, R, p);
-      sgemm(false, false, static_cast<int>(R), static_cast<int>(D.hd), static_cast<int>(C), 1.0f, p, static_cast<int>(C), v,
-            static_cast<int>(D.hd), 0.0f, ctx + (b * D.S + i0) * D.C + h * D.hd, static_cast<int>(D.C));
-    }
-  });
-  return f;
+  const int64_t rotated = D.rope ? (D.H + D.K) * D.hd : 0;  // the leading columns rotateHeads takes
+  if (bqkv)
+    parallelFor(rows, 64, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; r++)
+        for (int64_t c = rotated; c < D.W; c++) qkv[r * D.W + c] += bqkv[c];
+    });
+  if (D.rope) rotateHeads(qkv, bqkv, D, 1);
+  return qkv;
 }
 
 // Operands x, W_qkv, [b_qkv], W_proj, [b_proj] (biases when the `bias` attribute is set).
@@ -203,8 +404,19 @@ void attention(const std::vector<Tensor>& in, std::vector<Tensor>& out, const At
   const bool bias = attrs.boolean("bias");
   const float* bproj = D.projBias ? in[4].f32() : nullptr;
   const int64_t rows = D.B * D.S;
+  const float* qkv = projectQkv(in[0].f32(), in[1].f32(), bias ? in[2].f32() : nullptr, D);
+  // The context p·v into ctx [B,S,C]: a task per head and block of query rows (each writes its own rows).
   float* ctx = scratch<float>(kContext, static_cast<size_t>(rows * D.C));
-  forward(in[0].f32(), in[1].f32(), bias ? in[2].f32() : nullptr, D, ctx);
+  const int64_t blocks = (D.S + kBlock - 1) / kBlock;
+  parallelTasks(D.B * D.H * blocks, [&](int64_t t) {
+    const int64_t i = t / blocks, i0 = t % blocks * kBlock;
+    const int64_t b = i / D.H, h = i % D.H;
+    const KeyValues kv = keyValues(qkv, D, b, h / (D.H / D.K), false);
+    const Block blk(D, i0);
+    float* p = scratch<float>(kProbs, static_cast<size_t>(blk.R * blk.C));
+    blk.probabilities(head(qkv, D, b, Part::Query, h), kv, p);
+    blk.context(p, kv, ctx + (b * D.S + i0) * D.C + h * D.hd, D.C);
+  });
   float* o = out[0].f32();
   project(ctx, in[bias ? 3 : 2].f32(), rows, D.C, D.d, true, o);
   if (bproj)
@@ -218,76 +430,50 @@ void attentionGradInput(const std::vector<Tensor>& in, std::vector<Tensor>& out,
   const Dims D = dimsOf(in[1], attrs);
   const bool bias = attrs.boolean("bias");
   const float* wqkv = in[2].f32();
-  const Forward f = forward(in[1].f32(), wqkv, bias ? in[3].f32() : nullptr, D, out[2].f32());
+  const float* qkv = projectQkv(in[1].f32(), wqkv, bias ? in[3].f32() : nullptr, D);
   const int64_t rows = D.B * D.S;
   float* dctx = scratch<float>(kContext, static_cast<size_t>(rows * D.C));
   project(in[0].f32(), in[bias ? 4 : 3].f32(), rows, D.d, D.C, false, dctx);
+  float* ctx = out[2].f32();
+  float* dqkv = out[1].f32();
 
-  // Per head, block by block: dp = dctx·vᵀ, dv += pᵀ·dctx, ds = p·(dp − Σ dp·p)/√hd, dq = ds·k, dk += dsᵀ·q.
+  // Per head, block by block, the probabilities once: the context p·v (the third output), dp = dctx·vᵀ,
+  // dv += pᵀ·dctx, ds = p·(dp − Σ dp·p)/√hd, dq = ds·k, dk += dsᵀ·q, straight into dqkv.
   // A task is a key/value head with the query heads that read it, in order, so dk and dv add up in the
   // same order however the tasks are spread over threads.
   // dq is written block by block; dk and dv add up over blocks and query heads, from zero.
-  const int64_t qn = D.B * D.H * D.S * D.hd, kn = D.B * D.K * D.S * D.hd;
-  float* dq = scratch<float>(kGrads, static_cast<size_t>(qn + 2 * kn));
-  float* dk = dq + qn;
-  float* dv = dk + kn;
-  std::fill(dk, dk + 2 * kn, 0.0f);
-  const float scale = static_cast<float>(1 / std::sqrt(static_cast<double>(D.hd)));
   const int64_t group = D.H / D.K;
-  forTasks(D.B * D.K, headsAsTasks(D), [&](int64_t t) {
+  parallelTasks(D.B * D.K, [&](int64_t t) {
     const int64_t b = t / D.K, g = t % D.K;
     const int64_t block = std::min(kBlock, D.S);
     float* p = scratch<float>(kProbs, static_cast<size_t>(block * D.S));
     float* dp = scratch<float>(kProbGrads, static_cast<size_t>(block * D.S));
-    const float* k = head(f.k, b * D.K + g, D);
-    const float* v = head(f.v, b * D.K + g, D);
-    float* dkg = head(dk, b * D.K + g, D);
-    float* dvg = head(dv, b * D.K + g, D);
+    const KeyValues kv = keyValues(qkv, D, b, g, true);
+    float* dk = head(dqkv, D, b, Part::Key, g);
+    float* dv = head(dqkv, D, b, Part::Value, g);
+    for (int64_t s = 0; s < D.S; s++) {
+      std::fill(dk + s * D.W, dk + s * D.W + D.hd, 0.0f);
+      std::fill(dv + s * D.W, dv + s * D.W + D.hd, 0.0f);
+    }
     for (int64_t h = g * group; h < (g + 1) * group; h++) {
-      const float* q = head(f.q, b * D.H + h, D);
-      float* dqh = head(dq, b * D.H + h, D);
+      const float* q = head(qkv, D, b, Part::Query, h);
+      float* dq = head(dqkv, D, b, Part::Query, h);
       for (int64_t i0 = 0; i0 < D.S; i0 += kBlock) {
-        const int64_t R = std::min(kBlock, D.S - i0);
-        const int64_t C = probBlock(q, k, D, i0, R, p);
-        const int iR = static_cast<int>(R), iC = static_cast<int>(C), ihd = static_cast<int>(D.hd), ldc = static_cast<int>(D.C);
-        const float* dcb = dctx + (b * D.S + i0) * D.C + h * D.hd;  // this head's context gradient, rows C apart
-        sgemm(false, true, iR, iC, ihd, 1.0f, dcb, ldc, v, ihd, 0.0f, dp, iC);
-        sgemm(true, false, iC, ihd, iR, 1.0f, p, iC, dcb, ldc, 1.0f, dvg, ihd);
-        for (int64_t r = 0; r < R; r++) {
-          const float* pr = p + r * C;
-          float* dr = dp + r * C;
-          softmaxBackRow(pr, dr, C, static_cast<float>(dotOf(dr, pr, C)), scale);
-        }
-        sgemm(false, false, iR, ihd, iC, 1.0f, dp, iC, k, ihd, 0.0f, dqh + i0 * D.hd, ihd);
-        sgemm(true, false, iC, ihd, iR, 1.0f, dp, iC, q + i0 * D.hd, ihd, 1.0f, dkg, ihd);
+        const Block blk(D, i0);
+        const int64_t at = (b * D.S + i0) * D.C + h * D.hd;  // this head's block in ctx and dctx, rows C apart
+        blk.probabilities(q, kv, p);
+        blk.context(p, kv, ctx + at, D.C);
+        blk.probGrads(dctx + at, D.C, kv, dp);
+        blk.valueGrads(p, dctx + at, D.C, dv);
+        blk.scoreGrads(p, dp);
+        blk.queryGrads(dp, kv, dq);
+        blk.keyGrads(dp, q, dk);
       }
     }
   });
 
-  // Un-rotate (the rotation is orthogonal: its gradient is the inverse rotation) and pack like qkv.
-  const Rope tables = D.rope ? ropeTables(D.S, D.hd) : Rope{};
-  float* dqkv = out[1].f32();
-  parallelFor(rows, 64, [&](int64_t r0, int64_t r1) {
-    std::vector<double> a(static_cast<size_t>(D.hd));
-    auto put = [&](const float* from, float* to, int64_t s, bool rotated) {
-      if (rotated && D.rope) {
-        std::copy(from, from + D.hd, a.begin());
-        rotate(a.data(), s, tables, -1);
-        for (int64_t e = 0; e < D.hd; e++) to[e] = static_cast<float>(a[e]);
-      } else {
-        std::copy(from, from + D.hd, to);
-      }
-    };
-    for (int64_t r = r0; r < r1; r++) {
-      const int64_t b = r / D.S, s = r % D.S;
-      float* row = dqkv + r * D.W;
-      for (int64_t h = 0; h < D.H; h++) put(head(dq, b * D.H + h, D) + s * D.hd, row + h * D.hd, s, true);
-      for (int64_t g = 0; g < D.K; g++) {
-        put(head(dk, b * D.K + g, D) + s * D.hd, row + (D.H + g) * D.hd, s, true);
-        put(head(dv, b * D.K + g, D) + s * D.hd, row + (D.H + D.K + g) * D.hd, s, false);
-      }
-    }
-  });
+  // Un-rotate the query and key gradients: the rotation is orthogonal, its gradient the inverse rotation.
+  if (D.rope) rotateHeads(dqkv, nullptr, D, -1);
   // dx = dqkv·W_qkv from the f32 dqkv just written, as the interpreter computes it from its f32 output.
   project(dqkv, wqkv, rows, D.W, D.d, false, out[0].f32());
 }
