@@ -9,6 +9,9 @@
 //    written in place, or not): the compiler vectorizes it without checking at run time how they overlap,
 //    which it gives up on past a few pointer pairs. Each element must read only its own index.
 //  - std::sqrt vectorizes: the addon builds with -fno-math-errno (CMakeLists.txt).
+//  - laneSum and addRowBlocks: the two shapes of a reduction the kernels share (a long sum in running lanes; a
+//    sum down rows kept in registers across a block of rows), each in a fixed order. Inline templates, so the
+//    kernel calling them compiles them into each of its clones.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +44,39 @@ inline uint32_t asBits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
   return u;
+}
+
+/** Σ term(i) over [0, n) in `Lanes` running sums of T, folded pairwise in a fixed order: independent chains
+ *  the compiler vectorizes (one chain of dependent adds costs an add's latency per element), and the same bits
+ *  for the same inputs wherever the caller's rows are split. */
+template <typename T, int Lanes, typename Term>
+inline T laneSum(int64_t n, Term term) {
+  T s[Lanes] = {};
+  int64_t i = 0;
+  for (; i + Lanes <= n; i += Lanes)
+    for (int k = 0; k < Lanes; k++) s[k] += term(i + k);
+  for (int k = 0; i < n; i++, k++) s[k] += term(i);
+  for (int half = Lanes / 2; half > 0; half /= 2)
+    for (int k = 0; k < half; k++) s[k] += s[k + half];
+  return s[0];
+}
+
+/** acc[c] += term(r, c) for rows r in [0, rows) and columns c in [0, n), each column's terms in row order.
+ *  Rows go in blocks of 4: a column's sum stays in a register across a block, so acc is read and written once
+ *  per block instead of once per row, and the columns (independent sums) fill the vectors. */
+template <typename Term>
+inline void addRowBlocks(double* acc, int64_t rows, int64_t n, Term term) {
+  constexpr int64_t kRows = 4;
+  int64_t r = 0;
+  for (; r + kRows <= rows; r += kRows) {
+    for (int64_t c = 0; c < n; c++) {
+      double s = acc[c];
+      for (int64_t k = 0; k < kRows; k++) s += term(r + k, c);
+      acc[c] = s;
+    }
+  }
+  for (; r < rows; r++)
+    for (int64_t c = 0; c < n; c++) acc[c] += term(r, c);
 }
 
 /** c ? a : b, both already computed, as a bit mask (NaN and −0 pass through unchanged). */

@@ -81,37 +81,14 @@ class RowWalk {
   int64_t offset_ = 0;
 };
 
-/** acc[c] += x[r·stride + c] for the rows r in [0, rows), each column's terms in row order. Rows go in
- *  blocks: a column's sum stays in a register across a block's rows, so acc is read and written once per block
- *  instead of once per row, and the columns (independent sums) fill the vectors. */
+/** acc[c] += x[r·stride + c] for the rows r in [0, rows), each column's terms in row order. */
 FSM_CPU_CLONES void addRows(double* acc, const float* x, int64_t rows, int64_t stride, int64_t n) {
-  constexpr int64_t kRows = 4;
-  int64_t r = 0;
-  for (; r + kRows <= rows; r += kRows) {
-    const float* block = x + r * stride;
-    for (int64_t c = 0; c < n; c++) {
-      double s = acc[c];
-      for (int64_t k = 0; k < kRows; k++) s += block[k * stride + c];
-      acc[c] = s;
-    }
-  }
-  for (; r < rows; r++)
-    for (int64_t c = 0; c < n; c++) acc[c] += x[r * stride + c];
+  vec::addRowBlocks(acc, rows, n, [x, stride](int64_t r, int64_t c) { return static_cast<double>(x[r * stride + c]); });
 }
 
-/** Σ x in double, in 8 running sums folded in a fixed order: independent chains the compiler vectorizes (one
- *  chain of dependent adds costs an add's latency per element; more lanes cost more to fold than they save on
- *  rows as short as a model's width). */
+/** Σ x in double, in 8 lanes (more cost more to fold than they save on rows as short as a model's width). */
 FSM_CPU_CLONES double sumRow(const float* x, int64_t n) {
-  constexpr int kLanes = 8;
-  double s[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int k = 0; k < kLanes; k++) s[k] += x[j + k];
-  for (int k = 0; j < n; j++, k++) s[k] += x[j];
-  for (int half = kLanes / 2; half > 0; half /= 2)
-    for (int k = 0; k < half; k++) s[k] += s[k + half];
-  return s[0];
+  return vec::laneSum<double, 8>(n, [x](int64_t j) { return static_cast<double>(x[j]); });
 }
 
 // Sums x down to the output's shape (which broadcasts to x's): each element of x adds into the one it was

@@ -19,43 +19,21 @@ namespace {
 /** Rows per chunk over the kernel threads: about 16k elements. */
 int64_t rowGrain(int64_t d) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(d, 1)); }
 
-/** Running sums per row: 8 lanes each, independent chains the compiler vectorizes, folded in a fixed order. */
-constexpr int kLanes = 8;
+// The row sums are inline (vec::laneSum), compiled into each per-row function's clone; one sum per loop, since
+// GCC 12 vectorizes a loop of running sums only when it keeps one array of them.
 
-inline double fold(double* s) {
-  for (int half = kLanes / 2; half > 0; half /= 2)
-    for (int k = 0; k < half; k++) s[k] += s[k + half];
-  return s[0];
-}
-
-// The row sums are inline, to be compiled into each per-row function's clone; one sum per loop, since GCC 12
-// vectorizes a loop of running sums only when it keeps one array of them.
-
-/** Σx, or Σ(x − mean)² when `squares`. */
+/** Σx, or Σ(x − mean)² when `squares`, in double, 8 lanes. */
 template <bool squares>
 inline double rowSum(const float* x, int64_t d, double mean) {
-  double s[kLanes] = {};
-  int64_t c = 0;
-  for (; c + kLanes <= d; c += kLanes)
-    for (int k = 0; k < kLanes; k++) s[k] += squares ? (x[c + k] - mean) * (x[c + k] - mean) : x[c + k];
-  for (int k = 0; c < d; c++, k++) s[k] += squares ? (x[c] - mean) * (x[c] - mean) : x[c];
-  return fold(s);
+  return vec::laneSum<double, 8>(d, [=](int64_t c) { return squares ? (x[c] - mean) * (x[c] - mean) : static_cast<double>(x[c]); });
 }
 
 /** Σg with g = dy·w, or Σg·(x − mean) when `deviations` (x − mean from the mean's two f32 parts, as in
- *  normGradRow), in f32: 16 running sums folded pairwise, within a few f32 ulp of Σ|term|. That moves dx by a
- *  few ulp of its terms: these sums are means subtracted from a row's terms, not results of their own. */
+ *  normGradRow), in f32: 16 lanes folded pairwise, within a few f32 ulp of Σ|term|. That moves dx by a few ulp
+ *  of its terms: these sums are means subtracted from a row's terms, not results of their own. */
 template <bool deviations>
 inline float gradSum(const float* dy, const float* x, const float* w, int64_t d, float meanHi, float meanLo) {
-  constexpr int kF32Lanes = 16;
-  float s[kF32Lanes] = {};
-  int64_t c = 0;
-  for (; c + kF32Lanes <= d; c += kF32Lanes)
-    for (int k = 0; k < kF32Lanes; k++) s[k] += deviations ? dy[c + k] * w[c + k] * ((x[c + k] - meanHi) - meanLo) : dy[c + k] * w[c + k];
-  for (int k = 0; c < d; c++, k++) s[k] += deviations ? dy[c] * w[c] * ((x[c] - meanHi) - meanLo) : dy[c] * w[c];
-  for (int half = kF32Lanes / 2; half > 0; half /= 2)
-    for (int k = 0; k < half; k++) s[k] += s[k + half];
-  return s[0];
+  return vec::laneSum<float, 16>(d, [=](int64_t c) { return deviations ? dy[c] * w[c] * ((x[c] - meanHi) - meanLo) : dy[c] * w[c]; });
 }
 
 /** One row's mean (0 for rms_norm) and 1/√(var + eps) (layer_norm) or 1/√(mean(x²) + eps) (rms_norm). */
@@ -126,25 +104,9 @@ void normGradInput(const std::vector<Tensor>& in, std::vector<Tensor>& out, cons
 }
 
 /** acc[c] += dy·(x − mean)·rstd down `rows` rows (row stride d, stats[2r], stats[2r + 1] each row's mean and
- *  rstd) over n columns, each column's terms in row order. Rows go in blocks, a column's sum in a register
- *  across a block, so acc is read and written once per block instead of once per row. */
+ *  rstd) over n columns, each column's terms in row order. */
 FSM_CPU_CLONES void addScaledRows(double* acc, const float* dy, const float* x, const double* stats, int64_t rows, int64_t d, int64_t n) {
-  constexpr int64_t kRows = 4;
-  int64_t r = 0;
-  for (; r + kRows <= rows; r += kRows) {
-    double mean[kRows], rstd[kRows];
-    for (int64_t k = 0; k < kRows; k++) {
-      mean[k] = stats[2 * (r + k)];
-      rstd[k] = stats[2 * (r + k) + 1];
-    }
-    for (int64_t c = 0; c < n; c++) {
-      double s = acc[c];
-      for (int64_t k = 0; k < kRows; k++) s += static_cast<double>(dy[(r + k) * d + c]) * (x[(r + k) * d + c] - mean[k]) * rstd[k];
-      acc[c] = s;
-    }
-  }
-  for (; r < rows; r++)
-    for (int64_t c = 0; c < n; c++) acc[c] += static_cast<double>(dy[r * d + c]) * (x[r * d + c] - stats[2 * r]) * stats[2 * r + 1];
+  vec::addRowBlocks(acc, rows, n, [=](int64_t r, int64_t c) { return static_cast<double>(dy[r * d + c]) * (x[r * d + c] - stats[2 * r]) * stats[2 * r + 1]; });
 }
 
 // Operands dy, x: dw = Σ_rows dy·x̂, accumulated in double across rows in row order: the rows' statistics

@@ -27,18 +27,9 @@ constexpr double kClipEps = 1e-6;
  *  order, so the result does not depend on how the blocks are split over the kernel threads. */
 constexpr int64_t kSquaresBlock = 8192;
 
-/** Σ x² in double, in 16 running sums (a vector's worth of independent chains, not one chain of dependent
- *  adds) folded in a fixed order. */
+/** Σ x² in double, in 16 lanes. */
 FSM_CPU_CLONES double squaresOf(const float* x, int64_t n) {
-  constexpr int kLanes = 16;
-  double s[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int k = 0; k < kLanes; k++) s[k] += static_cast<double>(x[i + k]) * x[i + k];
-  for (int k = 0; i < n; i++, k++) s[k] += static_cast<double>(x[i]) * x[i];
-  for (int half = kLanes / 2; half > 0; half /= 2)
-    for (int k = 0; k < half; k++) s[k] += s[k + half];
-  return s[0];
+  return vec::laneSum<double, 16>(n, [x](int64_t i) { return static_cast<double>(x[i]) * x[i]; });
 }
 
 void sumSquares(const std::vector<Tensor>& in, std::vector<Tensor>& out, const Attrs&) {
