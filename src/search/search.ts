@@ -208,20 +208,16 @@ export function searchPlans(x: SearchInput): SearchResult {
     // never has a split, selective's plan differs only by stages that recompute to fit: of use only when
     // that lowers the bottleneck below never's (else it is never's plan, or one recomputing for nothing).
     const twin = c.checkpoint === "selective" ? neverBottleneck.get(candidateText({ ...c, checkpoint: "never" })) ?? Infinity : Infinity;
-    const tightest = Math.min(outclass, twin);
-    const below = tightest === Infinity ? undefined : tightest;
+    const below = Math.min(outclass, twin);
     const split = optimalPartition({
       layers: layerCount,
       stages: model.stageCount,
       stageTime: (k, i, j) => model.stageTime(k, i, j),
       fits: (k, i, j) => model.fits(k, i, j),
       ...(x.parallel.balance && { sizes: x.parallel.balance }),
-      // An estimate is at least m times the bottleneck (step-model.ts: the busiest device runs all its
-      // micro-batches), so to come in at `beat` or under, the bottleneck must be at most beat / m (the
-      // margin covers the rounding of that product).
-      ...(below !== undefined && { below }),
+      ...(below < Infinity && { below }),
     });
-    if (!split) return below === undefined ? "infeasible" : below === twin ? "duplicate" : "outclassed";
+    if (!split) return below === Infinity ? "infeasible" : below === twin ? "duplicate" : "outclassed";
     if (c.checkpoint === "never") neverBottleneck.set(candidateText(c), split.bottleneck);
     const recompute = recomputeLayers(model, tableOf(c).classOf, split.sizes);
     if (c.checkpoint === "selective" && recompute.length === 0) return "duplicate";

@@ -71,10 +71,6 @@ export function blockLink(cluster: Cluster, first: number, count: number, stride
   return groupLink(cluster, count === 1 ? [first] : [first, first + (count - 1) * stride]);
 }
 
-function sameLink(a: Link, b: Link): boolean {
-  return a.bandwidth === b.bandwidth && a.latency === b.latency && a.calibration === b.calibration;
-}
-
 /** Per-layer seconds of one micro-batch under a candidate's shard strategy, before any recompute: compute
  *  (forward + backward) and the collectives that repeat every micro-batch on the comm stream (FSDP's gathers
  *  and reduce-scatters, ShardedDDP's gradient reduces). The same for every candidate with the same micro-batch
@@ -280,20 +276,19 @@ export class StageModel {
 
   private transferSeconds(k: number, j: number): number {
     if (j >= this.layers) return 0;
-    const r = this.pipeRank(k);
-    let table = this.transfers[r];
+    const link = this.p2pLinks[this.pipeRank(k)]!;
+    // Per kind of link (in a node, across nodes; one cluster's calibration), not per rank: the partitioner
+    // asks for every cut of every stage.
+    const kind = `${link.bandwidth}/${link.latency}`;
+    let table = this.transfers.get(kind);
     if (!table) {
-      // Per link rather than per rank: the ranks' links are few kinds (in a node, across nodes), and the
-      // partitioner asks for every cut of every stage.
-      const link = this.p2pLinks[r]!;
-      const twin = this.p2pLinks.findIndex((l, q) => this.transfers[q] !== undefined && sameLink(l, link));
-      table = twin >= 0 ? this.transfers[twin]! : Float64Array.from(this.x.profile.cut, (bytes) => 2 * collectiveTime("send_recv", bytes, 2, link));
-      this.transfers[r] = table;
+      table = Float64Array.from(this.x.profile.cut, (bytes) => 2 * collectiveTime("send_recv", bytes, 2, link));
+      this.transfers.set(kind, table);
     }
     return table[j]!;
   }
-  /** Both transfers across each cut, per pipeline rank's link (filled when first asked). */
-  private readonly transfers: (Float64Array | undefined)[] = [];
+  /** Both transfers across each cut, by kind of link (filled when first asked). */
+  private readonly transfers = new Map<string, Float64Array>();
 
   /** Parameters a stage of layers [i, j) holds (tied weights once). */
   paramsIn(i: number, j: number): number {

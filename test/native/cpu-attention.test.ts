@@ -4,11 +4,11 @@
 // tile (ragged groups of rows at the causal mask's edge, narrow and single-column tails), more than one block
 // of 256 query rows, grouped-query heads with rotary embeddings, no mask, and a tensor-parallel rank's heads.
 // Tolerances as the step comparisons' (rtol 1e-4, atol 1e-5).
-import { describe, expect, it } from "vitest";
+import { describe, it } from "vitest";
 import { kernelFor } from "../../src/interp/kernels/index.js";
 import type { Tensor } from "../../src/interp/tensor.js";
 import { runNativeKernel, type NativeAttrs, type NativeOperand } from "../../src/native/binding.js";
-import { attentionName, attentionOperands, floats, type AttentionCase } from "../support/simt-kernels.js";
+import { attentionName, attentionOperands, expectClose, floats, type AttentionCase } from "../support/simt-kernels.js";
 
 const RTOL = 1e-4, ATOL = 1e-5;
 
@@ -18,14 +18,7 @@ function expectAsInterpreter(op: string, inputs: NativeOperand[], opAttrs: Nativ
   const attrs = { ...opAttrs, d: outShapes[0]![2]! }; // the graph's attributes include the model width
   const want = kernelFor(op)(inputs as Tensor[], attrs, { outShapes, outInt: outShapes.map(() => false), float: "f32" });
   const got = runNativeKernel(op, inputs, attrs, outShapes.map((shape) => ({ shape, dtype: "f32" as const })));
-  want.forEach((w, i) => {
-    const g = got[i]!;
-    expect(g.length, `output ${i} length`).toBe(w.data.length);
-    for (let k = 0; k < g.length; k++) {
-      const a = w.data[k]!, n = g[k]!;
-      if (!(Math.abs(a - n) <= ATOL + RTOL * Math.abs(a))) throw new Error(`${op} output ${i}[${k}]: interpreter ${a}, native ${n}`);
-    }
-  });
+  expectClose(want.map((w) => w.data as Float32Array), got, RTOL, ATOL, ["interpreter", "native"]);
 }
 
 const CASES: AttentionCase[] = [

@@ -19,8 +19,9 @@ export function both(op: string, inputs: NativeOperand[], attrs: NativeAttrs, ou
   return [runNativeKernel(op, inputs, attrs, outputs), runNativeKernel(op, inputs, attrs, outputs, { device: SIMT })];
 }
 
-/** Every element within atol + rtol·|cpu|; NaN where the CPU has NaN, the same infinity where it has one. */
-export function expectClose(cpu: NativeData[], cuda: NativeData[], rtol: number, atol: number): void {
+/** Every element within atol + rtol·|cpu|; NaN where the CPU has NaN, the same infinity where it has one.
+ *  `names`: what the two sides are called in a failure (the reference first). */
+export function expectClose(cpu: NativeData[], cuda: NativeData[], rtol: number, atol: number, names: readonly [string, string] = ["cpu", "cuda"]): void {
   expect(cuda.length).toBe(cpu.length);
   cpu.forEach((c, i) => {
     const g = cuda[i]!;
@@ -29,7 +30,7 @@ export function expectClose(cpu: NativeData[], cuda: NativeData[], rtol: number,
       const want = c[k]!, got = g[k]!;
       if (Number.isNaN(want)) expect(got, `output ${i}[${k}]`).toBeNaN();
       else if (!Number.isFinite(want)) expect(got, `output ${i}[${k}]`).toBe(want);
-      else if (!(Math.abs(want - got) <= atol + rtol * Math.abs(want))) throw new Error(`output ${i}[${k}]: cpu ${want}, cuda ${got}`);
+      else if (!(Math.abs(want - got) <= atol + rtol * Math.abs(want))) throw new Error(`output ${i}[${k}]: ${names[0]} ${want}, ${names[1]} ${got}`);
     }
   });
 }
