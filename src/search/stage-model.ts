@@ -276,19 +276,25 @@ export class StageModel {
 
   private transferSeconds(k: number, j: number): number {
     if (j >= this.layers) return 0;
-    const link = this.p2pLinks[this.pipeRank(k)]!;
-    // Per kind of link (in a node, across nodes; one cluster's calibration), not per rank: the partitioner
-    // asks for every cut of every stage.
+    const r = this.pipeRank(k);
+    return (this.transfersByRank[r] ??= this.transferTable(this.p2pLinks[r]!))[j]!;
+  }
+
+  /** Both transfers across each cut over `link`: one table per kind of link (in a node, across nodes; one
+   *  cluster's calibration), not per rank, since the partitioner asks for every cut of every stage. */
+  private transferTable(link: Link): Float64Array {
     const kind = `${link.bandwidth}/${link.latency}`;
     let table = this.transfers.get(kind);
     if (!table) {
       table = Float64Array.from(this.x.profile.cut, (bytes) => 2 * collectiveTime("send_recv", bytes, 2, link));
       this.transfers.set(kind, table);
     }
-    return table[j]!;
+    return table;
   }
-  /** Both transfers across each cut, by kind of link (filled when first asked). */
   private readonly transfers = new Map<string, Float64Array>();
+  /** transferTable's answer by pipeline rank, looked up once per rank: the kind's text is a number-to-string
+   *  conversion, too slow for the partitioner's innermost call. */
+  private readonly transfersByRank: Float64Array[] = [];
 
   /** Parameters a stage of layers [i, j) holds (tied weights once). */
   paramsIn(i: number, j: number): number {
