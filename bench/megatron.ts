@@ -91,7 +91,10 @@ const FULL_RECOMPUTE = { layer_checkpoint: "all" };
 // Sequence parallelism with selective recomputation: no layer recomputed whole.
 const SP_SELECTIVE = { sequence_parallel: "true", layer_checkpoint: "none" };
 // The sample leaves sequence parallelism to the search: the published configurations say it.
-const MEGATRON_175B = { "train.batch": 64, tensor_parallel: 8, sequence_parallel: "false", stages: 8, virtual_stages: 3, data_parallel: 1, chunks: 64, schedule: "interleaved", checkpoint: "never", shard: "none" };
+// Megatron-LM splits the 96 blocks evenly over the 24 model chunks (4 each), the embeddings on the first and
+// the final norm and head on the last: the balance lists every virtual stage.
+const MEGATRON_175B_BALANCE = `[${[6, ...new Array(22).fill(4), 6].join(",")}]`;
+const MEGATRON_175B = { "train.batch": 64, tensor_parallel: 8, sequence_parallel: "false", stages: 8, virtual_stages: 3, data_parallel: 1, chunks: 64, schedule: "interleaved", checkpoint: "never", shard: "none", balance: MEGATRON_175B_BALANCE };
 
 const cases = [
   stepCase({

@@ -19,15 +19,21 @@ export function checkParallelFeasible(
   const num = (x: number | Auto): x is number => x !== "auto";
   const n = layers.length;
   let stages = c.stages;
+  // Under the interleaved schedule a balance lists every virtual stage (Megatron-LM's model chunks, in layer
+  // order: chunk k on pipeline rank k mod stages), so it has stages × virtual_stages entries.
+  const virtual = num(c.virtualStages) ? c.virtualStages : 1;
   if (c.balance) {
     const sum = c.balance.reduce((a, b) => a + b, 0);
     if (sum !== n) {
       diags.push(error("FSM501", `balance [${c.balance.join(", ")}] covers ${sum} layers but the model has ${n} (${layerList(layers)})`, at("balance")));
     }
-    if (num(stages) && stages !== c.balance.length) {
-      diags.push(error("FSM503", `stages = ${stages} but balance lists ${c.balance.length} stages`, at("stages")));
+    if (c.balance.length % virtual !== 0) {
+      diags.push(error("FSM503", `balance lists ${c.balance.length} stages, not a multiple of virtual_stages = ${virtual} (it lists every virtual stage: stages × virtual_stages entries)`, at("balance")));
+    } else if (num(stages) && stages * virtual !== c.balance.length) {
+      const want = virtual > 1 ? `stages × virtual_stages = ${stages} × ${virtual}` : `stages = ${stages}`;
+      diags.push(error("FSM503", `${want} but balance lists ${c.balance.length} stages`, at("stages")));
     }
-    stages = c.balance.length;
+    stages = Math.max(1, Math.floor(c.balance.length / virtual));
   }
   if (num(stages) && stages > n) {
     diags.push(error("FSM503", `stages = ${stages} but the model has only ${n} layers to split`, at("stages")));
@@ -80,7 +86,8 @@ export function checkParallelFeasible(
       );
     }
   }
-  checkPins(diags, layers, stages, c.balance, (l) => layerSpan(l) ?? fallbackSpan);
+  // Pins name a balance entry (a virtual stage under interleaving), as compile assigns layers.
+  checkPins(diags, layers, c.balance ? c.balance.length : stages, c.balance, (l) => layerSpan(l) ?? fallbackSpan);
 }
 
 /** Stage pins must be in range, in layer order, and agree with an explicit balance. */

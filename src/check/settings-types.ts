@@ -54,7 +54,8 @@ export type ShardStrategy = (typeof SHARD_STRATEGIES)[number];
 export interface ParallelConfig {
   readonly devices: number | Auto;
   readonly stages: number | Auto;
-  /** Layers per stage, as FairScale's Pipe `balance`. */
+  /** Layers per stage, as FairScale's Pipe `balance`; under the interleaved schedule per virtual stage (Megatron-LM's model
+   *  chunks: stages × virtual_stages entries, chunk k on pipeline rank k mod stages). */
   readonly balance?: readonly number[];
   readonly chunks: number | Auto;
   readonly schedule: ScheduleKind | Auto;

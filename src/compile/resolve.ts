@@ -88,9 +88,11 @@ export function resolveMesh(parallel: ParallelConfig, devices: number | undefine
   if (devices !== undefined && fileDevices !== undefined && devices !== fileDevices) {
     throw new CompileError(`--devices ${devices} contradicts parallel.devices = ${fileDevices}`);
   }
-  const stagesGiven = parallel.balance ? parallel.balance.length : num(parallel.stages);
-  if (parallel.balance && num(parallel.stages) !== undefined && num(parallel.stages) !== parallel.balance.length) {
-    throw new CompileError(`stages = ${num(parallel.stages)} but the balance has ${parallel.balance.length} entries`);
+  // A balance lists every virtual stage: stages × virtual_stages entries (parallel-feasibility.ts).
+  const virtual = num(parallel.virtualStages) ?? 1;
+  const stagesGiven = parallel.balance ? parallel.balance.length / virtual : num(parallel.stages);
+  if (parallel.balance && (!Number.isInteger(stagesGiven) || (num(parallel.stages) !== undefined && num(parallel.stages) !== stagesGiven))) {
+    throw new CompileError(`stages = ${num(parallel.stages)}${virtual > 1 ? ` × virtual_stages = ${virtual}` : ""} but the balance has ${parallel.balance.length} entries`);
   }
   const all = devices ?? fileDevices;
   const dataParallel = num(parallel.dataParallel);
@@ -171,9 +173,6 @@ export function resolveSettings(train: TrainConfig, parallel: ParallelConfig, la
   }
   if (stages * virtualStages > layerCount) {
     throw new CompileError(`${stages} stages × ${virtualStages} virtual stages = ${stages * virtualStages} exceeds the model's ${layerCount} layers`);
-  }
-  if (parallel.balance && virtualStages > 1) {
-    throw new CompileError("not implemented: an explicit balance with virtual_stages > 1; give stages and the search splits the layers over the virtual stages");
   }
   if (train.batch % (dataParallel * microBatches) !== 0) {
     throw new CompileError(`batch = ${train.batch} does not split into data_parallel × chunks = ${dataParallel} × ${microBatches} equal micro-batches`);

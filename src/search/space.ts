@@ -51,7 +51,8 @@ const VIRTUAL_STAGES = [2, 4];
 export function searchSpace(x: SpaceInput): Space {
   const p = x.parallel;
   const excluded: { family: string; reason: string }[] = [];
-  const stagesFixed = p.balance ? p.balance.length : fixed(p.stages);
+  // A balance lists every virtual stage (stages × virtual_stages entries).
+  const stagesFixed = p.balance ? p.balance.length / (fixed(p.virtualStages) ?? 1) : fixed(p.stages);
   const dpFixed = fixed(p.dataParallel);
   const out: Candidate[] = [];
   for (const tensorParallel of x.tensorParallel) {
@@ -104,7 +105,8 @@ export function searchSpace(x: SpaceInput): Space {
       for (const schedule of schedules) {
         const vs = schedule !== "interleaved" ? [1] : fixed(p.virtualStages) !== undefined ? [fixed(p.virtualStages)!] : VIRTUAL_STAGES;
         for (const virtualStages of vs) {
-          if (schedule === "interleaved" && (microBatches % stages !== 0 || stages * virtualStages > x.layers || p.balance)) continue;
+          if (schedule === "interleaved" && (microBatches % stages !== 0 || stages * virtualStages > x.layers)) continue;
+          if (p.balance && p.balance.length !== stages * virtualStages) continue;
           for (const shard of shards) {
             // Sharding over a group of one is allowed when asked for (it degenerates to none), not searched.
             if (shard !== "none" && dataParallel === 1 && fixed(p.shard) === undefined) continue;

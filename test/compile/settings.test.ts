@@ -73,7 +73,6 @@ describe("derivations", () => {
     // Left to the search, the same requests find no candidate, and say why.
     const searched = compileError({ stages: 3, data_parallel: 1, chunks: 2, schedule: "interleaved" });
     expect(searched).toContain("pp=3 dp=1: no candidate meets the given settings");
-    expect(compileError({ balance: "[3, 3]", data_parallel: 1, chunks: 2, schedule: "interleaved", virtual_stages: 2 })).toContain("not implemented: an explicit balance with virtual_stages > 1");
   });
 });
 
@@ -83,6 +82,16 @@ describe("stage splits", () => {
     expect(stageSizes(6, 3, [1, 2, 3])).toEqual([1, 2, 3]);
     const c = compileSample("mlp", "cpu", { balance: "[1, 2, 3]", data_parallel: 1, chunks: 4 });
     expect(c.stages.map((s) => [s.start, s.end])).toEqual([[0, 1], [1, 3], [3, 6]]);
+  });
+
+  it("interleaved: a balance lists every virtual stage (Megatron-LM's model chunks), explicit or searched", () => {
+    const c = compileSample("mlp", "cpu", { balance: "[1, 2, 2, 1]", data_parallel: 1, chunks: 2, schedule: "interleaved", virtual_stages: 2 });
+    expect([c.settings.stages, c.settings.virtualStages]).toEqual([2, 2]);
+    expect(c.stages.map((s) => [s.start, s.end, s.pipeRank])).toEqual([[0, 1, 0], [1, 3, 1], [3, 5, 0], [5, 6, 1]]);
+    // Left to the search with the depth given, only interleaving at that depth can take the balance.
+    const searched = compileSample("mlp", "cpu", { balance: "[1, 2, 2, 1]", data_parallel: 1, virtual_stages: 2, schedule: "auto" });
+    expect([searched.settings.schedule, searched.settings.virtualStages, searched.settings.stages]).toEqual(["interleaved", 2, 2]);
+    expect(searched.stages.map((s) => s.end - s.start)).toEqual([1, 2, 2, 1]);
   });
 
   it("interleaved: virtual stage k runs on pipeline rank k mod p, replicas on consecutive ranks", () => {
