@@ -48,6 +48,7 @@ for (const m of MODELS.filter((x) => only === undefined || x.name === only)) {
     cores: file.cores,
     instructionUs: r3(file.host.instructionSeconds * 1e6),
     loopUs: r3(file.host.loopSeconds * 1e6),
+    batchUs: r3((file.host.batchSeconds ?? 0) * 1e6),
     handoffUs: r3(file.host.handoffSeconds * 1e6),
     contention: file.contention.map((c) => ({ devices: c.devices, slowdown: r3(c.slowdown) })),
     stepUs: file.host.step.map((s) => ({ devices: s.devices, us: r3(s.seconds * 1e6) })),

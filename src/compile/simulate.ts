@@ -1,6 +1,7 @@
 // Step 8 of compile: the predicted step from the finished programs: step time, bubble, exposed communication.
 import { runPrograms, type EngineRun } from "./engine.js";
 import type { Program, Rendezvous } from "./program.js";
+import { NO_HOST, type HostStep } from "../cost/calibrated-pricing.js";
 
 export interface StepPrediction {
   readonly run: EngineRun;
@@ -18,15 +19,15 @@ export function runOrThrow(programs: readonly Program[], rendezvous: readonly Re
   return run;
 }
 
-/** `hostSeconds`: the step's fixed host cost (a calibration's; 0 without one), added to the programs' makespan. */
-export function predictStep(programs: readonly Program[], rendezvous: readonly Rendezvous[], hostSeconds = 0): StepPrediction {
+/** `host`: the step's host costs around the programs (a calibration's; none without one, HostStep). */
+export function predictStep(programs: readonly Program[], rendezvous: readonly Rendezvous[], host: HostStep = NO_HOST): StepPrediction {
   const run = runOrThrow(programs, rendezvous, "plan");
   const free = runOrThrow(programs, rendezvous, "plan with free communication", true);
   const makespan = run.makespan;
   const idle = run.programs.reduce((n, r) => n + Math.max(0, makespan - r.computeBusy), 0);
   return {
     run,
-    stepTime: hostSeconds > 0 ? makespan + hostSeconds : makespan,
+    stepTime: host.loop + Math.max(makespan + host.executor, host.batch),
     bubbleFraction: makespan > 0 ? idle / (programs.length * makespan) : 0,
     exposedComm: Math.max(0, makespan - free.makespan),
   };

@@ -72,13 +72,23 @@ export function calibratedOptimizerSeconds(cluster: Cluster, stateBytes: number)
   return (seconds / o.stateBytes) * stateBytes * slowdown;
 }
 
-/** A step's fixed host cost on the cluster: the executor's start and finish for its device count and the run
- *  loop's own work; 0 without a version-2 calibration. */
-export function hostStepSeconds(cluster: Cluster): number {
+/** A step's host costs on the cluster (none without a version-2 calibration). */
+export function hostStepSeconds(cluster: Cluster): HostStep {
   const cal = cluster.calibration;
-  if (!isFullCalibration(cal)) return 0;
-  return interpolate(cal.host.step, cluster.devices) + cal.host.loopSeconds;
+  if (!isFullCalibration(cal)) return NO_HOST;
+  return { executor: interpolate(cal.host.step, cluster.devices), loop: cal.host.loopSeconds, batch: cal.host.batchSeconds ?? 0 };
 }
+
+/** What a step costs the host besides the programs: the run loop feeds the batch and reads the losses
+ *  (`loop`) between the devices' runs; while they run (the programs' makespan and the executor's start and
+ *  finish, `executor`), it makes the next step's batch (`batch`). A step takes loop + max(makespan +
+ *  executor, batch). */
+export interface HostStep {
+  readonly executor: number;
+  readonly loop: number;
+  readonly batch: number;
+}
+export const NO_HOST: HostStep = { executor: 0, loop: 0, batch: 0 };
 
 /** A value by device count, linear between measured counts, the nearest one's outside them (`grow`: beyond
  *  the last, in proportion to the device count). */

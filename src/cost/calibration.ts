@@ -19,7 +19,8 @@
 //     "optimizer": { "stateBytes": 231264, "seconds": 3.1e-5, "allCoresSeconds": 2.9e-5, "ops": 12 },
 //     "host": {
 //       "instructionSeconds": 3e-7,              // the executor's dispatch between two instructions
-//       "loopSeconds": 2e-5,                     // the run loop's JS per step (making, feeding a batch; losses)
+//       "loopSeconds": 2e-5,                     // the run loop's JS per step between runs (feeding a batch; losses)
+//       "batchSeconds": 5e-5,                    // optional: making a batch, done while the devices run the last
 //       "handoffSeconds": 3e-5,                  // a collective's wake-ups between compute and comm threads
 //       "step": [ { "devices": 1, "seconds": 4e-5 }, { "devices": 4, "seconds": 7e-5 } ]  // a step's fixed cost
 //     },
@@ -70,9 +71,12 @@ export interface CollectiveFit {
 export interface HostOverhead {
   /** The executor's cost between two instructions of a stream (dispatch, wait checks), seconds. */
   readonly instructionSeconds: number;
-  /** The run loop's own work per step for the calibrated model (making and feeding the batch, reading the
-   *  losses: JavaScript), seconds. */
+  /** The run loop's own work per step for the calibrated model between the devices' runs (feeding the batch,
+   *  reading the losses: JavaScript), seconds. */
   readonly loopSeconds: number;
+  /** Making one step's batch (the data's JavaScript), which the run loop does while the devices run the step
+   *  before: hidden unless it takes longer than they do. Files without it counted it in loopSeconds. */
+  readonly batchSeconds?: number;
   /** What each collective of a step pays on top of its back-to-back time: waking the communication thread
    *  when the compute stream's value is ready, and the compute thread when the result is. */
   readonly handoffSeconds: number;
@@ -236,7 +240,13 @@ export function parseCalibration(json: unknown, origin: string): Calibration {
   step.forEach((x, i) => {
     if (i > 0 && x.devices <= step[i - 1]!.devices) fail(`host.step[${i}].devices must be larger than host.step[${i - 1}]'s (${step[i - 1]!.devices}): ascending device counts`);
   });
-  const host: HostOverhead = { instructionSeconds: seconds(h.instructionSeconds, "host.instructionSeconds"), loopSeconds: seconds(h.loopSeconds, "host.loopSeconds"), handoffSeconds: seconds(h.handoffSeconds, "host.handoffSeconds"), step };
+  const host: HostOverhead = {
+    instructionSeconds: seconds(h.instructionSeconds, "host.instructionSeconds"),
+    loopSeconds: seconds(h.loopSeconds, "host.loopSeconds"),
+    ...(h.batchSeconds !== undefined && { batchSeconds: seconds(h.batchSeconds, "host.batchSeconds") }),
+    handoffSeconds: seconds(h.handoffSeconds, "host.handoffSeconds"),
+    step,
+  };
   let contention: { devices: number; slowdown: number }[] | undefined;
   if (json.contention !== undefined) {
     if (!Array.isArray(json.contention) || json.contention.length === 0) return fail("'contention' must be a non-empty array of {devices, slowdown}");

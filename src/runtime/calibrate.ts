@@ -260,7 +260,8 @@ export async function calibratePlan(plan: Plan, options: CalibrateOptions = {}):
   const shareBindings: Record<string, number> = seq === null ? { B: share } : { B: share, S: seq };
   const counts = deviceCounts(maxDevices);
   const contention = await measureContention(g, shareBindings, full, params, onceSeconds.get(share)!, counts, Math.max(3, repeats));
-  // The run loop's own work per step (making and feeding the batch, reading the losses).
+  // The run loop's own work per step: making the batch (while the devices run the step before), then feeding
+  // it and reading the losses.
   options.onProgress?.("the run loop's overhead");
   const loop = loopSeconds(g, data, plan);
   options.onProgress?.("the executor's step overhead");
@@ -288,18 +289,19 @@ export async function calibratePlan(plan: Plan, options: CalibrateOptions = {}):
       allCores: { forwardSeconds: Math.max(1e-9, median(e.fAll)), backwardSeconds: median(e.bAll) },
     })),
     optimizer: optimizer!,
-    host: { instructionSeconds: median(dispatch), loopSeconds: loop, handoffSeconds: handoff, step },
+    host: { instructionSeconds: median(dispatch), loopSeconds: loop.feed, batchSeconds: loop.batch, handoffSeconds: handoff, step },
     contention,
     collectives,
   };
 }
 
-/** The run loop's own JavaScript per step, replayed without the devices' work: making the batch, slicing it
- *  into the plan's micro-batches and copying each into a device's input slots, reading each micro-batch's loss
- *  (what feedBatch and lossValues do), on a device holding one micro-batch's inputs. The median of 200 steps
- *  after 100 unrecorded: the first few dozen run unoptimized JavaScript, and a prediction is of the steady
- *  step. */
-function loopSeconds(g: Graph, data: ReturnType<typeof syntheticData>, plan: Plan): number {
+/** The run loop's own JavaScript per step, replayed without the devices' work: making the batch (`batch`;
+ *  run-loop.ts makes it while the devices run the step before), then slicing it into the plan's micro-batches,
+ *  copying each into a device's input slots and reading each micro-batch's loss (`feed`: what feedBatch and
+ *  lossValues do, between the devices' runs), on a device holding one micro-batch's inputs. Medians of 200
+ *  steps after 100 unrecorded: the first few dozen run unoptimized JavaScript, and a prediction is of the
+ *  steady step. */
+function loopSeconds(g: Graph, data: ReturnType<typeof syntheticData>, plan: Plan): { batch: number; feed: number } {
   const mbs = plan.settings.microBatchSize;
   const seq = plan.settings.seq;
   const bindings: Record<string, number> = seq === null ? { B: mbs } : { B: mbs, S: seq };
@@ -309,18 +311,23 @@ function loopSeconds(g: Graph, data: ReturnType<typeof syntheticData>, plan: Pla
   b.emit(COMPUTE, "fsm_copy", [loss], [loss], {}, "calibrate", { inPlace: true });
   const cluster = createNativeCluster({ devices: [b.finish()], blasThreads: 1, timeoutSeconds: 60 });
   const slices = plan.settings.batch / mbs;
-  const times: number[] = [];
+  const made: number[] = [];
+  const fed: number[] = [];
   for (let step = 0; step < 300; step++) {
     const t0 = performance.now();
     const batch = data.batch(step);
+    const t1 = performance.now();
     for (let j = 0; j < slices; j++) {
       const rows = sliceBatch(batch, j * mbs, mbs);
       for (const x of inputs) cluster.set(0, x.slot, rows[x.name]!.data as Float32Array | Int32Array);
       cluster.get(0, loss);
     }
-    if (step >= 100) times.push((performance.now() - t0) / 1000);
+    if (step >= 100) {
+      made.push((t1 - t0) / 1000);
+      fed.push((performance.now() - t1) / 1000);
+    }
   }
-  return median(times);
+  return { batch: median(made), feed: median(fed) };
 }
 
 /** The device counts measured: every one up to 4, then the powers of two up to `max` (and `max`). */

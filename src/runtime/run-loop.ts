@@ -305,13 +305,29 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
   let finalLoss = NaN;
   let done = 0;
   const times: number[] = [];
+  // Step i's batch (0-based) as data.batch makes it, or what it threw, so that the error is step i's own even
+  // when the batch was made ahead, during step i − 1 (whose run must be awaited, not left to reject unheard).
+  const makeBatch = (i: number): Batch | { readonly thrown: unknown } => {
+    try {
+      return stepper.rows ? data.batch(i, stepper.rows) : data.batch(i);
+    } catch (e) {
+      return { thrown: e };
+    }
+  };
+  let next = makeBatch(first);
   for (let step = 1; step <= steps; step++) {
     // Steps are numbered over the whole training run: a resumed run continues the count (and --save-every's).
     const global = first + step;
     const t0 = performance.now();
     let loss: number;
     try {
-      loss = await stepper.step(stepper.rows ? data.batch(global - 1, stepper.rows) : data.batch(global - 1));
+      const batch = next;
+      if ("thrown" in batch) throw batch.thrown;
+      // The step copies its batch into the devices before its first await, so the next batch is made while the
+      // devices run this one (a data loader's prefetch: the main thread is otherwise idle until the step ends).
+      const running = stepper.step(batch);
+      if (step < steps) next = makeBatch(global);
+      loss = await running;
     } catch (e) {
       if (e instanceof EngineError) throw new RunError(`step ${global}: ${e.message}`, e.failure && { ...e.failure, step: global });
       if (e instanceof DataError) throw new RunError(`step ${global}: ${e.message}`);

@@ -150,20 +150,26 @@ describe("the pricing of a version-2 calibration", () => {
     // 4 devices: one core (40 µs + 10 µs), twice as slow.
     expect(calibratedOptimizerSeconds(clusterFor("cpu", 4, cal), 500)).toBeCloseTo(2 * 25e-6, 15);
     expect(calibratedOptimizerSeconds(clusterFor("cpu", 4), 500)).toBeUndefined();
-    // The executor's step cost interpolated between 1 (10 µs) and 4 devices (40 µs), plus the loop's 5 µs.
-    expect(hostStepSeconds(clusterFor("cpu", 1, cal))).toBeCloseTo(15e-6, 15);
-    expect(hostStepSeconds(clusterFor("cpu", 2, cal))).toBeCloseTo(25e-6, 15);
-    expect(hostStepSeconds(clusterFor("cpu", 8, cal))).toBeCloseTo(45e-6, 15);
-    expect(hostStepSeconds(clusterFor("cpu", 8))).toBe(0);
+    // The executor's step cost interpolated between 1 (10 µs) and 4 devices (40 µs); the loop's 5 µs; no batch.
+    const host = (devices: number) => hostStepSeconds(clusterFor("cpu", devices, cal));
+    expect(host(1)).toEqual({ executor: 10e-6, loop: 5e-6, batch: 0 });
+    expect(host(2).executor).toBeCloseTo(20e-6, 15);
+    expect(host(8).executor).toBeCloseTo(40e-6, 15);
+    expect(hostStepSeconds(clusterFor("cpu", 8))).toEqual({ executor: 0, loop: 0, batch: 0 });
+    expect(hostStepSeconds(clusterFor("cpu", 1, parse(file({ host: { ...(file().host as object), batchSeconds: 7e-6 } }))))).toEqual({ executor: 10e-6, loop: 5e-6, batch: 7e-6 });
   });
 
-  it("a compiled plan's predicted step adds the host's fixed cost to the simulated one", () => {
+  it("a compiled plan's predicted step: the loop's work between runs added, the next batch made while the devices run", () => {
     const model = checkFile(join(root, "samples/mlp.fsm"), {}).model!;
-    const compile = (loopSeconds: number) =>
-      compileModel(model, { cluster: "cpu", devices: 1, source: "mlp.fsm", fsmVersion: "test", calibration: parse(file({ host: { ...(file().host as object), loopSeconds } })) }).plan;
-    const [a, b] = [compile(0), compile(0.25)];
+    const compile = (host: Record<string, number>) =>
+      compileModel(model, { cluster: "cpu", devices: 1, source: "mlp.fsm", fsmVersion: "test", calibration: parse(file({ host: { ...(file().host as object), ...host } })) }).plan;
+    const a = compile({ loopSeconds: 0 });
+    const b = compile({ loopSeconds: 0.25 });
     expect(b.settings).toEqual(a.settings);
     expect(b.predicted.stepTimeSeconds - a.predicted.stepTimeSeconds).toBeCloseTo(0.25, 9);
+    // A batch made faster than the devices run is hidden; a slower one is the step (plus the loop's 5 µs).
+    expect(compile({ loopSeconds: 0, batchSeconds: 1e-9 }).predicted.stepTimeSeconds).toBe(a.predicted.stepTimeSeconds);
+    expect(compile({ batchSeconds: 3 }).predicted.stepTimeSeconds).toBeCloseTo(3 + 5e-6, 12);
   });
 
   it("a version-1 file prices its ops as they are and adds nothing else", () => {
@@ -172,7 +178,7 @@ describe("the pricing of a version-2 calibration", () => {
     const fc = model.graph.ops().find((o) => o.scope === "layers.0.mlp.fc")!;
     const e = estimateOp(model.graph, fc.id, { cluster: clusterFor("cpu", 4, v1), precision: "fp32", bindings: { B: 8, S: 16 } });
     expect([e.forwardSeconds, e.backwardSeconds]).toEqual([1e-3, 2e-3]);
-    expect(hostStepSeconds(clusterFor("cpu", 4, v1))).toBe(0);
+    expect(hostStepSeconds(clusterFor("cpu", 4, v1))).toEqual({ executor: 0, loop: 0, batch: 0 });
     expect(groupCollectiveTime(clusterFor("cpu", 4, v1), "all_reduce", 1000, [0, 1])).toBe(groupCollectiveTime(clusterFor("cpu", 4), "all_reduce", 1000, [0, 1]));
   });
 });
