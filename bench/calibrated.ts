@@ -1,17 +1,27 @@
 // bench/calibrated: how well a calibrated compile predicts this machine. For mlp, gpt-tiny and the 867k GPT
 // (bench/gpt-867k.fsm): `fsm calibrate` on the 1-device plan (op times with one core and with every core, the
 // executor's overheads, the in-process communicator's collectives, the core count), then for 1, 2 and 4
-// devices a compile with that calibration and a run of the plan on the native engine. Each plan runs in
-// several interleaved rounds after a warm-up round (a shared machine's bursts of other work land on every plan
-// alike) and its measured step is the median of the second half of every round's steps (the steady step). Prints one JSON object: per model and
-// device count the measured and predicted step and their ratio, and the fullest device's arena against the
-// plan's predicted peak. `npm run bench:calibrated`; `node dist/bench/calibrated.js --rounds 3 --steps 10`.
-import { availableParallelism } from "node:os";
+// devices a compile with that calibration and a run of the plan on the native engine, in a process of its own
+// as `fsm run` is (bench/child-steps.ts; the calibration and the compiles hold this one's heap, which slowed
+// a sub-millisecond step by a third). Each plan runs in several interleaved rounds (a shared machine's bursts
+// of other work land on every plan alike), each round a fresh process that warms up for about a fifth of a
+// second of steps (at least `steps`: a fresh executor's first dozens of sub-millisecond steps are 2–3× the
+// steady one, its JavaScript not yet optimized) and then records as many; the measured step is the median of
+// every round's recorded steps. Prints one JSON object: per model and device count the measured and
+// predicted step and their ratio, and the fullest device's arena against the plan's predicted peak.
+// `npm run bench:calibrated`; `node dist/bench/calibrated.js --rounds 3 --steps 10`.
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { availableParallelism, tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { checkFile } from "../src/check/check.js";
 import { compileModel } from "../src/compile/compile.js";
 import { parseCalibration } from "../src/cost/calibration.js";
 import { calibratePlan } from "../src/runtime/calibrate.js";
 import { runPlan } from "../src/runtime/run-loop.js";
+import { lastJson, snapshotAddon } from "./child-steps.js";
+import type { Plan as PlanFile } from "../src/plan/plan.js";
 
 const MODELS = [
   { name: "mlp", file: "samples/mlp.fsm" },
@@ -35,61 +45,84 @@ const median = (xs: readonly number[]): number => {
 const r3 = (x: number): number => Number(x.toFixed(3));
 
 type Plan = ReturnType<typeof compileModel>["plan"];
-const cases: { model: string; devices: number; plan: Plan; times: number[]; arena: number; predictedArena: number }[] = [];
-const calibrations: Record<string, unknown> = {};
-for (const m of MODELS.filter((x) => only === undefined || x.name === only)) {
-  const model = checkFile(m.file, {}).model!;
-  const base = compileModel(model, { cluster: "cpu", devices: 1, source: m.file, fsmVersion: "bench" }).plan;
-  const t0 = performance.now();
-  const file = await calibratePlan(base, { repeats: 5, devices: Math.max(...DEVICES) });
-  const calibration = parseCalibration(JSON.parse(JSON.stringify(file)), `${m.name} calibration`);
-  calibrations[m.name] = {
-    seconds: r3((performance.now() - t0) / 1000),
-    cores: file.cores,
-    instructionUs: r3(file.host.instructionSeconds * 1e6),
-    loopUs: r3(file.host.loopSeconds * 1e6),
-    batchUs: r3((file.host.batchSeconds ?? 0) * 1e6),
-    handoffUs: r3(file.host.handoffSeconds * 1e6),
-    contention: file.contention.map((c) => ({ devices: c.devices, slowdown: r3(c.slowdown) })),
-    stepUs: file.host.step.map((s) => ({ devices: s.devices, us: r3(s.seconds * 1e6) })),
-    allReduce: file.collectives.filter((c) => c.kind === "all_reduce").map((c) => ({ ranks: c.ranks, latencyUs: r3(c.latencySeconds * 1e6), gbPerSecond: c.secondsPerByte > 0 ? r3(1e-9 / c.secondsPerByte) : null })),
-  };
-  for (const devices of DEVICES) {
-    const plan = compileModel(model, { cluster: "cpu", devices, source: m.file, fsmVersion: "bench", calibration }).plan;
-    cases.push({ model: m.name, devices, plan, times: [], arena: 0, predictedArena: 0 });
-  }
+
+/** Child: trains the plan file's plan on the native engine and prints the recorded steps' wall ms and the
+ *  fullest device's arena against the plan's prediction for it. The plan is the parent's object as JSON (a
+ *  bench's own hand-off, not a plan file a user loads: no hash, no validation). */
+async function child(file: string, warmup: number, recorded: number): Promise<void> {
+  const plan = JSON.parse(readFileSync(file, "utf8")) as PlanFile;
+  const times: number[] = [];
+  const summary = await runPlan(plan, { steps: warmup + recorded, engine: "native", onStep: (r) => times.push(r.seconds * 1e3) });
+  const arenas = summary.peakMemoryBytes ?? [];
+  const fullest = arenas.indexOf(Math.max(...arenas));
+  console.log(JSON.stringify({ stepsMs: times.slice(warmup), arena: arenas[fullest] ?? 0, predictedArena: summary.predictedPeakMemoryBytes[fullest] ?? 0 }));
 }
-// The predictions are of the steady step. Round 0 is a warm-up, unrecorded (the run loop's JavaScript runs
-// unoptimized at first); and in every run a fresh executor's first dozen or so steps take 2-3× the steady
-// time of a sub-millisecond step, so each round runs about a third of a second of steps (at least `steps`,
-// at most 40) and records the second half.
-for (let round = 0; round <= rounds; round++) {
-  for (const c of cases) {
-    const times: number[] = [];
-    const n = Math.max(steps, Math.min(40, Math.ceil(0.3 / c.plan.predicted.stepTimeSeconds)));
-    const summary = await runPlan(c.plan, { steps: n, engine: "native", onStep: (r) => times.push(r.seconds) });
-    if (round > 0) c.times.push(...times.slice(Math.floor(n / 2)));
-    const arenas = summary.peakMemoryBytes ?? [];
-    const fullest = arenas.indexOf(Math.max(...arenas));
-    c.arena = arenas[fullest] ?? 0;
-    c.predictedArena = summary.predictedPeakMemoryBytes[fullest] ?? 0;
+
+async function parent(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "fsm-bench-calibrated-"));
+  const addon = snapshotAddon(dir);
+  const script = fileURLToPath(import.meta.url);
+  const cases: { model: string; devices: number; plan: Plan; file: string; times: number[]; arena: number; predictedArena: number }[] = [];
+  const calibrations: Record<string, unknown> = {};
+  try {
+    for (const m of MODELS.filter((x) => only === undefined || x.name === only)) {
+      const model = checkFile(m.file, {}).model!;
+      const base = compileModel(model, { cluster: "cpu", devices: 1, source: m.file, fsmVersion: "bench" }).plan;
+      const t0 = performance.now();
+      const file = await calibratePlan(base, { repeats: 5, devices: Math.max(...DEVICES) });
+      const calibration = parseCalibration(JSON.parse(JSON.stringify(file)), `${m.name} calibration`);
+      calibrations[m.name] = {
+        seconds: r3((performance.now() - t0) / 1000),
+        cores: file.cores,
+        instructionUs: r3(file.host.instructionSeconds * 1e6),
+        loopUs: r3(file.host.loopSeconds * 1e6),
+        batchUs: r3((file.host.batchSeconds ?? 0) * 1e6),
+        handoffUs: r3(file.host.handoffSeconds * 1e6),
+        contention: file.contention.map((c) => ({ devices: c.devices, slowdown: r3(c.slowdown) })),
+        stepUs: file.host.step.map((s) => ({ devices: s.devices, us: r3(s.seconds * 1e6) })),
+        allReduce: file.collectives.filter((c) => c.kind === "all_reduce").map((c) => ({ ranks: c.ranks, latencyUs: r3(c.latencySeconds * 1e6), gbPerSecond: c.secondsPerByte > 0 ? r3(1e-9 / c.secondsPerByte) : null })),
+      };
+      for (const devices of DEVICES) {
+        const plan = compileModel(model, { cluster: "cpu", devices, source: m.file, fsmVersion: "bench", calibration }).plan;
+        const planFile = join(dir, `${m.name}-${devices}.json`);
+        writeFileSync(planFile, JSON.stringify(plan));
+        cases.push({ model: m.name, devices, plan, file: planFile, times: [], arena: 0, predictedArena: 0 });
+      }
+    }
+    for (let round = 0; round < rounds; round++) {
+      for (const c of cases) {
+        const n = Math.max(steps, Math.min(1000, Math.ceil(0.2 / c.plan.predicted.stepTimeSeconds)));
+        const r = spawnSync(process.execPath, [script, "--child", c.file, String(n), String(n)], { encoding: "utf8", env: { ...process.env, FSM_NATIVE_PATH: addon }, timeout: 600_000 });
+        if (r.status !== 0) throw new Error(`${c.model} on ${c.devices} devices failed: ${r.stderr}`);
+        const out = lastJson(r.stdout) as { stepsMs: number[]; arena: number; predictedArena: number };
+        c.times.push(...out.stepsMs.map((ms) => ms / 1e3));
+        c.arena = out.arena;
+        c.predictedArena = out.predictedArena;
+      }
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
+  const results = cases.map((c) => {
+    const measured = median(c.times);
+    const predicted = c.plan.predicted.stepTimeSeconds;
+    const s = c.plan.settings;
+    return {
+      model: c.model,
+      devices: c.devices,
+      plan: `pp=${s.stages} dp=${s.dataParallel} shard=${s.shard} chunks=${s.microBatches}`,
+      measuredMs: r3(measured * 1e3),
+      predictedMs: r3(predicted * 1e3),
+      measuredOverPredicted: r3(measured / predicted),
+      arenaBytes: c.arena,
+      predictedArenaBytes: c.predictedArena,
+      arenaOverPredicted: c.predictedArena > 0 ? r3(c.arena / c.predictedArena) : null,
+    };
+  });
+  const within = results.filter((r) => r.measuredOverPredicted >= 0.9 && r.measuredOverPredicted <= 1.1).length;
+  console.log(JSON.stringify({ bench: "calibrated", node: process.version, cores: availableParallelism(), rounds, stepsPerRound: steps, within10Percent: `${within}/${results.length}`, calibrations, results }, null, 1));
 }
-const results = cases.map((c) => {
-  const measured = median(c.times);
-  const predicted = c.plan.predicted.stepTimeSeconds;
-  const s = c.plan.settings;
-  return {
-    model: c.model,
-    devices: c.devices,
-    plan: `pp=${s.stages} dp=${s.dataParallel} shard=${s.shard} chunks=${s.microBatches}`,
-    measuredMs: r3(measured * 1e3),
-    predictedMs: r3(predicted * 1e3),
-    measuredOverPredicted: r3(measured / predicted),
-    arenaBytes: c.arena,
-    predictedArenaBytes: c.predictedArena,
-    arenaOverPredicted: c.predictedArena > 0 ? r3(c.arena / c.predictedArena) : null,
-  };
-});
-const within = results.filter((r) => r.measuredOverPredicted >= 0.9 && r.measuredOverPredicted <= 1.1).length;
-console.log(JSON.stringify({ bench: "calibrated", node: process.version, cores: availableParallelism(), rounds, stepsPerRound: steps, within10Percent: `${within}/${results.length}`, calibrations, results }, null, 1));
+
+const argv = process.argv.slice(2);
+if (argv[0] === "--child") await child(argv[1]!, Number(argv[2]), Number(argv[3]));
+else await parent();
