@@ -2,11 +2,13 @@
 // loop (waits as events, guards, injected faults, tracing, busy marks), and the first-error abort.
 #include "exec/executor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <set>
 #include <sstream>
+#include <string>
 
 namespace fsm {
 
@@ -148,6 +150,10 @@ Executor::Executor(Program program, std::vector<std::unique_ptr<Device>> devices
     refuse(JsClass::Error, {}, std::string("the communicator could not set up its groups: ") + e.what());
   }
   direct_ = locals_.size() == 1 && locals_[0]->program.streams[kCommStream].empty();
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  bool cpu = true;
+  for (const auto& L : locals_) cpu = cpu && std::string(L->device->kind()) == "cpu";
+  shared_ = !direct_ && cpu && locals_.size() >= 2 * static_cast<size_t>(cores);
   // Another process failed: stop every local stream with its cause (an echo: a root cause found here wins),
   // including streams waiting on an event or stuck, which no communicator call would wake.
   comm_->onRemoteAbort([this](const std::string& text) { fail(fsm::failureAt(FailureKind::Aborted, JsClass::Error, {}, text), true); });
@@ -241,7 +247,9 @@ std::optional<Failure> Executor::startThreads() {
   try {
     threads_.reserve(locals_.size() * kStreams);
     for (size_t d = 0; d < locals_.size(); d++) {
-      for (int s = 0; s < kStreams; s++) threads_.emplace_back(&Executor::streamThread, this, d, s, seen);
+      if (shared_) threads_.emplace_back(&Executor::streamThread, this, d, kBothStreams, seen);
+      else
+        for (int s = 0; s < kStreams; s++) threads_.emplace_back(&Executor::streamThread, this, d, s, seen);
     }
   } catch (const std::exception& e) {
     stopThreads();  // the started ones are parked: stop them, and the next run tries again
@@ -287,44 +295,40 @@ Failure Executor::failureOf(size_t d, size_t i, FailureKind kind, const std::str
 void Executor::runStream(size_t d, int s) {
   Local& L = *locals_[d];
   Device& dev = *L.device;
-  const int other = 1 - s;
   size_t current = 0;
   try {
-    for (size_t i : L.program.streams[s]) {
-      current = i;
-      Instruction& ins = L.program.instructions[i];
-      // The other stream either gets there (parsing ruled out cycles) or the run fails, which wakes this wait.
-      if (ins.waitFor > 0 && !dev.wait(s, other, ins.waitFor)) break;
-      if (failed_.load(std::memory_order_acquire)) break;
-      if (tracing_) L.timings[2 * i] = std::chrono::duration<double>(Clock::now() - origin_).count();
-      if (tracing_ && dev.timesOnDevice()) dev.traceMark(s, i, true);
-      if (ins.kind == OpKind::Kernel) {
-        L.kernelSince[s] = nowNs();
-        L.inKernel[s] = static_cast<int64_t>(i);
+    if (s == kBothStreams) {
+      // Both streams in one order: the communication stream's next instruction when the compute stream has
+      // done what it needs, else the compute stream's (which then needs nothing pending: the program has no
+      // cycle, so one of the two can always go).
+      const std::vector<size_t>* streams = L.program.streams;
+      size_t next[kStreams] = {0, 0};
+      for (;;) {
+        int go = -1;
+        for (int c : {kCommStream, kComputeStream}) {
+          if (next[c] < streams[c].size() && L.program.instructions[streams[c][next[c]]].waitFor <= next[1 - c]) {
+            go = c;
+            break;
+          }
+        }
+        if (go < 0) {
+          if (next[kCommStream] < streams[kCommStream].size() || next[kComputeStream] < streams[kComputeStream].size()) {
+            fail(failureOf(d, current, FailureKind::Aborted, "internal: the device's two streams wait on each other"));
+          }
+          break;
+        }
+        current = streams[go][next[go]];
+        if (!runInstruction(d, go, current)) break;
+        next[go]++;
       }
-      const bool injected = fault_ != Fault::None && d == faultDevice_ && i == faultInstruction_;
-      // Fails as a real error would, where it would: peers waiting on this device are woken by the abort.
-      if (injected && fault_ == Fault::Fail) {
-        fail(failureOf(d, i, ins.kind == OpKind::Kernel ? FailureKind::Kernel : FailureKind::Comm, "injected fault"));
-        break;
+    } else {
+      const int other = 1 - s;
+      for (size_t i : L.program.streams[s]) {
+        current = i;
+        // The other stream either gets there (parsing ruled out cycles) or the run fails, which wakes this wait.
+        if (L.program.instructions[i].waitFor > 0 && !dev.wait(s, other, L.program.instructions[i].waitFor)) break;
+        if (!runInstruction(d, s, i)) break;
       }
-      if (injected && fault_ == Fault::Hang) {
-        hang(d, i);
-        break;
-      }
-      // A guarded instruction whose guard is set (nonzero, NaN included) is skipped but counts as completed.
-      bool skip = false;
-      if (ins.guard.data != nullptr) {
-        float guard = 0;
-        dev.copyOut(s, &guard, ins.guard.data, sizeof guard);
-        skip = guard != 0.0f;
-      }
-      if (!skip) execute(L, s, ins);
-      if (injected && fault_ == Fault::NaN) poisonWithNaN(dev, s, ins.call.outputs);
-      L.inKernel[s] = -1;
-      if (tracing_) L.timings[2 * i + 1] = skip ? L.timings[2 * i] : std::chrono::duration<double>(Clock::now() - origin_).count();
-      if (tracing_ && dev.timesOnDevice()) dev.traceMark(s, i, false);
-      dev.record(s);
     }
   } catch (const CommError& e) {
     const FailureKind kind = e.kind() == CommError::Kind::Timeout ? FailureKind::Timeout
@@ -339,6 +343,43 @@ void Executor::runStream(size_t d, int s) {
   } catch (...) {
     fail(failureOf(d, current, FailureKind::Kernel, "unknown error"));
   }
+}
+
+bool Executor::runInstruction(size_t d, int s, size_t i) {
+  Local& L = *locals_[d];
+  Device& dev = *L.device;
+  Instruction& ins = L.program.instructions[i];
+  if (failed_.load(std::memory_order_acquire)) return false;
+  if (tracing_) L.timings[2 * i] = std::chrono::duration<double>(Clock::now() - origin_).count();
+  if (tracing_ && dev.timesOnDevice()) dev.traceMark(s, i, true);
+  if (ins.kind == OpKind::Kernel) {
+    L.kernelSince[s] = nowNs();
+    L.inKernel[s] = static_cast<int64_t>(i);
+  }
+  const bool injected = fault_ != Fault::None && d == faultDevice_ && i == faultInstruction_;
+  // Fails as a real error would, where it would: peers waiting on this device are woken by the abort.
+  if (injected && fault_ == Fault::Fail) {
+    fail(failureOf(d, i, ins.kind == OpKind::Kernel ? FailureKind::Kernel : FailureKind::Comm, "injected fault"));
+    return false;
+  }
+  if (injected && fault_ == Fault::Hang) {
+    hang(d, i);
+    return false;
+  }
+  // A guarded instruction whose guard is set (nonzero, NaN included) is skipped but counts as completed.
+  bool skip = false;
+  if (ins.guard.data != nullptr) {
+    float guard = 0;
+    dev.copyOut(s, &guard, ins.guard.data, sizeof guard);
+    skip = guard != 0.0f;
+  }
+  if (!skip) execute(L, s, ins);
+  if (injected && fault_ == Fault::NaN) poisonWithNaN(dev, s, ins.call.outputs);
+  L.inKernel[s] = -1;
+  if (tracing_) L.timings[2 * i + 1] = skip ? L.timings[2 * i] : std::chrono::duration<double>(Clock::now() - origin_).count();
+  if (tracing_ && dev.timesOnDevice()) dev.traceMark(s, i, false);
+  dev.record(s);
+  return true;
 }
 
 void Executor::execute(Local& L, int s, Instruction& ins) {

@@ -70,10 +70,15 @@ class Executor {
   std::optional<Failure> startThreads();
   /** Stops and joins the stream threads; they must be parked. */
   void stopThreads();
-  /** Stream thread (d, s): parked until the run generation passes `seen`, runs its stream, reports, parks again. */
+  /** Stream thread (d, s): parked until the run generation passes `seen`, runs its stream (both, kBothStreams),
+   *  reports, parks again. */
   void streamThread(size_t d, int s, uint64_t seen);
-  /** Runs stream s of local device d to its end or the run's failure. Catches everything: it always returns. */
+  /** Runs stream s of local device d (both of them, kBothStreams) to its end or the run's failure. Catches
+   *  everything: it always returns. */
   void runStream(size_t d, int s);
+  /** Instruction i of stream s of local device d, its wait for the other stream done: false when the run
+   *  stops there (failed, or an injected fault struck). */
+  bool runInstruction(size_t d, int s, size_t i);
   void execute(Local& local, int stream, Instruction& ins);
   /** Stays stuck (an injected hang) until the run fails elsewhere or three timeouts pass. */
   void hang(size_t d, size_t i);
@@ -89,6 +94,11 @@ class Executor {
   std::unique_ptr<Communicator> comm_;
   double timeoutSeconds_ = 60;
   bool direct_ = false;  // one device, empty communication stream: its compute stream runs on run()'s thread
+  // CPU devices outnumbering the cores two to one or more: one thread per device runs both its streams, each
+  // instruction as soon as the other stream has done what it needs, communication first (it releases peers).
+  // Two threads per device would only take turns on the cores, paying a hand-off at every event between them.
+  bool shared_ = false;
+  static constexpr int kBothStreams = -1;
   bool tracing_ = false;
   Clock::time_point origin_;
 
