@@ -187,6 +187,10 @@ async function measureContention(g: Graph, bindings: Record<string, number>, ful
   return counts.map((devices, i) => ({ devices, slowdown: devices === 1 ? 1 : Math.max(1, median(spans[i]!) / alone) }));
 }
 
+/** Timing the ops: rounds beyond `repeats` while they take less than this long, up to MAX_OP_ROUNDS. */
+const OP_ROUNDS_SECONDS = 0.25;
+const MAX_OP_ROUNDS = 200;
+
 export async function calibratePlan(plan: Plan, options: CalibrateOptions = {}): Promise<CalibrationFile> {
   const repeats = options.repeats ?? 5;
   if (plan.cluster.profile !== "cpu") {
@@ -219,7 +223,13 @@ export async function calibratePlan(plan: Plan, options: CalibrateOptions = {}):
   });
   options.onProgress?.(`ops at micro-batch sizes ${sizes.join(", ")}`);
   for (const t of timers) await t.warm();
-  for (let r = 0; r < repeats; r++) for (const t of timers) await t.once();
+  // At least `repeats` rounds, and as many more as fit in a quarter of a second (at most 200): a small model's
+  // micro-batch takes tens of microseconds, whose median over five runs moved its predictions by a fifth from
+  // one calibration to the next on this shared machine.
+  const opsStarted = performance.now();
+  for (let r = 0; r < repeats || (r < MAX_OP_ROUNDS && performance.now() - opsStarted < 1000 * OP_ROUNDS_SECONDS); r++) {
+    for (const t of timers) await t.once();
+  }
   for (const [k, mbs] of sizes.entries()) {
     const bindings = bindingsOf(mbs);
     const { one, all, gap } = timers[k]!.result();

@@ -17,13 +17,15 @@ export const calibrateCommand: Command = {
 Runs one micro-batch of the plan's training graph (every micro-batch size the search
 may pick, interleaved) in the native executor with realistic operands (the synthetic
 data and initial weights), on one device with one core and with every core, and keeps
-each op's median of N timed runs (default 5). It also measures, for 1..4 devices and
+each op's median of N timed runs (default 5; more while they take under a quarter
+of a second, up to 200, for small models). It also measures, for 1..4 devices and
 the powers of 2 up to D: the executor's fixed cost per step, how much slower that many
 devices compute at once than one alone (the virtual devices of a run share the
 machine's cores, whose count it records), and the in-process communicator's
 collectives (latency and bandwidth per kind and group size); and the executor's
 dispatch per instruction, the hand-off each collective pays between a device's compute
-and communication threads, and the run loop's own work per step. Writes the calibration
+and communication threads, and the run loop's own work per step (making the batch, which
+it does while the devices run the step before, apart). Writes the calibration
 file (default calibration.json) that 'fsm compile --cluster cpu --calibration FILE'
 reads in place of the cpu profile's estimates. The plan must be compiled for
 --cluster cpu in fp32.
