@@ -5,6 +5,7 @@ import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect } from "vitest";
+import { writeTokenModel } from "../support/token-model.js";
 import { fsmBin, hostileCases, sample } from "./harness.js";
 
 /** Compiles a sample into dir/name (setup for the commands that read plans). */
@@ -19,27 +20,13 @@ const fifo = (path: string): void => {
 
 /** A token model reading train.bin (vocabulary 64), and the file: `n` u16 ids, with `bad` at index `at`. */
 function tokenModel(dir: string, n = 1000, bad?: { at: number; id: number }): void {
-  writeFileSync(join(dir, "tok.fsm"), `model tok {
-  wte = embedding(64, 8)
-  head = linear(8, 64)
-  forward(tokens: i32[B, S], targets: i32[B, S]) {
-    return cross_entropy(head(wte(tokens)), targets)
+  if (n === 0) {
+    writeTokenModel(dir);
+    return;
   }
-}
-train {
-  batch = 2, seq = 4
-  optimizer = sgd(lr: 0.1)
-  precision = fp32
-  seed = 1
-  steps = 3
-  data = tokens("train.bin", dtype: u16)
-}
-parallel { devices = 1 }
-`);
-  if (n === 0) return;
   const ids = Uint16Array.from({ length: n }, (_, i) => i % 64);
   if (bad) ids[bad.at] = bad.id;
-  writeFileSync(join(dir, "train.bin"), ids);
+  writeTokenModel(dir, ids);
 }
 
 /** The MLP sample reading x.npy / y.npy from its directory. */

@@ -3,36 +3,17 @@
 // run.test.ts, the resume tests), and a batch that cannot be made is still its own step's error, even when it
 // was made ahead: here the token file is emptied after step 1, so step 2 (made during step 1) trains and step 3
 // (made during step 2) fails, named as step 3.
-import { mkdtempSync, truncateSync, writeFileSync } from "node:fs";
+import { mkdtempSync, truncateSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { checkFile } from "../../src/check/check.js";
 import { compileModel } from "../../src/compile/compile.js";
 import { runPlan, RunError } from "../../src/runtime/run-loop.js";
+import { writeTokenModel } from "../support/token-model.js";
 
 function tokenPlan(dir: string) {
-  const source = join(dir, "tok.fsm");
-  writeFileSync(
-    source,
-    `model tok {
-  wte = embedding(64, 8)
-  head = linear(8, 64)
-  forward(tokens: i32[B, S], targets: i32[B, S]) {
-    return cross_entropy(head(wte(tokens)), targets)
-  }
-}
-train {
-  batch = 2, seq = 4
-  optimizer = sgd(lr: 0.1)
-  seed = 1
-  steps = 4
-  data = tokens("train.bin", dtype: u16)
-}
-parallel { devices = 1 }
-`,
-  );
-  writeFileSync(join(dir, "train.bin"), Uint16Array.from({ length: 1000 }, (_, i) => (i * 7) % 64));
+  const source = writeTokenModel(dir, Uint16Array.from({ length: 1000 }, (_, i) => (i * 7) % 64), 4);
   return compileModel(checkFile(source).model!, { cluster: "cpu", devices: 1, source, fsmVersion: "test" }).plan;
 }
 
