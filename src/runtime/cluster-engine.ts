@@ -66,6 +66,9 @@ export interface ClusterEngineOptions {
   readonly world: ProcessWorld;
   /** The devices' kind: cpu virtual devices, CUDA GPUs, or the CUDA device's code emulated (simt). */
   readonly device: DeviceKind;
+  /** CPU devices: one host thread per device for both its streams, or one per stream (default: shared where
+   *  two threads per device, over every process of the run on this machine, would outnumber the cores). */
+  readonly sharedStreams?: boolean;
 }
 
 /** A plan carrying the arenas compile laid out (memory[p].runtime) must get exactly those here: they are the
@@ -136,6 +139,9 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
     // The cores shared out among the devices' compute threads (of every process on this machine): one device
     // gets every core for its sgemm calls, four devices on two cores one thread each (more would oversubscribe).
     const blasThreads = Math.max(1, Math.floor(availableParallelism() / (program.devices.length * processesHere())));
+    // Two threads per device (compute and communication) that outnumber the cores only take turns on them,
+    // with a hand-off at every event between a device's streams: one thread per device then runs both.
+    const sharedStreams = options.sharedStreams ?? 2 * program.devices.length * processesHere() > availableParallelism();
     cluster = createNativeCluster({
       devices: program.devices,
       worldSize: plan.cluster.devices,
@@ -144,6 +150,7 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
       timeoutSeconds,
       memoryLimitBytes,
       blasThreads,
+      sharedStreams,
     });
   } catch (e) {
     throw outOfMemory(e, plan, program, fault);

@@ -91,6 +91,12 @@ class Communicator {
    *  recv (neighbours may both send before they receive); recv checks the count against the send's. */
   void send(int rank, int peer, int tag, const float* data, size_t count);
   void recv(int rank, int peer, int tag, float* data, size_t count);
+  /** Whether recv(rank, peer, tag) would find its message there now (a hint, not a call: it never blocks and
+   *  is not counted). Transports that cannot tell say true: the caller then receives and waits as before. */
+  virtual bool recvReady(int rank, int peer, int tag) {
+    (void)rank, (void)peer, (void)tag;
+    return true;
+  }
 
   /** Marks the communicator aborted with `message` (the first message wins) and wakes every waiting rank, which
    *  throws CommError (Aborted). Any thread, any number of times. */

@@ -381,6 +381,12 @@ void InProcessCommunicator::doSend(int rank, int peer, int tag, const float* dat
   wake_[static_cast<size_t>(peer)]->notify_all();
 }
 
+bool InProcessCommunicator::recvReady(int rank, int peer, int tag) {
+  std::lock_guard<std::mutex> lk(mutex_);
+  auto it = mailboxes_.find({peer, rank, tag});
+  return it != mailboxes_.end() && !it->second.empty();
+}
+
 void InProcessCommunicator::doRecv(int rank, int peer, int tag, float* data, size_t count) {
   std::unique_lock<std::mutex> lk(mutex_);
   throwIfAborted();

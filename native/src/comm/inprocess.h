@@ -32,6 +32,7 @@ class InProcessCommunicator final : public Communicator {
   bool aborted() const override;
   std::string abortMessage() const override;
   void reset() override;
+  bool recvReady(int rank, int peer, int tag) override;
 
  protected:
   void doAllReduce(int rank, GroupHandle group, float* data, size_t count, ReduceOp op) override;

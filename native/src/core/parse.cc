@@ -282,6 +282,10 @@ Program parseProgram(const Napi::Object& desc) {
     if (b < 1 || b > 1024) refuse(JsClass::RangeError, {}, "blasThreads must be between 1 and 1024");
     program.blasThreads = static_cast<int>(b);
   }
+  if (!desc.Get("sharedStreams").IsUndefined()) {
+    if (!desc.Get("sharedStreams").IsBoolean()) refuse(JsClass::TypeError, {}, "sharedStreams must be a boolean");
+    program.sharedStreams = desc.Get("sharedStreams").As<Napi::Boolean>().Value() ? 1 : 0;
+  }
   Napi::Array devices = arrayOf(desc.Get("devices"), "devices");
   const size_t n = devices.Length();
   if (n < 1) refuse(JsClass::RangeError, {}, "a cluster needs at least one device");

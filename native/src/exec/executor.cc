@@ -68,6 +68,7 @@ void poisonWithNaN(Device& device, int stream, const std::vector<Tensor>& output
 
 Executor::Executor(Program program, std::vector<std::unique_ptr<Device>> devices, std::unique_ptr<Communicator> comm)
     : comm_(std::move(comm)), timeoutSeconds_(program.timeoutSeconds) {
+  const int sharedStreams = program.sharedStreams;
   for (size_t d = 0; d < program.devices.size(); d++) {
     auto local = std::make_unique<Local>();
     local->program = std::move(program.devices[d]);
@@ -153,7 +154,7 @@ Executor::Executor(Program program, std::vector<std::unique_ptr<Device>> devices
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   bool cpu = true;
   for (const auto& L : locals_) cpu = cpu && std::string(L->device->kind()) == "cpu";
-  shared_ = !direct_ && cpu && locals_.size() >= 2 * static_cast<size_t>(cores);
+  shared_ = !direct_ && cpu && (sharedStreams < 0 ? 2 * locals_.size() > static_cast<size_t>(cores) : sharedStreams == 1);
   // Another process failed: stop every local stream with its cause (an echo: a root cause found here wins),
   // including streams waiting on an event or stuck, which no communicator call would wake.
   comm_->onRemoteAbort([this](const std::string& text) { fail(fsm::failureAt(FailureKind::Aborted, JsClass::Error, {}, text), true); });
@@ -299,17 +300,17 @@ void Executor::runStream(size_t d, int s) {
   try {
     if (s == kBothStreams) {
       // Both streams in one order: the communication stream's next instruction when the compute stream has
-      // done what it needs, else the compute stream's (which then needs nothing pending: the program has no
-      // cycle, so one of the two can always go).
+      // done what it needs (it releases peers), unless it is a receive whose message is not there yet while
+      // the compute stream can go (waiting for it would leave that work undone); else the compute stream's.
+      // The program has no cycle, so one of the two can always go.
       const std::vector<size_t>* streams = L.program.streams;
       size_t next[kStreams] = {0, 0};
+      auto canGo = [&](int c) { return next[c] < streams[c].size() && L.program.instructions[streams[c][next[c]]].waitFor <= next[1 - c]; };
       for (;;) {
-        int go = -1;
-        for (int c : {kCommStream, kComputeStream}) {
-          if (next[c] < streams[c].size() && L.program.instructions[streams[c][next[c]]].waitFor <= next[1 - c]) {
-            go = c;
-            break;
-          }
+        int go = canGo(kCommStream) ? kCommStream : canGo(kComputeStream) ? kComputeStream : -1;
+        if (go == kCommStream && canGo(kComputeStream)) {
+          const Instruction& c = L.program.instructions[streams[kCommStream][next[kCommStream]]];
+          if (c.kind == OpKind::Recv && !comm_->recvReady(L.program.rank, c.peer, c.tag)) go = kComputeStream;
         }
         if (go < 0) {
           if (next[kCommStream] < streams[kCommStream].size() || next[kComputeStream] < streams[kComputeStream].size()) {

@@ -94,9 +94,10 @@ class Executor {
   std::unique_ptr<Communicator> comm_;
   double timeoutSeconds_ = 60;
   bool direct_ = false;  // one device, empty communication stream: its compute stream runs on run()'s thread
-  // CPU devices outnumbering the cores two to one or more: one thread per device runs both its streams, each
-  // instruction as soon as the other stream has done what it needs, communication first (it releases peers).
-  // Two threads per device would only take turns on the cores, paying a hand-off at every event between them.
+  // CPU devices whose two threads each would outnumber the cores (or as Program::sharedStreams says): one
+  // thread per device runs both its streams, each instruction as soon as the other stream has done what it
+  // needs, communication first (it releases peers). Two threads per device would only take turns on the
+  // cores, paying a hand-off at every event between them.
   bool shared_ = false;
   static constexpr int kBothStreams = -1;
   bool tracing_ = false;
