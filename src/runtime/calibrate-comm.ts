@@ -1,6 +1,7 @@
 // The parts of `fsm calibrate` that do not depend on the model: the in-process communicator's collectives and
 // the executor's fixed cost per step, both measured in the native executor exactly as a run drives it
-// (createNativeCluster, one compute and one communication thread per device).
+// (createNativeCluster: a compute and a communication thread per device, or one thread for both where two a
+// device would outnumber the cores, as a run of that many devices on this machine has them).
 //
 //   collectives: for each kind, group size n and a few buffer sizes M (bytes as src/cost/collectives.ts
 //     counts them: the gathered output of an all-gather, the unreduced input of a reduce-scatter), n devices
@@ -12,7 +13,8 @@
 //   handoff: back-to-back collectives keep the communication threads awake; in a step each collective waits
 //     for a compute instruction's result and a compute instruction waits for its result, a thread woken each
 //     way. Two devices alternate a one-element copy and a 4 KiB all-reduce reading it, K times; an iteration
-//     less the copy and the back-to-back all-reduce is the hand-off a collective pays in a step.
+//     less the copy and the back-to-back all-reduce is the hand-off a collective pays in a step (near nothing
+//     where a device's streams share one thread).
 import { COMM, COMPUTE, DeviceBuilder, type DeviceProgram } from "../lower/device-program.js";
 import { createNativeCluster } from "../native/binding.js";
 import type { CalibratedCollective, CollectiveFit } from "../cost/calibration.js";

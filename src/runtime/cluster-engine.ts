@@ -1,6 +1,6 @@
 // The `native` engine: a plan lowered per device (cluster-program.ts) and run by the addon's cluster — each
-// virtual device with its own arena, a compute thread and a communication thread, all sharing one
-// in-process communicator.
+// virtual device with its own arena, a compute thread and a communication thread (one thread for both where
+// two a device would outnumber the cores), all sharing one in-process communicator.
 import { availableParallelism, totalmem } from "node:os";
 import type { Graph } from "../graph/graph.js";
 import type { FloatTensor } from "../interp/tensor.js";
