@@ -2,6 +2,8 @@
 // loop (waits as events, guards, injected faults, tracing, busy marks), and the first-error abort.
 #include "exec/executor.h"
 
+#include "core/yield_wait.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -216,6 +218,7 @@ std::optional<Failure> Executor::run(bool trace) {
     }
     poolWake_.notify_all();
     std::unique_lock<std::mutex> lk(poolMutex_);
+    yieldBeforeSleep(lk, [&] { return remaining_ == 0; });
     poolDone_.wait(lk, [&] { return remaining_ == 0; });
   }
   for (size_t d = 0; d < locals_.size(); d++) {
@@ -277,6 +280,7 @@ void Executor::streamThread(size_t d, int s, uint64_t seen) {
   for (;;) {
     {
       std::unique_lock<std::mutex> lk(poolMutex_);
+      yieldBeforeSleep(lk, [&] { return stopping_ || generation_ != seen; });
       poolWake_.wait(lk, [&] { return stopping_ || generation_ != seen; });
       if (stopping_) return;
       seen = generation_;
