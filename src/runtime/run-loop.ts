@@ -307,9 +307,10 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
   const times: number[] = [];
   // Step i's batch (0-based) as data.batch makes it, or what it threw, so that the error is step i's own even
   // when the batch was made ahead, during step i − 1 (whose run must be awaited, not left to reject unheard).
-  const makeBatch = (i: number): Batch | { readonly thrown: unknown } => {
+  // Wrapped either way: a batch is keyed by the model's input names, which may be any name.
+  const makeBatch = (i: number): { readonly batch: Batch } | { readonly thrown: unknown } => {
     try {
-      return stepper.rows ? data.batch(i, stepper.rows) : data.batch(i);
+      return { batch: stepper.rows ? data.batch(i, stepper.rows) : data.batch(i) };
     } catch (e) {
       return { thrown: e };
     }
@@ -321,11 +322,11 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
     const t0 = performance.now();
     let loss: number;
     try {
-      const batch = next;
-      if ("thrown" in batch) throw batch.thrown;
+      const made = next;
+      if ("thrown" in made) throw made.thrown;
       // The step copies its batch into the devices before its first await, so the next batch is made while the
       // devices run this one (a data loader's prefetch: the main thread is otherwise idle until the step ends).
-      const running = stepper.step(batch);
+      const running = stepper.step(made.batch);
       if (step < steps) next = makeBatch(global);
       loss = await running;
     } catch (e) {

@@ -3,7 +3,7 @@
 // run.test.ts, the resume tests), and a batch that cannot be made is still its own step's error, even when it
 // was made ahead: here the token file is emptied after step 1, so step 2 (made during step 1) trains and step 3
 // (made during step 2) fails, named as step 3.
-import { mkdtempSync, truncateSync } from "node:fs";
+import { mkdtempSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -31,5 +31,33 @@ describe("the run loop's prefetch", () => {
     await expect(run).rejects.toThrow(RunError);
     await expect(run).rejects.toThrow(/^step 3: token file .*train\.bin: short read at byte \d+/);
     expect(trained).toEqual([1, 2]);
+  });
+
+  it("a batch whose input is named like the loop's own bookkeeping still trains", async () => {
+    // The made-ahead batch travels wrapped: a model input named `thrown` (or anything) is data, not an error.
+    const dir = mkdtempSync(join(tmpdir(), "fsm-prefetch-"));
+    const source = join(dir, "named.fsm");
+    writeFileSync(
+      source,
+      `model named {
+  fc = linear(4, 2)
+  forward(thrown: f32[B, 4], batch: f32[B, 2]) {
+    return mse_loss(fc(thrown), batch)
+  }
+}
+train {
+  batch = 8
+  optimizer = sgd(lr: 0.1)
+  steps = 3
+}
+parallel { devices = 1 }
+`,
+    );
+    const plan = compileModel(checkFile(source).model!, { cluster: "cpu", devices: 1, source, fsmVersion: "test" }).plan;
+    const losses: number[] = [];
+    const summary = await runPlan(plan, { onStep: (r) => losses.push(r.loss) });
+    expect(summary.steps).toBe(3);
+    expect(losses).toHaveLength(3);
+    expect(losses.every(Number.isFinite)).toBe(true);
   });
 });
