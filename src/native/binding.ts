@@ -344,8 +344,9 @@ export interface NativeClusterDescription {
   readonly timeoutSeconds?: number;
   /** OpenBLAS threads per sgemm call while a step runs (default 1: the devices' threads already fill the cores). */
   readonly blasThreads?: number;
-  /** CPU devices: one host thread per device runs both its streams (true) or one thread per stream (false).
-   *  Default: shared where two threads per device would outnumber this machine's cores. */
+  /** CPU devices: one host thread per device runs both its streams (true), or one thread per stream (false,
+   *  the default). Runs share them where two threads a device would outnumber the cores: streamsShareThreads
+   *  (src/runtime/world.ts). */
   readonly sharedStreams?: boolean;
   /** Per device: its memory in bytes. A device whose arena is larger is refused before it is allocated (a
    *  failure of kind "oom" with arenaBytes and limitBytes; an arena the machine cannot allocate is kind "oom"

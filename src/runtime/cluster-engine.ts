@@ -17,7 +17,7 @@ import { feedBatch, lossValues, mean } from "./cluster-step.js";
 import { readParam, writeParams, type DeviceSlots } from "../lower/param-pieces.js";
 import { EngineError, type InjectedFault, type RunFailure, type StepEngine } from "./engine-types.js";
 import { deviceEvents, traceMetadata, type TraceEvent } from "./trace.js";
-import { processesHere, WorldError, type ProcessWorld } from "./world.js";
+import { processesHere, streamsShareThreads, WorldError, type ProcessWorld } from "./world.js";
 import type { DeviceKind } from "./device-choice.js";
 import { placeDevices, PlacementError, type Placement } from "./gpu-placement.js";
 
@@ -66,8 +66,8 @@ export interface ClusterEngineOptions {
   readonly world: ProcessWorld;
   /** The devices' kind: cpu virtual devices, CUDA GPUs, or the CUDA device's code emulated (simt). */
   readonly device: DeviceKind;
-  /** CPU devices: one host thread per device for both its streams, or one per stream (default: shared where
-   *  two threads per device, over every process of the run on this machine, would outnumber the cores). */
+  /** CPU devices: one host thread per device for both its streams, or one per stream (default:
+   *  streamsShareThreads, world.ts). */
   readonly sharedStreams?: boolean;
 }
 
@@ -139,9 +139,7 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
     // The cores shared out among the devices' compute threads (of every process on this machine): one device
     // gets every core for its sgemm calls, four devices on two cores one thread each (more would oversubscribe).
     const blasThreads = Math.max(1, Math.floor(availableParallelism() / (program.devices.length * processesHere())));
-    // Two threads per device (compute and communication) that outnumber the cores only take turns on them,
-    // with a hand-off at every event between a device's streams: one thread per device then runs both.
-    const sharedStreams = options.sharedStreams ?? 2 * program.devices.length * processesHere() > availableParallelism();
+    const sharedStreams = options.sharedStreams ?? streamsShareThreads(program.devices.length);
     cluster = createNativeCluster({
       devices: program.devices,
       worldSize: plan.cluster.devices,

@@ -3,6 +3,7 @@
 // block of the plan's devices — process p the global ranks [p·N/P, (p+1)·N/P) — and the processes exchange
 // small host values (losses, plan hashes, figures, stop requests, trace events) through the addon's MPI
 // world, each exchange with a deadline so a dead process is an error, not a hang.
+import { availableParallelism } from "node:os";
 import { mpiAllGather, mpiBarrier, mpiBuilt, mpiFinalize, mpiWorld } from "../native/binding.js";
 
 export class WorldError extends Error {}
@@ -38,6 +39,14 @@ export function launchedProcesses(env: NodeJS.ProcessEnv = process.env): { size:
 /** Processes of this run on this machine (1 when alone), which share its cores and memory. */
 export function processesHere(): number {
   return launchedProcesses()?.localSize ?? 1;
+}
+
+/** Whether `devicesHere` CPU devices of this process each run both their streams on one host thread: where a
+ *  compute and a communication thread per device, over every process of the run on this machine, would
+ *  outnumber its cores, so that they would only take turns on them (a hand-off at every event between a
+ *  device's streams). The one rule for runs and for the calibration that measures them. */
+export function streamsShareThreads(devicesHere: number): boolean {
+  return 2 * devicesHere * processesHere() > availableParallelism();
 }
 
 function blockOf(size: number, rank: number, devices: number): number[] {

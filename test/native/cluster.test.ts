@@ -256,9 +256,7 @@ describe("native cluster", () => {
         ...range(6).map(() => ins(0, "matmul", [0, 1], [2])),
         ...range(6).map(() => ins(1, "comm.allReduce", [3], [3], { group: [0, 1] })),
       ]);
-    // A thread per stream (where CPU devices outnumber the cores, the default runs a device's two streams on
-    // one thread, which overlaps nothing within a device: test/runtime/shared-streams.test.ts).
-    const c = createNativeCluster({ devices: [program(), program()], sharedStreams: false });
+    const c = createNativeCluster({ devices: [program(), program()] });
     const next = rng(3);
     for (const d of [0, 1]) {
       c.set(d, 0, spreadData(n * n, next, 6));

@@ -284,7 +284,7 @@ Program parseProgram(const Napi::Object& desc) {
   }
   if (!desc.Get("sharedStreams").IsUndefined()) {
     if (!desc.Get("sharedStreams").IsBoolean()) refuse(JsClass::TypeError, {}, "sharedStreams must be a boolean");
-    program.sharedStreams = desc.Get("sharedStreams").As<Napi::Boolean>().Value() ? 1 : 0;
+    program.sharedStreams = desc.Get("sharedStreams").As<Napi::Boolean>().Value();
   }
   Napi::Array devices = arrayOf(desc.Get("devices"), "devices");
   const size_t n = devices.Length();

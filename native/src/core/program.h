@@ -92,9 +92,9 @@ struct Program {
   std::vector<DeviceProgram> devices;  // this process's devices, ascending rank
   double timeoutSeconds = 60;
   int blasThreads = 1;
-  /** CPU devices: one host thread per device running both its streams (1), one per stream (0), or the
-   *  executor's choice (-1: shared where two threads per device would outnumber the cores). */
-  int sharedStreams = -1;
+  /** CPU devices: one host thread per device running both its streams, else one per stream (the caller knows
+   *  how many cores the run's processes share: src/runtime/world.ts streamsShareThreads). */
+  bool sharedStreams = false;
   Plugin device{"cpu", {}, "device"};
   Plugin communicator{"inprocess", {}, "communicator"};
 };

@@ -4,7 +4,6 @@
 
 #include "core/yield_wait.h"
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -70,7 +69,6 @@ void poisonWithNaN(Device& device, int stream, const std::vector<Tensor>& output
 
 Executor::Executor(Program program, std::vector<std::unique_ptr<Device>> devices, std::unique_ptr<Communicator> comm)
     : comm_(std::move(comm)), timeoutSeconds_(program.timeoutSeconds) {
-  const int sharedStreams = program.sharedStreams;
   for (size_t d = 0; d < program.devices.size(); d++) {
     auto local = std::make_unique<Local>();
     local->program = std::move(program.devices[d]);
@@ -153,10 +151,9 @@ Executor::Executor(Program program, std::vector<std::unique_ptr<Device>> devices
     refuse(JsClass::Error, {}, std::string("the communicator could not set up its groups: ") + e.what());
   }
   direct_ = locals_.size() == 1 && locals_[0]->program.streams[kCommStream].empty();
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   bool cpu = true;
   for (const auto& L : locals_) cpu = cpu && std::string(L->device->kind()) == "cpu";
-  shared_ = !direct_ && cpu && (sharedStreams < 0 ? 2 * locals_.size() > static_cast<size_t>(cores) : sharedStreams == 1);
+  shared_ = !direct_ && cpu && program.sharedStreams;
   // Another process failed: stop every local stream with its cause (an echo: a root cause found here wins),
   // including streams waiting on an event or stuck, which no communicator call would wake.
   comm_->onRemoteAbort([this](const std::string& text) { fail(fsm::failureAt(FailureKind::Aborted, JsClass::Error, {}, text), true); });

@@ -94,7 +94,7 @@ class Executor {
   std::unique_ptr<Communicator> comm_;
   double timeoutSeconds_ = 60;
   bool direct_ = false;  // one device, empty communication stream: its compute stream runs on run()'s thread
-  // CPU devices whose two threads each would outnumber the cores (or as Program::sharedStreams says): one
+  // CPU devices, as Program::sharedStreams asks (where two threads each would outnumber the cores): one
   // thread per device runs both its streams, each instruction as soon as the other stream has done what it
   // needs, communication first (it releases peers). Two threads per device would only take turns on the
   // cores, paying a hand-off at every event between them.
