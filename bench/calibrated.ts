@@ -19,8 +19,7 @@ import { checkFile } from "../src/check/check.js";
 import { compileModel } from "../src/compile/compile.js";
 import { parseCalibration } from "../src/cost/calibration.js";
 import { calibratePlan } from "../src/runtime/calibrate.js";
-import { runPlan } from "../src/runtime/run-loop.js";
-import { lastJson, snapshotAddon } from "./child-steps.js";
+import { lastJson, median, printChildSteps, round, snapshotAddon, type ChildSteps } from "./child-steps.js";
 import type { Plan as PlanFile } from "../src/plan/plan.js";
 
 const MODELS = [
@@ -38,24 +37,13 @@ const rounds = arg("rounds", 3);
 const steps = arg("steps", 8);
 const only = process.argv.includes("--model") ? process.argv[process.argv.indexOf("--model") + 1] : undefined;
 
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 === 1 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
-const r3 = (x: number): number => Number(x.toFixed(3));
 
 type Plan = ReturnType<typeof compileModel>["plan"];
 
-/** Child: trains the plan file's plan on the native engine and prints the recorded steps' wall ms and the
- *  fullest device's arena against the plan's prediction for it. The plan is the parent's object as JSON (a
- *  bench's own hand-off, not a plan file a user loads: no hash, no validation). */
+/** Child: the plan file's plan on the native engine (printChildSteps). The plan is the parent's object as
+ *  JSON (a bench's own hand-off, not a plan file a user loads: no hash, no validation). */
 async function child(file: string, warmup: number, recorded: number): Promise<void> {
-  const plan = JSON.parse(readFileSync(file, "utf8")) as PlanFile;
-  const times: number[] = [];
-  const summary = await runPlan(plan, { steps: warmup + recorded, engine: "native", onStep: (r) => times.push(r.seconds * 1e3) });
-  const arenas = summary.peakMemoryBytes ?? [];
-  const fullest = arenas.indexOf(Math.max(...arenas));
-  console.log(JSON.stringify({ stepsMs: times.slice(warmup), arena: arenas[fullest] ?? 0, predictedArena: summary.predictedPeakMemoryBytes[fullest] ?? 0 }));
+  await printChildSteps(JSON.parse(readFileSync(file, "utf8")) as PlanFile, warmup, recorded);
 }
 
 async function parent(): Promise<void> {
@@ -72,15 +60,15 @@ async function parent(): Promise<void> {
       const file = await calibratePlan(base, { repeats: 5, devices: Math.max(...DEVICES) });
       const calibration = parseCalibration(JSON.parse(JSON.stringify(file)), `${m.name} calibration`);
       calibrations[m.name] = {
-        seconds: r3((performance.now() - t0) / 1000),
+        seconds: round((performance.now() - t0) / 1000),
         cores: file.cores,
-        instructionUs: r3(file.host.instructionSeconds * 1e6),
-        loopUs: r3(file.host.loopSeconds * 1e6),
-        batchUs: r3((file.host.batchSeconds ?? 0) * 1e6),
-        handoffUs: r3(file.host.handoffSeconds * 1e6),
-        contention: file.contention.map((c) => ({ devices: c.devices, slowdown: r3(c.slowdown) })),
-        stepUs: file.host.step.map((s) => ({ devices: s.devices, us: r3(s.seconds * 1e6) })),
-        allReduce: file.collectives.filter((c) => c.kind === "all_reduce").map((c) => ({ ranks: c.ranks, latencyUs: r3(c.latencySeconds * 1e6), gbPerSecond: c.secondsPerByte > 0 ? r3(1e-9 / c.secondsPerByte) : null })),
+        instructionUs: round(file.host.instructionSeconds * 1e6),
+        loopUs: round(file.host.loopSeconds * 1e6),
+        batchUs: round((file.host.batchSeconds ?? 0) * 1e6),
+        handoffUs: round(file.host.handoffSeconds * 1e6),
+        contention: file.contention.map((c) => ({ devices: c.devices, slowdown: round(c.slowdown) })),
+        stepUs: file.host.step.map((s) => ({ devices: s.devices, us: round(s.seconds * 1e6) })),
+        allReduce: file.collectives.filter((c) => c.kind === "all_reduce").map((c) => ({ ranks: c.ranks, latencyUs: round(c.latencySeconds * 1e6), gbPerSecond: c.secondsPerByte > 0 ? round(1e-9 / c.secondsPerByte) : null })),
       };
       for (const devices of DEVICES) {
         const plan = compileModel(model, { cluster: "cpu", devices, source: m.file, fsmVersion: "bench", calibration }).plan;
@@ -94,10 +82,10 @@ async function parent(): Promise<void> {
         const n = Math.max(steps, Math.min(1000, Math.ceil(0.2 / c.plan.predicted.stepTimeSeconds)));
         const r = spawnSync(process.execPath, [script, "--child", c.file, String(n), String(n)], { encoding: "utf8", env: { ...process.env, FSM_NATIVE_PATH: addon }, timeout: 600_000 });
         if (r.status !== 0) throw new Error(`${c.model} on ${c.devices} devices failed: ${r.stderr}`);
-        const out = lastJson(r.stdout) as { stepsMs: number[]; arena: number; predictedArena: number };
+        const out = lastJson(r.stdout) as ChildSteps;
         c.times.push(...out.stepsMs.map((ms) => ms / 1e3));
-        c.arena = out.arena;
-        c.predictedArena = out.predictedArena;
+        c.arena = out.arenaBytes;
+        c.predictedArena = out.predictedArenaBytes;
       }
     }
   } finally {
@@ -111,12 +99,12 @@ async function parent(): Promise<void> {
       model: c.model,
       devices: c.devices,
       plan: `pp=${s.stages} dp=${s.dataParallel} shard=${s.shard} chunks=${s.microBatches}`,
-      measuredMs: r3(measured * 1e3),
-      predictedMs: r3(predicted * 1e3),
-      measuredOverPredicted: r3(measured / predicted),
+      measuredMs: round(measured * 1e3),
+      predictedMs: round(predicted * 1e3),
+      measuredOverPredicted: round(measured / predicted),
       arenaBytes: c.arena,
       predictedArenaBytes: c.predictedArena,
-      arenaOverPredicted: c.predictedArena > 0 ? r3(c.arena / c.predictedArena) : null,
+      arenaOverPredicted: c.predictedArena > 0 ? round(c.arena / c.predictedArena) : null,
     };
   });
   const within = results.filter((r) => r.measuredOverPredicted >= 0.9 && r.measuredOverPredicted <= 1.1).length;

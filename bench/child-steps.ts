@@ -18,14 +18,23 @@ export const median = (xs: readonly number[]): number => {
 /** The last line of a child's stdout, parsed. */
 export const lastJson = (stdout: string): unknown => JSON.parse(stdout.trim().split("\n").pop()!);
 
+/** What a child prints: the kept steps' wall and CPU ms, and its fullest device's arena with the plan's
+ *  prediction for that device. */
+export interface ChildSteps {
+  readonly stepsMs: number[];
+  readonly cpuStepsMs: number[];
+  readonly arenaBytes: number;
+  readonly predictedArenaBytes: number;
+}
+
 /** Child: trains `plan` on the native engine and prints the kept steps' wall ms and this process's CPU ms
  *  (user + system) from one step's end to the next's — at 1 thread close to the work a step costs, which a
- *  loaded machine disturbs less than wall time. */
+ *  loaded machine disturbs less than wall time — and its fullest device's arena against the prediction. */
 export async function printChildSteps(plan: Plan, warmup: number, steps: number): Promise<void> {
   const times: number[] = [];
   const cpu: number[] = [];
   let last = process.cpuUsage();
-  await runPlan(plan, {
+  const summary = await runPlan(plan, {
     steps: warmup + steps,
     engine: "native",
     onStep: (r) => {
@@ -35,7 +44,15 @@ export async function printChildSteps(plan: Plan, warmup: number, steps: number)
       last = now;
     },
   });
-  console.log(JSON.stringify({ stepsMs: times.slice(warmup).map((t) => round(t)), cpuStepsMs: cpu.slice(warmup).map((t) => round(t)) }));
+  const arenas = summary.peakMemoryBytes ?? [];
+  const fullest = arenas.indexOf(Math.max(...arenas));
+  const out: ChildSteps = {
+    stepsMs: times.slice(warmup).map((t) => round(t)),
+    cpuStepsMs: cpu.slice(warmup).map((t) => round(t)),
+    arenaBytes: arenas[fullest] ?? 0,
+    predictedArenaBytes: summary.predictedPeakMemoryBytes[fullest] ?? 0,
+  };
+  console.log(JSON.stringify(out));
 }
 
 /** A copy of the native addon as it is now, which the children load (FSM_NATIVE_PATH), so a rebuild of
