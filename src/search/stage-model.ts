@@ -277,24 +277,19 @@ export class StageModel {
   private transferSeconds(k: number, j: number): number {
     if (j >= this.layers) return 0;
     const r = this.pipeRank(k);
-    return (this.transfersByRank[r] ??= this.transferTable(this.p2pLinks[r]!))[j]!;
+    return (this.transfers[r] ??= this.transferTable(r))[j]!;
   }
 
-  /** Both transfers across each cut over `link`: one table per kind of link (in a node, across nodes; one
-   *  cluster's calibration), not per rank, since the partitioner asks for every cut of every stage. */
-  private transferTable(link: Link): Float64Array {
-    const kind = `${link.bandwidth}/${link.latency}`;
-    let table = this.transfers.get(kind);
-    if (!table) {
-      table = Float64Array.from(this.x.profile.cut, (bytes) => 2 * collectiveTime("send_recv", bytes, 2, link));
-      this.transfers.set(kind, table);
-    }
-    return table;
+  /** Both transfers across each cut from pipeline rank r. Ranks whose link is alike (in a node, across nodes)
+   *  share one table: the partitioner asks for every cut of every stage. */
+  private transferTable(r: number): Float64Array {
+    const link = this.p2pLinks[r]!;
+    const alike = this.p2pLinks.findIndex((l, q) => this.transfers[q] !== undefined && l.bandwidth === link.bandwidth && l.latency === link.latency);
+    if (alike >= 0) return this.transfers[alike]!;
+    return Float64Array.from(this.x.profile.cut, (bytes) => 2 * collectiveTime("send_recv", bytes, 2, link));
   }
-  private readonly transfers = new Map<string, Float64Array>();
-  /** transferTable's answer by pipeline rank, looked up once per rank: the kind's text is a number-to-string
-   *  conversion, too slow for the partitioner's innermost call. */
-  private readonly transfersByRank: Float64Array[] = [];
+  /** transferTable's answer by pipeline rank, filled as first asked. */
+  private readonly transfers: (Float64Array | undefined)[] = [];
 
   /** Parameters a stage of layers [i, j) holds (tied weights once). */
   paramsIn(i: number, j: number): number {
