@@ -224,8 +224,8 @@ export async function calibratePlan(plan: Plan, options: CalibrateOptions = {}):
   options.onProgress?.(`ops at micro-batch sizes ${sizes.join(", ")}`);
   for (const t of timers) await t.warm();
   // At least `repeats` rounds, and as many more as fit in a quarter of a second (at most 200): a small model's
-  // micro-batch takes tens of microseconds, whose median over five runs moved its predictions by a fifth from
-  // one calibration to the next on this shared machine.
+  // micro-batch takes tens of microseconds, and five of them are a median of under a millisecond of samples
+  // on a machine whose load moves on a longer scale.
   const opsStarted = performance.now();
   for (let r = 0; r < repeats || (r < MAX_OP_ROUNDS && performance.now() - opsStarted < 1000 * OP_ROUNDS_SECONDS); r++) {
     for (const t of timers) await t.once();

@@ -345,7 +345,6 @@ class RangeMin {
   }
 }
 
-
 /** Indices 0..n-1, some marked: the largest unmarked index at or below i (-1 when none), marked runs skipped
  *  with path compression. */
 class SkipMarked {

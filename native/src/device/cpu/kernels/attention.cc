@@ -102,7 +102,7 @@ constexpr int64_t kBlock = 256;
 // ---- Direct products ----------------------------------------------------------------------------------------
 // A head's products are small and shaped by the causal mask: at the GPT's shapes 64×64×32, where sgemm
 // computes the masked upper triangle too, packs both operands and zeroes its output on every call, and
-// OpenBLAS runs 8-lane kernels on CPUs with 16 (OPENBLAS_CORETYPE=Haswell on these machines). A direct product
+// OpenBLAS runs 8-lane kernels on CPUs with 16 where OPENBLAS_CORETYPE=Haswell pins it. A direct product
 // keeps a tile of C (kGroup rows by up to two vectors) in registers while it runs over the inner dimension,
 // reads A and B where they lie (A in either layout), and gives each group of kGroup rows its own column count
 // or inner range, so it skips the triangle group by group. Every element of C sums its products in inner
