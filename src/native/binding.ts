@@ -344,10 +344,11 @@ export interface NativeClusterDescription {
   readonly timeoutSeconds?: number;
   /** OpenBLAS threads per sgemm call while a step runs (default 1: the devices' threads already fill the cores). */
   readonly blasThreads?: number;
-  /** CPU devices: one host thread per device runs both its streams (true), or one thread per stream (false,
-   *  the default). Runs share them where two threads a device would outnumber the cores: streamsShareThreads
-   *  (src/runtime/world.ts). */
-  readonly sharedStreams?: boolean;
+  /** CPU devices: this many host threads take turns on the devices, each running whichever device can go (its
+   *  collectives split in two where the communicator allows, so fewer threads than devices never wait for
+   *  one another), or (0, the default) one thread per stream. Runs take turns where a thread per stream would
+   *  outnumber the cores: hostThreadsFor (src/runtime/world.ts). */
+  readonly hostThreads?: number;
   /** Per device: its memory in bytes. A device whose arena is larger is refused before it is allocated (a
    *  failure of kind "oom" with arenaBytes and limitBytes; an arena the machine cannot allocate is kind "oom"
    *  with arenaBytes only). Default: no limit. */

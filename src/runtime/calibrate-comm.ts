@@ -1,7 +1,7 @@
 // The parts of `fsm calibrate` that do not depend on the model: the in-process communicator's collectives and
 // the executor's fixed cost per step, both measured in the native executor exactly as a run drives it
 // (createNativeCluster: a compute and a communication thread per device, or one thread for both as
-// streamsShareThreads has a run of that many devices on this machine run them).
+// hostThreadsFor has a run of that many devices on this machine run them).
 //
 //   collectives: for each kind, group size n and a few buffer sizes M (bytes as src/cost/collectives.ts
 //     counts them: the gathered output of an all-gather, the unreduced input of a reduce-scatter), n devices
@@ -14,11 +14,11 @@
 //     for a compute instruction's result and a compute instruction waits for its result, a thread woken each
 //     way. Two devices alternate a one-element copy and a 4 KiB all-reduce reading it, K times; an iteration
 //     less the copy and the back-to-back all-reduce is the hand-off a collective pays in a step (near nothing
-//     where a device's streams share one thread).
+//     where devices take turns on host threads).
 import { COMM, COMPUTE, DeviceBuilder, type DeviceProgram } from "../lower/device-program.js";
 import { createNativeCluster } from "../native/binding.js";
 import type { CalibratedCollective, CollectiveFit } from "../cost/calibration.js";
-import { streamsShareThreads } from "./world.js";
+import { hostThreadsFor } from "./world.js";
 
 export const median = (xs: readonly number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
@@ -98,7 +98,7 @@ export async function measureCollectives(groups: readonly number[], rounds: numb
       for (const target of COLLECTIVE_BYTES) {
         const numel = n * Math.max(1, Math.round(target / 4 / n));
         const k = Math.max(2, Math.min(20, Math.round((8 << 20) / (numel * 4))));
-        const cluster = createNativeCluster({ devices: collectivePrograms(kind, n, numel, k), blasThreads: 1, timeoutSeconds: 60, sharedStreams: streamsShareThreads(n) });
+        const cluster = createNativeCluster({ devices: collectivePrograms(kind, n, numel, k), blasThreads: 1, timeoutSeconds: 60, hostThreads: hostThreadsFor(n) });
         for (let r = 0; r < 3; r++) await cluster.run(false);
         const times: number[] = [];
         for (let r = 0; r < rounds; r++) {
@@ -119,7 +119,7 @@ export async function measureStepOverhead(deviceCounts: readonly number[], round
   const [src, dst] = [b.pin(b.slot([1])), b.pin(b.slot([1]))];
   b.emit(COMPUTE, "fsm_copy", [src], [dst], {}, "calibrate", { inPlace: true });
   const program = b.finish();
-  const clusters = deviceCounts.map((n) => createNativeCluster({ devices: Array.from({ length: n }, () => program), blasThreads: 1, timeoutSeconds: 60, sharedStreams: streamsShareThreads(n) }));
+  const clusters = deviceCounts.map((n) => createNativeCluster({ devices: Array.from({ length: n }, () => program), blasThreads: 1, timeoutSeconds: 60, hostThreads: hostThreadsFor(n) }));
   // A fresh executor's first dozen or so steps run 2-3× slower: 20 unrecorded.
   for (const c of clusters) for (let r = 0; r < 20; r++) await c.run(false);
   const times = clusters.map(() => [] as number[]);
@@ -147,7 +147,7 @@ export async function measureHandoff(rounds: number, hotAllReduce: (bytes: numbe
     b.emit(COMPUTE, "fsm_copy", [y], [x], {}, "calibrate", { inPlace: true });
   }
   const program = b.finish();
-  const cluster = createNativeCluster({ devices: [program, program], blasThreads: 1, timeoutSeconds: 60, sharedStreams: streamsShareThreads(2) });
+  const cluster = createNativeCluster({ devices: [program, program], blasThreads: 1, timeoutSeconds: 60, hostThreads: hostThreadsFor(2) });
   for (let r = 0; r < 10; r++) await cluster.run(false);
   const perIteration: number[] = [];
   const copies: number[] = [];

@@ -17,7 +17,7 @@ import { feedBatch, lossValues, mean } from "./cluster-step.js";
 import { readParam, writeParams, type DeviceSlots } from "../lower/param-pieces.js";
 import { EngineError, type InjectedFault, type RunFailure, type StepEngine } from "./engine-types.js";
 import { deviceEvents, traceMetadata, type TraceEvent } from "./trace.js";
-import { processesHere, streamsShareThreads, WorldError, type ProcessWorld } from "./world.js";
+import { processesHere, hostThreadsFor, WorldError, type ProcessWorld } from "./world.js";
 import type { DeviceKind } from "./device-choice.js";
 import { placeDevices, PlacementError, type Placement } from "./gpu-placement.js";
 
@@ -66,9 +66,9 @@ export interface ClusterEngineOptions {
   readonly world: ProcessWorld;
   /** The devices' kind: cpu virtual devices, CUDA GPUs, or the CUDA device's code emulated (simt). */
   readonly device: DeviceKind;
-  /** CPU devices: one host thread per device for both its streams, or one per stream (default:
-   *  streamsShareThreads, world.ts). */
-  readonly sharedStreams?: boolean;
+  /** CPU devices: host threads that take turns on the devices, or 0 for one per stream (default:
+   *  hostThreadsFor, world.ts). */
+  readonly hostThreads?: number;
 }
 
 /** A plan carrying the arenas compile laid out (memory[p].runtime) must get exactly those here: they are the
@@ -139,7 +139,7 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
     // The cores shared out among the devices' compute threads (of every process on this machine): one device
     // gets every core for its sgemm calls, four devices on two cores one thread each (more would oversubscribe).
     const blasThreads = Math.max(1, Math.floor(availableParallelism() / (program.devices.length * processesHere())));
-    const sharedStreams = options.sharedStreams ?? streamsShareThreads(program.devices.length);
+    const hostThreads = options.hostThreads ?? hostThreadsFor(program.devices.length);
     cluster = createNativeCluster({
       devices: program.devices,
       worldSize: plan.cluster.devices,
@@ -148,7 +148,7 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
       timeoutSeconds,
       memoryLimitBytes,
       blasThreads,
-      sharedStreams,
+      hostThreads,
     });
   } catch (e) {
     throw outOfMemory(e, plan, program, fault);

@@ -51,9 +51,9 @@ export interface EngineOptions {
   readonly world?: ProcessWorld;
   /** The device kind the native engine's devices are (default cpu; device-choice.ts picks it for fsm run). */
   readonly device?: DeviceKind;
-  /** Native CPU devices: one host thread per device for both its streams, or one per stream (default: by the
-   *  cores, cluster-engine.ts). */
-  readonly sharedStreams?: boolean;
+  /** Native CPU devices: host threads that take turns on the devices, or 0 for one per stream (default: by
+   *  the cores, cluster-engine.ts). */
+  readonly hostThreads?: number;
 }
 
 export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: number, options: EngineOptions = {}): StepEngine {
@@ -91,7 +91,7 @@ export function createEngine(engine: Engine, plan: Plan, graph: Graph, seed: num
   }
   if (engine === "native") {
     requireNativeKernels(graph, engine, device);
-    return clusterEngine(plan, graph, params, { trace, timeoutSeconds, world, device, ...(fault && { fault }), ...(options.sharedStreams !== undefined && { sharedStreams: options.sharedStreams }) });
+    return clusterEngine(plan, graph, params, { trace, timeoutSeconds, world, device, ...(fault && { fault }), ...(options.hostThreads !== undefined && { hostThreads: options.hostThreads }) });
   }
   let kernels: ((op: string) => Kernel) | undefined;
   if (engine === "native-kernels") {

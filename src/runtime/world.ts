@@ -41,12 +41,16 @@ export function processesHere(): number {
   return launchedProcesses()?.localSize ?? 1;
 }
 
-/** Whether `devicesHere` CPU devices of this process each run both their streams on one host thread: where a
- *  compute and a communication thread per device, over every process of the run on this machine, would
- *  outnumber its cores, so that they would only take turns on them (a hand-off at every event between a
- *  device's streams). The one rule for runs and for the calibration that measures them. */
-export function streamsShareThreads(devicesHere: number): boolean {
-  return 2 * devicesHere * processesHere() > availableParallelism();
+/** How many host threads run this process's `devicesHere` CPU devices: 0 (a thread per stream) where a
+ *  compute and a communication thread per device, over every process of the run on this machine, would not
+ *  outnumber its cores; else this process's share of the cores (at least 1), the threads taking turns on
+ *  the devices. More threads would only take turns on the cores, paying a hand-off at every event between a
+ *  device's streams and at every meeting of a group. The one rule for runs and for the calibration that
+ *  measures them. */
+export function hostThreadsFor(devicesHere: number): number {
+  const cores = availableParallelism();
+  if (2 * devicesHere * processesHere() <= cores) return 0;
+  return Math.max(1, Math.floor(cores / processesHere()));
 }
 
 function blockOf(size: number, rank: number, devices: number): number[] {

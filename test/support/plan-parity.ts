@@ -36,8 +36,8 @@ export function planFor(name: Sample, overrides: Overrides, devices: number): Pl
 
 /** How the native executor is put together: its Device's arena route, its Communicator (a test plug-in
  *  may delay every call by a seeded random time, so arrivals and completions come in other orders), and
- *  whether a device's two streams share one host thread. */
-export type Seams = Pick<NativeClusterDescription, "device" | "communicator" | "sharedStreams">;
+ *  how many host threads take turns on the devices (0: a thread per stream). */
+export type Seams = Pick<NativeClusterDescription, "device" | "communicator" | "hostThreads">;
 
 /** Trains on the native cluster (threads, communicator; `native` may pick its device and communicator) or,
  *  with `native` false, the sequential reference executor (`random` orders its ready actions). */

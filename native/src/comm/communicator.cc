@@ -51,6 +51,16 @@ void Communicator::recv(int rank, int peer, int tag, float* data, size_t n) {
   doRecv(rank, peer, tag, data, n);
 }
 
+void Communicator::defer(bool on) {
+  if (on) throw std::logic_error(std::string("the ") + kind() + " communicator cannot defer collectives");
+}
+
+void Communicator::expire(int rank) {
+  const std::string message = "rank " + std::to_string(rank) + ": timed out waiting for its group";
+  abort(message);
+  throw CommError(CommError::Kind::Timeout, message);
+}
+
 std::string rankList(const std::vector<int>& ranks) {
   std::string list = "[";
   for (size_t i = 0; i < ranks.size(); i++) list += (i ? ", " : "") + std::to_string(ranks[i]);

@@ -98,6 +98,22 @@ class Communicator {
     return true;
   }
 
+  /** Split phase, for an executor that runs several ranks on one host thread, where a rank waiting for its
+   *  group must not hold the thread that a member needs. A kind whose ranks all live in this process can
+   *  defer (and its recvReady is then exact): after defer(true), a collective joins its meeting and returns at
+   *  once, and the member that completes the meeting does the whole collective for every member before it
+   *  returns. pending(rank) says whether rank's last collective still waits for members (it throws CommError
+   *  once the communicator is aborted); expire(rank) fails that collective as timed out, aborting the
+   *  communicator with a message that names the ranks that never came, and throws it. defer() is called only
+   *  while no rank is inside the communicator, like reset(). */
+  virtual bool canDefer() const { return false; }
+  virtual void defer(bool on);
+  virtual bool pending(int rank) {
+    (void)rank;
+    return false;
+  }
+  [[noreturn]] virtual void expire(int rank);
+
   /** Marks the communicator aborted with `message` (the first message wins) and wakes every waiting rank, which
    *  throws CommError (Aborted). Any thread, any number of times. */
   virtual void abort(const std::string& message) = 0;

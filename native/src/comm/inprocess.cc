@@ -10,7 +10,10 @@
 // A small one (scratch up to kDeliverFloats) meets once: the last member to arrive computes every slice, then
 // copies every member's result out, and the others, who waited, return. With virtual devices sharing a few
 // cores, a meeting point costs a context switch per waiting member, more than the copying it would spread.
-// Either way every input is read before any output is written, so aliased inputs and outputs are safe. Which
+// Deferred (defer(true): devices taking turns on fewer host threads than devices), every collective meets
+// once and a member that does not complete the meeting returns at once, pending, for the one that does to
+// deliver its result. Either way every input is read before any output is written, so aliased inputs and
+// outputs are safe. Which
 // member computes a slice does not change its value: every element is the same ordered sum, so the result is
 // the same bits every run.
 #include "comm/inprocess.h"
@@ -76,6 +79,7 @@ InProcessCommunicator::InProcessCommunicator(int worldSize, std::chrono::duratio
     : worldSize_(worldSize), timeout_(timeout) {
   if (worldSize < 1) throw std::invalid_argument("InProcessCommunicator: worldSize must be at least 1");
   for (int r = 0; r < worldSize; r++) wake_.push_back(std::make_unique<std::condition_variable>());
+  pending_.resize(static_cast<size_t>(worldSize));
 }
 
 void InProcessCommunicator::wake(const std::vector<int>& ranks) {
@@ -128,6 +132,33 @@ void InProcessCommunicator::reset() {
     g.open.clear();
   }
   mailboxes_.clear();
+  for (auto& p : pending_) p = {nullptr, -1};
+}
+
+void InProcessCommunicator::defer(bool on) {
+  std::lock_guard<std::mutex> lk(mutex_);
+  deferred_ = on;
+}
+
+bool InProcessCommunicator::pending(int rank) {
+  std::lock_guard<std::mutex> lk(mutex_);
+  auto& [m, member] = pending_.at(static_cast<size_t>(rank));
+  if (!m) return false;
+  if (m->delivered) {
+    m.reset();
+    return false;
+  }
+  throwIfAborted();
+  return true;
+}
+
+void InProcessCommunicator::expire(int rank) {
+  std::unique_lock<std::mutex> lk(mutex_);
+  auto [m, member] = pending_.at(static_cast<size_t>(rank));
+  if (!m) fail(CommError::Kind::Timeout, "rank " + std::to_string(rank) + ": timed out after " + seconds(timeout_), {}, lk);
+  std::vector<int> missing;
+  const std::string text = timeoutText(*m, member, 0, missing);
+  fail(CommError::Kind::Timeout, text, missing, lk);
 }
 
 void InProcessCommunicator::fail(CommError::Kind kind, const std::string& message, std::vector<int> peers,
@@ -286,8 +317,15 @@ void InProcessCommunicator::collective(int rank, GroupHandle group, const char* 
   MeetingPtr m = join(rank, group, kind, count, root, input, output, lk, member);
   if (!m->scratch) m->scratch.reset(new float[std::max<size_t>(scratchSize, 1)]);  // uninitialised: fully written
   const size_t n = m->group->size();
-  if (scratchSize <= kDeliverFloats) {
+  // Deferred, every collective is a small one, and a member that does not complete the meeting leaves its
+  // result to the one that does: no member waits for another.
+  if (scratchSize <= kDeliverFloats || deferred_) {
     if (m->joined < static_cast<int>(n)) {
+      if (deferred_) {
+        m->reached[static_cast<size_t>(member)] = 1;
+        pending_[static_cast<size_t>(rank)] = {m, member};
+        return;
+      }
       awaitDelivery(*m, member, lk);
       return;
     }

@@ -33,6 +33,10 @@ class InProcessCommunicator final : public Communicator {
   std::string abortMessage() const override;
   void reset() override;
   bool recvReady(int rank, int peer, int tag) override;
+  bool canDefer() const override { return true; }
+  void defer(bool on) override;
+  bool pending(int rank) override;
+  [[noreturn]] void expire(int rank) override;
 
  protected:
   void doAllReduce(int rank, GroupHandle group, float* data, size_t count, ReduceOp op) override;
@@ -92,6 +96,11 @@ class InProcessCommunicator final : public Communicator {
   std::vector<std::unique_ptr<std::condition_variable>> wake_;
   bool aborted_ = false;
   std::string abortMessage_;
+
+  // Split phase (defer): per rank, the collective it joined that has not met yet (null: none) and its member
+  // index there.
+  bool deferred_ = false;
+  std::vector<std::pair<MeetingPtr, int>> pending_;
 
   std::vector<GroupState> groups_;  // by handle; registered before any step, never resized during one
   std::map<std::vector<int>, GroupHandle> handles_;

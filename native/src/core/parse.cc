@@ -282,9 +282,10 @@ Program parseProgram(const Napi::Object& desc) {
     if (b < 1 || b > 1024) refuse(JsClass::RangeError, {}, "blasThreads must be between 1 and 1024");
     program.blasThreads = static_cast<int>(b);
   }
-  if (!desc.Get("sharedStreams").IsUndefined()) {
-    if (!desc.Get("sharedStreams").IsBoolean()) refuse(JsClass::TypeError, {}, "sharedStreams must be a boolean");
-    program.sharedStreams = desc.Get("sharedStreams").As<Napi::Boolean>().Value();
+  if (!desc.Get("hostThreads").IsUndefined()) {
+    const size_t t = sizeOf(desc.Get("hostThreads"), "hostThreads");
+    if (t > 1024) refuse(JsClass::RangeError, {}, "hostThreads must be between 0 and 1024");
+    program.hostThreads = static_cast<int>(t);
   }
   Napi::Array devices = arrayOf(desc.Get("devices"), "devices");
   const size_t n = devices.Length();

@@ -92,9 +92,9 @@ struct Program {
   std::vector<DeviceProgram> devices;  // this process's devices, ascending rank
   double timeoutSeconds = 60;
   int blasThreads = 1;
-  /** CPU devices: one host thread per device running both its streams, else one per stream (the caller knows
-   *  how many cores the run's processes share: src/runtime/world.ts streamsShareThreads). */
-  bool sharedStreams = false;
+  /** CPU devices: this many host threads take turns on the devices (exec/executor.h), else (0) one thread per
+   *  stream. The caller knows how many cores the run's processes share: src/runtime/world.ts hostThreadsFor. */
+  int hostThreads = 0;
   Plugin device{"cpu", {}, "device"};
   Plugin communicator{"inprocess", {}, "communicator"};
 };

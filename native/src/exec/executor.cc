@@ -1,5 +1,6 @@
-// Executor (executor.h): binding a program to its devices and communicator, the stream threads, the per-stream
-// loop (waits as events, guards, injected faults, tracing, busy marks), and the first-error abort.
+// Executor (executor.h): binding a program to its devices and communicator, the pool's threads, the per-stream
+// loop (waits as events, guards, injected faults, tracing, busy marks), the host threads' turns, and the
+// first-error abort.
 #include "exec/executor.h"
 
 #include "core/yield_wait.h"
@@ -24,6 +25,14 @@ struct Executor::Local {
   // communicator timeout can say which devices were busy computing rather than waiting — the stuck one.
   std::atomic<int64_t> inKernel[kStreams] = {-1, -1};
   std::atomic<int64_t> kernelSince[kStreams] = {0, 0};
+  // Host threads' turns (per run): the next instruction per stream, a deferred collective under way on the
+  // communication stream, the instruction running (for a failure's location), done. Touched only by the host
+  // thread that holds `claimed`.
+  size_t next[kStreams] = {0, 0};
+  bool inFlight = false;
+  size_t current = 0;
+  std::atomic<bool> claimed{false};
+  std::atomic<bool> finished{false};
 
   ~Local() {
     if (device) device->release(arena);
@@ -153,7 +162,11 @@ Executor::Executor(Program program, std::vector<std::unique_ptr<Device>> devices
   direct_ = locals_.size() == 1 && locals_[0]->program.streams[kCommStream].empty();
   bool cpu = true;
   for (const auto& L : locals_) cpu = cpu && std::string(L->device->kind()) == "cpu";
-  shared_ = !direct_ && cpu && program.sharedStreams;
+  if (!direct_ && cpu && program.hostThreads > 0) {
+    deferring_ = comm_->canDefer() && static_cast<size_t>(program.hostThreads) < locals_.size();
+    hostThreads_ = deferring_ ? static_cast<size_t>(program.hostThreads) : locals_.size();
+    comm_->defer(deferring_);
+  }
   // Another process failed: stop every local stream with its cause (an echo: a root cause found here wins),
   // including streams waiting on an event or stuck, which no communicator call would wake.
   comm_->onRemoteAbort([this](const std::string& text) { fail(fsm::failureAt(FailureKind::Aborted, JsClass::Error, {}, text), true); });
@@ -200,12 +213,19 @@ std::optional<Failure> Executor::run(bool trace) {
     L->inKernel[0] = L->inKernel[1] = -1;  // a stream aborted mid-kernel last run left its mark
     if (tracing_) L->timings.assign(L->program.instructions.size() * 2, 0.0);
   }
+  for (auto& L : locals_) {
+    L->next[0] = L->next[1] = 0;
+    L->inFlight = false;
+    L->claimed = false;
+    L->finished = false;
+  }
+  finished_ = 0;
   origin_ = Clock::now();
   std::optional<Failure> notStarted;
   if (direct_) {
     // One device and nothing on its communication stream: no thread to wake, no event to wait on.
     runStream(0, kComputeStream);
-  } else if (threads_.empty() && (notStarted = startThreads())) {
+  } else if (!started_ && (notStarted = startThreads())) {
     // nothing ran
   } else {
     {
@@ -214,6 +234,8 @@ std::optional<Failure> Executor::run(bool trace) {
       generation_++;
     }
     poolWake_.notify_all();
+    // Host thread 0 is this one: a thread fewer to wake, and none waiting idle for the others.
+    if (hostThreads_ > 0) takeTurns(0);
     std::unique_lock<std::mutex> lk(poolMutex_);
     yieldBeforeSleep(lk, [&] { return remaining_ == 0; });
     poolDone_.wait(lk, [&] { return remaining_ == 0; });
@@ -246,12 +268,10 @@ std::optional<Failure> Executor::startThreads() {
     seen = generation_;  // each thread waits for the next generation, even if it starts after the bump
   }
   try {
-    threads_.reserve(locals_.size() * kStreams);
-    for (size_t d = 0; d < locals_.size(); d++) {
-      if (shared_) threads_.emplace_back(&Executor::streamThread, this, d, kBothStreams, seen);
-      else
-        for (int s = 0; s < kStreams; s++) threads_.emplace_back(&Executor::streamThread, this, d, s, seen);
-    }
+    const size_t n = hostThreads_ > 0 ? hostThreads_ - 1 : locals_.size() * kStreams;
+    threads_.reserve(n);
+    for (size_t t = 0; t < n; t++) threads_.emplace_back(&Executor::poolThread, this, t, seen);
+    started_ = true;
   } catch (const std::exception& e) {
     stopThreads();  // the started ones are parked: stop them, and the next run tries again
     return fsm::failureAt(FailureKind::Aborted, JsClass::Error, {}, std::string("cannot start the device threads: ") + e.what());
@@ -269,11 +289,12 @@ void Executor::stopThreads() {
     if (t.joinable()) t.join();
   }
   threads_.clear();
+  started_ = false;
   std::lock_guard<std::mutex> lk(poolMutex_);
   stopping_ = false;
 }
 
-void Executor::streamThread(size_t d, int s, uint64_t seen) {
+void Executor::poolThread(size_t index, uint64_t seen) {
   for (;;) {
     {
       std::unique_lock<std::mutex> lk(poolMutex_);
@@ -282,7 +303,8 @@ void Executor::streamThread(size_t d, int s, uint64_t seen) {
       if (stopping_) return;
       seen = generation_;
     }
-    runStream(d, s);
+    if (hostThreads_ > 0) takeTurns(index + 1);
+    else runStream(index / kStreams, static_cast<int>(index % kStreams));
     std::lock_guard<std::mutex> lk(poolMutex_);
     if (--remaining_ == 0) poolDone_.notify_one();  // the last of the run wakes run()
   }
@@ -294,44 +316,11 @@ Failure Executor::failureOf(size_t d, size_t i, FailureKind kind, const std::str
 }
 
 // Every exception ends here: one escaping a std::thread would terminate the process.
-void Executor::runStream(size_t d, int s) {
+template <typename Body>
+void Executor::guarded(size_t d, const size_t& current, Body body) {
   Local& L = *locals_[d];
-  Device& dev = *L.device;
-  size_t current = 0;
   try {
-    if (s == kBothStreams) {
-      // Both streams in one order: the communication stream's next instruction when the compute stream has
-      // done what it needs (it releases peers), unless it is a receive whose message is not there yet while
-      // the compute stream can go (waiting for it would leave that work undone); else the compute stream's.
-      // The program has no cycle, so one of the two can always go.
-      const std::vector<size_t>* streams = L.program.streams;
-      size_t next[kStreams] = {0, 0};
-      auto canGo = [&](int c) { return next[c] < streams[c].size() && L.program.instructions[streams[c][next[c]]].waitFor <= next[1 - c]; };
-      for (;;) {
-        int go = canGo(kCommStream) ? kCommStream : canGo(kComputeStream) ? kComputeStream : -1;
-        if (go == kCommStream && canGo(kComputeStream)) {
-          const Instruction& c = L.program.instructions[streams[kCommStream][next[kCommStream]]];
-          if (c.kind == OpKind::Recv && !comm_->recvReady(L.program.rank, c.peer, c.tag)) go = kComputeStream;
-        }
-        if (go < 0) {
-          if (next[kCommStream] < streams[kCommStream].size() || next[kComputeStream] < streams[kComputeStream].size()) {
-            fail(failureOf(d, current, FailureKind::Aborted, "internal: the device's two streams wait on each other"));
-          }
-          break;
-        }
-        current = streams[go][next[go]];
-        if (!runInstruction(d, go, current)) break;
-        next[go]++;
-      }
-    } else {
-      const int other = 1 - s;
-      for (size_t i : L.program.streams[s]) {
-        current = i;
-        // The other stream either gets there (parsing ruled out cycles) or the run fails, which wakes this wait.
-        if (L.program.instructions[i].waitFor > 0 && !dev.wait(s, other, L.program.instructions[i].waitFor)) break;
-        if (!runInstruction(d, s, i)) break;
-      }
-    }
+    body();
   } catch (const CommError& e) {
     const FailureKind kind = e.kind() == CommError::Kind::Timeout ? FailureKind::Timeout
                              : e.kind() == CommError::Kind::Aborted ? FailureKind::Aborted
@@ -347,7 +336,156 @@ void Executor::runStream(size_t d, int s) {
   }
 }
 
+void Executor::runStream(size_t d, int s) {
+  Local& L = *locals_[d];
+  size_t current = 0;
+  guarded(d, current, [&] {
+    const int other = 1 - s;
+    for (size_t i : L.program.streams[s]) {
+      current = i;
+      // The other stream either gets there (parsing ruled out cycles) or the run fails, which wakes this wait.
+      if (L.program.instructions[i].waitFor > 0 && !L.device->wait(s, other, L.program.instructions[i].waitFor)) break;
+      if (!runInstruction(d, s, i)) break;
+    }
+  });
+}
+
+void Executor::takeTurns(size_t w) {
+  const size_t n = locals_.size();
+  size_t from = w * n / hostThreads_;  // threads start on different devices, then go round
+  for (;;) {
+    const uint64_t seen = progress_.load();
+    if (failed_.load(std::memory_order_acquire) || finished_.load() == n) return;
+    bool ran = false;
+    for (size_t k = 0; k < n; k++) {
+      const size_t d = (from + k) % n;
+      Local& L = *locals_[d];
+      if (L.finished.load(std::memory_order_acquire) || L.claimed.exchange(true, std::memory_order_acquire)) continue;
+      // Finished by another thread between the two checks: it must not be counted twice.
+      if (!L.finished.load(std::memory_order_acquire)) guarded(d, L.current, [&] { ran = advance(d) || ran; });
+      L.claimed.store(false, std::memory_order_release);
+      if (ran) {
+        from = d + 1;
+        break;
+      }
+    }
+    if (!ran) awaitProgress(seen);
+  }
+}
+
+bool Executor::advance(size_t d) {
+  Local& L = *locals_[d];
+  const int rank = L.program.rank;
+  const std::vector<size_t>* streams = L.program.streams;
+  size_t* next = L.next;
+  auto at = [&](int c) -> const Instruction& { return L.program.instructions[streams[c][next[c]]]; };
+  bool ran = false;
+  for (;;) {
+    if (failed_.load(std::memory_order_acquire)) return ran;
+    if (L.inFlight && !comm_->pending(rank)) {
+      L.inFlight = false;
+      endInstruction(d, kCommStream, streams[kCommStream][next[kCommStream]], false);
+      next[kCommStream]++;
+      ran = true;
+    }
+    auto canGo = [&](int c) { return !(c == kCommStream && L.inFlight) && next[c] < streams[c].size() && at(c).waitFor <= next[1 - c]; };
+    int go = canGo(kCommStream) ? kCommStream : canGo(kComputeStream) ? kComputeStream : -1;
+    bool awaitsMessage = false;
+    if (go == kCommStream && at(kCommStream).kind == OpKind::Recv && !comm_->recvReady(rank, at(kCommStream).peer, at(kCommStream).tag)) {
+      // Waiting for the message would leave the compute stream's work undone; where collectives defer,
+      // another device (which may need this thread) sends it.
+      awaitsMessage = deferring_;
+      if (canGo(kComputeStream)) go = kComputeStream;
+      else if (deferring_) go = -1;
+    }
+    if (go < 0) {
+      if (L.inFlight || awaitsMessage) return ran;
+      if (next[kCommStream] < streams[kCommStream].size() || next[kComputeStream] < streams[kComputeStream].size()) {
+        fail(failureOf(d, L.current, FailureKind::Aborted, "internal: the device's two streams wait on each other"));
+        return ran;
+      }
+      // Counted by whoever marks it, once: the run ends when the count reaches the devices.
+      if (!L.finished.exchange(true, std::memory_order_acq_rel)) {
+        finished_++;
+        progress();
+      }
+      return true;
+    }
+    const size_t i = L.current = streams[go][next[go]];
+    bool skip = false;
+    if (!beginInstruction(d, go, i, skip)) return ran;
+    if (!skip) execute(L, go, L.program.instructions[i]);
+    ran = true;
+    if (go == kCommStream) {
+      if (deferring_ && !skip && comm_->pending(rank)) {
+        L.inFlight = true;  // ends when the meeting does: its last member delivers
+        progress();
+        continue;
+      }
+      progress();
+    }
+    endInstruction(d, go, i, skip);
+    next[go]++;
+  }
+}
+
+void Executor::progress() {
+  progress_.fetch_add(1);
+  if (sleepers_.load() > 0) {
+    { std::lock_guard<std::mutex> lk(progressMutex_); }  // a sleeper between its check and its wait cannot miss this
+    progressCv_.notify_all();
+  }
+}
+
+void Executor::awaitProgress(uint64_t seen) {
+  auto moved = [&] { return progress_.load() != seen || failed_.load(); };
+  for (int i = 0; i < kYieldsBeforeSleep && !moved(); i++) sched_yield();
+  if (moved()) return;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeoutSeconds_));
+  bool late = false;
+  {
+    sleepers_++;
+    std::unique_lock<std::mutex> lk(progressMutex_);
+    late = !progressCv_.wait_until(lk, deadline, moved);
+    sleepers_--;
+  }
+  if (!late) return;
+  // Nothing moved for the timeout: a device waits for a collective's members or a message that never came.
+  // Only a device no thread holds is named: one held is running, or stuck (an injected hang).
+  for (size_t d = 0; d < locals_.size(); d++) {
+    Local& L = *locals_[d];
+    if (L.finished || L.claimed.exchange(true)) continue;
+    if (L.finished) {
+      L.claimed = false;
+      continue;
+    }
+    const std::vector<size_t>& comm = L.program.streams[kCommStream];
+    const size_t i = L.next[kCommStream] < comm.size() ? comm[L.next[kCommStream]] : L.current;
+    guarded(d, i, [&] {
+      if (L.inFlight) comm_->expire(L.program.rank);
+      const Instruction& ins = L.program.instructions[i];
+      if (ins.kind == OpKind::Recv) {
+        std::ostringstream msg;
+        msg << "recv at rank " << L.program.rank << " from rank " << ins.peer << " (tag " << ins.tag << "): timed out after " << timeoutSeconds_ << " s; rank " << ins.peer << " never sent";
+        Failure f = failureOf(d, i, FailureKind::Timeout, msg.str());
+        f.peers = {ins.peer};
+        fail(std::move(f));
+      }
+    });
+    L.claimed = false;
+    if (failed_) return;
+  }
+}
+
 bool Executor::runInstruction(size_t d, int s, size_t i) {
+  bool skip = false;
+  if (!beginInstruction(d, s, i, skip)) return false;
+  if (!skip) execute(*locals_[d], s, locals_[d]->program.instructions[i]);
+  endInstruction(d, s, i, skip);
+  return true;
+}
+
+bool Executor::beginInstruction(size_t d, int s, size_t i, bool& skip) {
   Local& L = *locals_[d];
   Device& dev = *L.device;
   Instruction& ins = L.program.instructions[i];
@@ -369,19 +507,25 @@ bool Executor::runInstruction(size_t d, int s, size_t i) {
     return false;
   }
   // A guarded instruction whose guard is set (nonzero, NaN included) is skipped but counts as completed.
-  bool skip = false;
+  skip = false;
   if (ins.guard.data != nullptr) {
     float guard = 0;
     dev.copyOut(s, &guard, ins.guard.data, sizeof guard);
     skip = guard != 0.0f;
   }
-  if (!skip) execute(L, s, ins);
+  return true;
+}
+
+void Executor::endInstruction(size_t d, int s, size_t i, bool skip) {
+  Local& L = *locals_[d];
+  Device& dev = *L.device;
+  Instruction& ins = L.program.instructions[i];
+  const bool injected = fault_ != Fault::None && d == faultDevice_ && i == faultInstruction_;
   if (injected && fault_ == Fault::NaN) poisonWithNaN(dev, s, ins.call.outputs);
   L.inKernel[s] = -1;
   if (tracing_) L.timings[2 * i + 1] = skip ? L.timings[2 * i] : std::chrono::duration<double>(Clock::now() - origin_).count();
   if (tracing_ && dev.timesOnDevice()) dev.traceMark(s, i, false);
   dev.record(s);
-  return true;
 }
 
 void Executor::execute(Local& L, int s, Instruction& ins) {
@@ -451,6 +595,7 @@ void Executor::fail(Failure failure, bool echo) {
   }
   comm_->abort(abortText);
   for (auto& L : locals_) L->device->abortWaits();
+  progress();  // host threads waiting for progress stop
   { std::lock_guard<std::mutex> lk(hangMutex_); }  // a hang between its check and its wait cannot miss this
   hangCv_.notify_all();
 }

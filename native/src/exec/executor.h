@@ -3,7 +3,11 @@
 // between runs, joined on destruction) and ordered by the device's events. It reaches memory and kernels only
 // through Device and other ranks only through Communicator. The first failure anywhere aborts the communicator
 // and wakes every waiting stream, so a step fails with its root cause instead of hanging; nothing exits the
-// process. One device with an empty communication stream runs its compute stream on the calling thread.
+// process. One device with an empty communication stream runs its compute stream on the calling thread. CPU
+// devices that would outnumber the cores with a thread per stream instead take turns on a few host threads
+// (Program::hostThreads): each thread runs whichever device can go, as far as it goes without waiting for
+// another device, its collectives split in two (Communicator::defer) so that no thread waits for a member
+// that only a thread could run.
 #pragma once
 
 #include <array>
@@ -66,19 +70,40 @@ class Executor {
   using Clock = std::chrono::steady_clock;
   struct Local;
 
-  /** Starts the 2·N stream threads (no run in flight); a failure to start is returned. */
+  /** Starts the pool's threads (no run in flight): 2·N stream threads, or the host threads that take turns on
+   *  the devices; a failure to start is returned. */
   std::optional<Failure> startThreads();
-  /** Stops and joins the stream threads; they must be parked. */
+  /** Stops and joins the pool's threads; they must be parked. */
   void stopThreads();
-  /** Stream thread (d, s): parked until the run generation passes `seen`, runs its stream (both, kBothStreams),
-   *  reports, parks again. */
-  void streamThread(size_t d, int s, uint64_t seen);
-  /** Runs stream s of local device d (both of them, kBothStreams) to its end or the run's failure. Catches
-   *  everything: it always returns. */
+  /** Pool thread `index`: parked until the run generation passes `seen`, runs its share of the step (stream
+   *  index mod 2 of device index / 2, or the turns of host thread index + 1), reports, parks again. */
+  void poolThread(size_t index, uint64_t seen);
+  /** Runs stream s of local device d to its end or the run's failure. */
   void runStream(size_t d, int s);
+  /** Host thread w's turns: runs devices that can go (advance) until every device is done or the run fails;
+   *  waits for progress when none can go. */
+  void takeTurns(size_t w);
+  /** Runs local device d's two streams as far as they go without waiting for another device (blocking in
+   *  the communicator instead where it cannot defer): the communication stream's next instruction when the
+   *  compute stream has done what it needs (it releases peers), unless it is a receive whose message is not
+   *  there yet; else the compute stream's. Returns whether anything ran or completed. */
+  bool advance(size_t d);
+  /** Waits until another thread makes progress (a communication instruction ran, a device finished, the run
+   *  failed) after `seen`; with none for the timeout, fails the run as timed out, naming what a device waits
+   *  for. */
+  void awaitProgress(uint64_t seen);
+  /** Tells the host threads that something another device may wait for has happened. */
+  void progress();
+  /** Runs `body`, turning whatever it throws at instruction `current` of local device d into the run's
+   *  failure: nothing escapes a pool thread. */
+  template <typename Body>
+  void guarded(size_t d, const size_t& current, Body body);
   /** Instruction i of stream s of local device d, its wait for the other stream done: false when the run
    *  stops there (failed, or an injected fault struck). */
   bool runInstruction(size_t d, int s, size_t i);
+  /** runInstruction's halves around execute: begin (false: stop there; skip: a guard is set) and end. */
+  bool beginInstruction(size_t d, int s, size_t i, bool& skip);
+  void endInstruction(size_t d, int s, size_t i, bool skip);
   void execute(Local& local, int stream, Instruction& ins);
   /** Stays stuck (an injected hang) until the run fails elsewhere or three timeouts pass. */
   void hang(size_t d, size_t i);
@@ -94,12 +119,13 @@ class Executor {
   std::unique_ptr<Communicator> comm_;
   double timeoutSeconds_ = 60;
   bool direct_ = false;  // one device, empty communication stream: its compute stream runs on run()'s thread
-  // CPU devices, as Program::sharedStreams asks (where two threads each would outnumber the cores): one
-  // thread per device runs both its streams, each instruction as soon as the other stream has done what it
-  // needs, communication first (it releases peers). Two threads per device would only take turns on the
-  // cores, paying a hand-off at every event between them.
-  bool shared_ = false;
-  static constexpr int kBothStreams = -1;
+  // CPU devices, as Program::hostThreads asks (where a thread per stream would outnumber the cores): this many
+  // host threads take turns on the devices (0: a thread per stream). With a communicator that defers, as few
+  // as the cores: a device whose collective has not met is set aside, not waited for. Otherwise one per
+  // device, since a device may then block its thread in a collective. Threads that would only take turns on
+  // the cores pay a hand-off at every event between streams and at every meeting of a group.
+  size_t hostThreads_ = 0;
+  bool deferring_ = false;  // the communicator defers collectives (hostThreads_ may be below the devices)
   bool tracing_ = false;
   Clock::time_point origin_;
 
@@ -116,10 +142,20 @@ class Executor {
   std::mutex hangMutex_;  // with hangCv_: an injected hang waits to be woken by the run's failure
   std::condition_variable hangCv_;
 
-  // The stream threads: threads_[2·d + s] runs stream s of device d. A run (under poolMutex_) sets
-  // remaining_ = 2·N and bumps generation_, and wakes them on poolWake_; the last to finish wakes it on poolDone_.
+  // Host threads' turns (per run): how many devices have finished; a counter bumped by progress() with the
+  // threads that sleep on it.
+  std::atomic<size_t> finished_{0};
+  std::atomic<uint64_t> progress_{0};
+  std::atomic<int> sleepers_{0};
+  std::mutex progressMutex_;
+  std::condition_variable progressCv_;
+
+  // The pool: threads_[2·d + s] runs stream s of device d, or threads_[w − 1] host thread w's turns (host
+  // thread 0 is run()'s own). A run (under poolMutex_) sets
+  // remaining_ to their number and bumps generation_, and wakes them on poolWake_; the last to finish wakes it on poolDone_.
   // stopping_ ends the parked threads (destructor).
   std::vector<std::thread> threads_;
+  bool started_ = false;
   std::mutex poolMutex_;
   std::condition_variable poolWake_;
   std::condition_variable poolDone_;

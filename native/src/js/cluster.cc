@@ -31,7 +31,7 @@ Napi::Function NativeCluster::Define(Napi::Env env) {
 NativeCluster::NativeCluster(const Napi::CallbackInfo& info) : Napi::ObjectWrap<NativeCluster>(info) {
   atBoundary(info.Env(), [&] {
     if (info.Length() != 1 || !info[0].IsObject()) {
-      refuse(JsClass::TypeError, {}, "NativeCluster({devices, worldSize?, ranks?, device?, communicator?, timeoutSeconds?, blasThreads?, sharedStreams?, memoryLimitBytes?})");
+      refuse(JsClass::TypeError, {}, "NativeCluster({devices, worldSize?, ranks?, device?, communicator?, timeoutSeconds?, blasThreads?, hostThreads?, memoryLimitBytes?})");
     }
     Program program = parseProgram(info[0].As<Napi::Object>());
     std::vector<std::unique_ptr<Device>> devices;

@@ -26,6 +26,11 @@ class DelayCommunicator final : public Communicator {
   void reset() override { inner_->reset(); }
   BytesSent bytesSent() const override { return inner_->bytesSent(); }
   void onRemoteAbort(std::function<void(const std::string&)> handler) override { inner_->onRemoteAbort(std::move(handler)); }
+  bool recvReady(int rank, int peer, int tag) override { return inner_->recvReady(rank, peer, tag); }
+  bool canDefer() const override { return inner_->canDefer(); }
+  void defer(bool on) override { inner_->defer(on); }
+  bool pending(int rank) override { return inner_->pending(rank); }
+  void expire(int rank) override { inner_->expire(rank); }
 
  protected:
   void doAllReduce(int rank, GroupHandle group, float* data, size_t count, ReduceOp op) override;
