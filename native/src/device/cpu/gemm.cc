@@ -11,9 +11,20 @@
 #include <cblas.h>
 #endif
 
+#include "device/cpu/direct_product.h"
+
 namespace fsm {
 
 namespace {
+
+// Products up to this many multiply-adds with B as stored (not transposed) run as a direct product
+// (direct_product.h) instead of cblas_sgemm. Each OpenBLAS call packs both operands and takes a process-wide
+// lock (its buffer pool), so virtual devices calling it at once on small products serialize on it: two threads
+// each running 64×64×4 products took 1.33 µs a call where one took 0.67. The direct product computed the
+// measured shapes up to 128×128×128 in 0.3–1.0× OpenBLAS's time on one thread (Haswell-pinned, DESIGN.md §8),
+// takes no lock, and sums in the same order on every CPU. A transposed B would have to be transposed first,
+// which cost more than OpenBLAS at the small shapes measured, so those stay on it.
+constexpr long long kDirectMultiplyAdds = 128 * 128 * 128;
 
 // C[M x N] *= beta, or = 0 when beta == 0 (BLAS semantics: C is not read then).
 void scaleC(int M, int N, float beta, float* C, int ldc) {
@@ -103,6 +114,11 @@ void sgemm(bool transA, bool transB, int M, int N, int K, float alpha, const flo
   // Nothing to multiply: only the beta scaling remains. Handled here because BLAS rejects lda = 0 (K = 0).
   if (K == 0 || alpha == 0.0f) {
     scaleC(M, N, beta, C, ldc);
+    return;
+  }
+  // C = alpha·op(A)·B (beta 0) or C += op(A)·B (alpha and beta 1).
+  if (!transB && static_cast<long long>(M) * N * K <= kDirectMultiplyAdds && (beta == 0.0f || (beta == 1.0f && alpha == 1.0f))) {
+    multiply({M, N, K, A, transA ? 1 : lda, transA ? lda : 1, B, ldb, C, ldc, alpha, beta == 1.0f});
     return;
   }
 #ifdef FSM_HAVE_OPENBLAS

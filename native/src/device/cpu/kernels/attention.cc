@@ -2,7 +2,7 @@
 // conventions: packed QKV [query heads, key heads, value heads], GQA by ⌊h / (heads / kv_heads)⌋, HF Llama
 // rotate_half rotary embeddings, scores/√hd, causal mask j > i). Every matrix product runs in f32: the
 // projections on sgemm (OpenBLAS when built with it), each head's products — the scores q·kᵀ, the context p·v
-// and the five of the backward — on the direct products below, which skip the causal mask's upper triangle;
+// and the five of the backward — on direct products (direct_product.h), which skip the causal mask's upper triangle;
 // each softmax row runs in f32 (vectorized exponentials, sums in double), the rotary embeddings in double.
 // Unlike the interpreter, the S×S probabilities are never stored: they are computed in blocks of query rows,
 // FlashAttention-style, once per block (the backward takes the context from the same probabilities as the
@@ -14,6 +14,7 @@
 #include <cstring>
 #include <vector>
 
+#include "device/cpu/direct_product.h"
 #include "device/cpu/gemm.h"
 #include "device/cpu/parallel.h"
 #include "device/cpu/registry.h"
@@ -99,148 +100,7 @@ void rotate(double* a, int64_t s, const Rope& t, double sign) {
  *  O(B·S·d + kBlock·S) however long the sequence — the S×S probabilities are never stored whole. */
 constexpr int64_t kBlock = 256;
 
-// ---- Direct products ----------------------------------------------------------------------------------------
-// A head's products are small and shaped by the causal mask: at the GPT's shapes 64×64×32, where sgemm
-// computes the masked upper triangle too, packs both operands and zeroes its output on every call, and
-// OpenBLAS runs 8-lane kernels on CPUs with 16 where OPENBLAS_CORETYPE=Haswell pins it. A direct product
-// keeps a tile of C (kGroup rows by up to two vectors) in registers while it runs over the inner dimension,
-// reads A and B where they lie (A in either layout), and gives each group of kGroup rows its own column count
-// or inner range, so it skips the triangle group by group. Every element of C sums its products in inner
-// order, one rounded multiply and one rounded add each (never fused): every vector width below computes the
-// same bits, and so does every thread count (the heads are tasks, each product on one thread).
-
-/** Rows of C in a register tile, and so the step of the causal trimming. */
-constexpr int64_t kGroup = 4;
-static_assert(kBlock % kGroup == 0, "blocks start on a group boundary (see Trim::InnerFrom)");
-/** A group's columns are rounded up to this, the narrowest vector tile, while the matrix has them: a few
- *  masked scores cost less than a scalar tail. */
-constexpr int64_t kColumnStep = 8;
-
-/** How a product follows the causal mask, C's rows (or the inner index, a key) numbered from `offset`:
- *  Columns: C's row i needs columns < offset + i + 1 (a query row's scores: the keys up to its own);
- *  Inner: C's row i reads inner indices < offset + i + 1 (A is probabilities, zero past them);
- *  InnerFrom: C's row i reads inner indices ≥ i − offset (A is transposed probabilities: key i is seen by the
- *  query rows from it on).
- *  A group of rows takes the extent its last row needs, rounded up to kColumnStep. */
-enum class Trim { None, Columns, Inner, InnerFrom };
-
-/** The keys that the query rows [first, first + kGroup) see together, rounded up to kColumnStep, at most
- *  `keys`: the columns a trimmed product computes for their group, masked ones included. */
-int64_t groupKeys(int64_t first, int64_t keys) { return std::min(keys, (first + kGroup + kColumnStep - 1) / kColumnStep * kColumnStep); }
-
-/** C [m, n] = alpha·A·B, or C += A·B when `accumulate`; A(i, p) = a[i·ars + p·acs] (A or Aᵀ stored
- *  row-major), B [k, n] and C row-major, rows ldb and ldc apart. */
-struct Product {
-  int64_t m, n, k;
-  const float* a;
-  int64_t ars, acs;
-  const float* b;
-  int64_t ldb;
-  float* c;
-  int64_t ldc;
-  float alpha;
-  bool accumulate;
-  Trim trim;
-  int64_t offset;
-};
-
-typedef float Vec8 __attribute__((vector_size(32)));
-typedef float Vec16 __attribute__((vector_size(64)));
-
-/** Rows [i, i + Rows) by columns [j, j + Vecs·lanes) of C over inner indices [p0, p1), the accumulators in
- *  registers (V may be float: one column). */
-template <typename V, int Rows, int Vecs>
-[[gnu::always_inline]] inline void tile(const Product& P, int64_t i, int64_t j, int64_t p0, int64_t p1) {
-  constexpr int64_t L = sizeof(V) / sizeof(float);
-  V acc[Rows][Vecs] = {};
-  const float* a = P.a + i * P.ars;
-  const float* b = P.b + j;
-  for (int64_t p = p0; p < p1; p++) {
-    V bv[Vecs];
-    for (int v = 0; v < Vecs; v++) std::memcpy(&bv[v], b + p * P.ldb + v * L, sizeof(V));
-    for (int r = 0; r < Rows; r++) {
-      const float ar = a[r * P.ars + p * P.acs];
-      for (int v = 0; v < Vecs; v++) acc[r][v] += ar * bv[v];
-    }
-  }
-  for (int r = 0; r < Rows; r++) {
-    float* c = P.c + (i + r) * P.ldc + j;
-    for (int v = 0; v < Vecs; v++) {
-      V out;
-      if (P.accumulate) {
-        std::memcpy(&out, c + v * L, sizeof(V));
-        out += acc[r][v];
-      } else {
-        out = P.alpha * acc[r][v];
-      }
-      std::memcpy(c + v * L, &out, sizeof(V));
-    }
-  }
-}
-
-/** Columns [0, n) of the rows [i, i + Rows): tiles of two vectors, then one, then 8 lanes, then single columns. */
-template <typename V, int Rows>
-[[gnu::always_inline]] inline void rowGroup(const Product& P, int64_t i, int64_t n, int64_t p0, int64_t p1) {
-  constexpr int64_t L = sizeof(V) / sizeof(float);
-  int64_t j = 0;
-  for (; j + 2 * L <= n; j += 2 * L) tile<V, Rows, 2>(P, i, j, p0, p1);
-  if (j + L <= n) {
-    tile<V, Rows, 1>(P, i, j, p0, p1);
-    j += L;
-  }
-  if constexpr (L > 8) {
-    if (j + 8 <= n) {
-      tile<Vec8, Rows, 1>(P, i, j, p0, p1);
-      j += 8;
-    }
-  }
-  for (; j < n; j++) tile<float, Rows, 1>(P, i, j, p0, p1);
-}
-
-template <typename V>
-[[gnu::always_inline]] inline void productWith(const Product& P) {
-  for (int64_t i = 0; i < P.m; i += kGroup) {
-    int64_t n = P.n, p0 = 0, p1 = P.k;
-    if (P.trim == Trim::Columns) n = groupKeys(P.offset + i, n);
-    if (P.trim == Trim::Inner) p1 = groupKeys(P.offset + i, p1);
-    if (P.trim == Trim::InnerFrom) p0 = std::max<int64_t>(0, i - P.offset);
-    switch (std::min(kGroup, P.m - i)) {
-      case 4: rowGroup<V, 4>(P, i, n, p0, p1); break;
-      case 3: rowGroup<V, 3>(P, i, n, p0, p1); break;
-      case 2: rowGroup<V, 2>(P, i, n, p0, p1); break;
-      default: rowGroup<V, 1>(P, i, n, p0, p1); break;
-    }
-  }
-}
-
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define FSM_ATTENTION_AVX512 1
-// GCC contracts `acc += a·b` into a fused multiply-add where the target has one (its default is
-// -ffp-contract=fast), rounding once where a separate multiply and add round twice; AVX-512F has them. Off,
-// every copy below computes the same bits.
-#define FSM_NO_CONTRACT __attribute__((optimize("fp-contract=off")))
-#else
-#define FSM_NO_CONTRACT
-#endif
-
-// 8 lanes: AVX2's vectors where the CPU has them (FSM_CPU_CLONES), else pairs of SSE2's.
-FSM_CPU_CLONES FSM_NO_CONTRACT void productPortable(const Product& P) { productWith<Vec8>(P); }
-
-#ifdef FSM_ATTENTION_AVX512
-// 16 lanes and 32 registers: tiles twice as wide, twice the multiply-adds an instruction.
-__attribute__((target("avx512f"))) FSM_NO_CONTRACT void productAvx512(const Product& P) { productWith<Vec16>(P); }
-#endif
-
-void multiply(const Product& P) {
-#ifdef FSM_ATTENTION_AVX512
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512) {
-    productAvx512(P);
-    return;
-  }
-#endif
-  productPortable(P);
-}
+static_assert(kBlock % kProductRows == 0, "blocks start on a group boundary (see Trim::InnerFrom)");
 
 // ---- One head, block by block ---------------------------------------------------------------------------------
 // Heads stay where the projection puts them: head h of batch b is the [S, hd] matrix at column h·hd of
@@ -310,7 +170,7 @@ struct Block {
   /** The keys row r sees. */
   int64_t seen(int64_t r) const { return D.causal ? i0 + r + 1 : C; }
   /** The columns row r holds (those past `seen` are zeros). */
-  int64_t width(int64_t r) const { return D.causal ? groupKeys(i0 + r - r % kGroup, C) : C; }
+  int64_t width(int64_t r) const { return D.causal ? groupKeys(i0 + r - r % kProductRows, C) : C; }
 
   /** p = q·kᵀ/√hd for the block's rows, then each row's masked softmax. The max ignores NaN scores as fmax
    *  does; a NaN score still makes its row NaN through its exponential. */
