@@ -12,19 +12,37 @@
 #endif
 
 #include "device/cpu/direct_product.h"
+#include "device/cpu/scratch.h"
 
 namespace fsm {
 
 namespace {
 
-// Products up to this many multiply-adds with B as stored (not transposed) run as a direct product
-// (direct_product.h) instead of cblas_sgemm. Each OpenBLAS call packs both operands and takes a process-wide
-// lock (its buffer pool), so virtual devices calling it at once on small products serialize on it: two threads
-// each running 64×64×4 products took 1.33 µs a call where one took 0.67. The direct product computed the
-// measured shapes up to 128×128×128 in 0.3–1.0× OpenBLAS's time on one thread (Haswell-pinned, DESIGN.md §8),
-// takes no lock, and sums in the same order on every CPU. A transposed B would have to be transposed first,
-// which cost more than OpenBLAS at the small shapes measured, so those stay on it.
+// Products up to this many multiply-adds run as a direct product (direct_product.h) instead of cblas_sgemm.
+// Each OpenBLAS call packs both operands and takes a process-wide lock (its buffer pool), so virtual devices
+// calling it at once on small products serialize on it: two threads each running 64×64×4 products took 1.33 µs
+// a call where one took 0.67. The direct product takes no lock and sums in the same order on every CPU; on one
+// thread (OpenBLAS Haswell-pinned, DESIGN.md §8) it took 0.3–1.0× OpenBLAS's time at the shapes measured up to
+// 128×128×128, a transposed B (copied into scratch first) 0.58–0.93×.
 constexpr long long kDirectMultiplyAdds = 128 * 128 * 128;
+
+// t [K, N] = bᵀ for b [N, K] with rows ldb apart, in 8×8 blocks so that both sides stay within a few cache
+// lines (row by row, every write or every read would be another line).
+void transposeInto(const float* b, int ldb, int N, int K, float* t) {
+  constexpr int S = 8;
+  auto at = [](int row, int ld, int col) { return static_cast<std::size_t>(row) * ld + col; };
+  int j0 = 0;
+  for (; j0 + S <= N; j0 += S) {
+    int k0 = 0;
+    for (; k0 + S <= K; k0 += S)
+      for (int k = 0; k < S; k++)
+        for (int j = 0; j < S; j++) t[at(k0 + k, N, j0 + j)] = b[at(j0 + j, ldb, k0 + k)];
+    for (int k = k0; k < K; k++)
+      for (int j = 0; j < S; j++) t[at(k, N, j0 + j)] = b[at(j0 + j, ldb, k)];
+  }
+  for (int j = j0; j < N; j++)
+    for (int k = 0; k < K; k++) t[at(k, N, j)] = b[at(j, ldb, k)];
+}
 
 // C[M x N] *= beta, or = 0 when beta == 0 (BLAS semantics: C is not read then).
 void scaleC(int M, int N, float beta, float* C, int ldc) {
@@ -116,9 +134,16 @@ void sgemm(bool transA, bool transB, int M, int N, int K, float alpha, const flo
     scaleC(M, N, beta, C, ldc);
     return;
   }
-  // C = alpha·op(A)·B (beta 0) or C += op(A)·B (alpha and beta 1).
-  if (!transB && static_cast<long long>(M) * N * K <= kDirectMultiplyAdds && (beta == 0.0f || (beta == 1.0f && alpha == 1.0f))) {
-    multiply({M, N, K, A, transA ? 1 : lda, transA ? lda : 1, B, ldb, C, ldc, alpha, beta == 1.0f});
+  // C = alpha·op(A)·op(B) (beta 0) or C += op(A)·op(B) (alpha and beta 1).
+  if (static_cast<long long>(M) * N * K <= kDirectMultiplyAdds && (beta == 0.0f || (beta == 1.0f && alpha == 1.0f))) {
+    const float* b = B;
+    if (transB) {
+      float* t = scratch<float>(kScratchTransposedB, static_cast<std::size_t>(K) * static_cast<std::size_t>(N));
+      transposeInto(B, ldb, N, K, t);
+      b = t;
+      ldb = N;
+    }
+    multiply({M, N, K, A, transA ? 1 : lda, transA ? lda : 1, b, ldb, C, ldc, alpha, beta == 1.0f});
     return;
   }
 #ifdef FSM_HAVE_OPENBLAS

@@ -37,6 +37,9 @@ class ScopedKernelScratch {
   KernelScratch* previous_;
 };
 
+/** The slot sgemm keeps a transposed operand in (gemm.cc): kernels that call sgemm keep theirs in others. */
+constexpr int kScratchTransposedB = KernelScratch::kSlots - 1;
+
 /** The current scratch's buffer number `slot` (0..7) as at least `count` elements of T, contents unspecified:
  *  a kernel fills what it reads. Valid until the same slot is asked for again on this thread. */
 void* scratchBytes(int slot, size_t bytes);
