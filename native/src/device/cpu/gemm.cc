@@ -3,6 +3,8 @@
 #include "device/cpu/gemm.h"
 
 #include <algorithm>
+#include <cctype>
+#include <string>
 #include <cstddef>
 #include <mutex>
 #include <vector>
@@ -18,13 +20,45 @@ namespace fsm {
 
 namespace {
 
-// Products up to this many multiply-adds run as a direct product (direct_product.h) instead of cblas_sgemm.
-// Each OpenBLAS call packs both operands and takes a process-wide lock (its buffer pool), so virtual devices
-// calling it at once on small products serialize on it: two threads each running 64×64×4 products took 1.33 µs
-// a call where one took 0.67. The direct product takes no lock and sums in the same order on every CPU; on one
-// thread (OpenBLAS Haswell-pinned, DESIGN.md §8) it took 0.3–1.0× OpenBLAS's time at the shapes measured up to
-// 128×128×128, a transposed B (copied into scratch first) 0.58–0.93×.
+// Where OpenBLAS runs kernels narrower than this CPU's vectors (OPENBLAS_CORETYPE=Haswell, 8 lanes, on a CPU
+// with AVX-512's 16, as these machines set it: DESIGN.md §8), products run as direct products
+// (direct_product.h) instead of cblas_sgemm when they are small or their B stays in cache:
+//  - up to kDirectMultiplyAdds: each OpenBLAS call packs both operands and takes a process-wide lock (its buffer
+//    pool), so virtual devices calling it at once serialize on it (two threads each running 64×64×4 products:
+//    1.33 µs a call where one took 0.67). The direct product takes no lock; on one thread it took 0.3–1.0×
+//    OpenBLAS's time at the shapes measured up to 128×128×128, a transposed B (copied into scratch) 0.58–0.93×;
+//  - larger, with A read along its rows and B (K·N floats) within kDirectBBytes, as a layer's products over
+//    1024 rows at d 128–512: 0.81–0.92×. With A transposed (a weight's gradient, A read down its columns over
+//    a long K) the direct product took 1.1–1.5×, and with a B of 2.4 MB 1.14–1.75×: those stay on OpenBLAS.
+// Where OpenBLAS runs its AVX-512 kernels (with fused multiply-adds, which the direct product leaves unfused
+// so that every vector width sums to the same bits), it was faster at nearly every shape, 64×64×4 included
+// (0.22 against 0.37 µs), so every product stays on it there.
 constexpr long long kDirectMultiplyAdds = 128 * 128 * 128;
+constexpr long long kDirectBBytes = 256 * 1024;
+
+bool blasNarrowerThanCpu() {
+#if defined(FSM_HAVE_OPENBLAS) && defined(__GNUC__) && defined(__x86_64__)
+  static const bool narrower = [] {
+    if (!__builtin_cpu_supports("avx512f")) return false;
+    std::string core = openblas_get_corename();
+    for (char& c : core) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (const char* wide : {"skylakex", "cooperlake", "sapphirerapids"})
+      if (core.find(wide) != std::string::npos) return false;
+    return true;
+  }();
+  return narrower;
+#elif defined(FSM_HAVE_OPENBLAS)
+  return false;
+#else
+  return true;  // the portable fallback is slower than a direct product wherever both fit
+#endif
+}
+
+bool runsDirect(bool transA, int M, int N, int K) {
+  if (!blasNarrowerThanCpu()) return false;
+  if (static_cast<long long>(M) * N * K <= kDirectMultiplyAdds) return true;
+  return !transA && static_cast<long long>(K) * N * static_cast<long long>(sizeof(float)) <= kDirectBBytes;
+}
 
 // t [K, N] = bᵀ for b [N, K] with rows ldb apart, in 8×8 blocks so that both sides stay within a few cache
 // lines (row by row, every write or every read would be another line).
@@ -135,7 +169,7 @@ void sgemm(bool transA, bool transB, int M, int N, int K, float alpha, const flo
     return;
   }
   // C = alpha·op(A)·op(B) (beta 0) or C += op(A)·op(B) (alpha and beta 1).
-  if (static_cast<long long>(M) * N * K <= kDirectMultiplyAdds && (beta == 0.0f || (beta == 1.0f && alpha == 1.0f))) {
+  if ((beta == 0.0f || (beta == 1.0f && alpha == 1.0f)) && runsDirect(transA, M, N, K)) {
     const float* b = B;
     if (transB) {
       float* t = scratch<float>(kScratchTransposedB, static_cast<std::size_t>(K) * static_cast<std::size_t>(N));
