@@ -1,5 +1,6 @@
-// bench/cluster: the `native` engine (src/runtime/cluster-engine.ts: per virtual device an arena, a compute
-// thread and a communication thread) on this machine's CPUs, for mlp and gpt-tiny on 4 devices (FSDP, ShardedDDP
+// bench/cluster: the `native` engine (src/runtime/cluster-engine.ts: per virtual device an arena and a compute
+// and a communication stream, the devices taking turns on host threads where a thread per stream would
+// outnumber the cores) on this machine's CPUs, for mlp and gpt-tiny on 4 devices (FSDP, ShardedDDP
 // and no sharding, with and without a 2-stage pipeline) and on 1 device. Per case:
 //   - the median measured step time (first WARMUP steps skipped) of `native`, of the 1-device plan of the same
 //     model and global batch, and their ratio (the devices share this machine's cores, so the ratio is what

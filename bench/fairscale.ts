@@ -2,7 +2,7 @@
 // heads, 4 layers, untied head, batch 16, seq 64, Adam, clipping at 1.0; 867,072 parameters):
 //   - pipe: fsm's plan `--devices 3 --set parallel.stages=3 --set parallel.chunks=4 --set
 //     parallel.checkpoint=except_last --set parallel.schedule=gpipe` on its native engine (3 CPU virtual devices,
-//     each a compute and a communication thread, 1 OpenBLAS thread each on this 2-core machine) against
+//     taking turns on 2 host threads on this 2-core machine, 1 OpenBLAS thread each) against
 //     FairScale's `Pipe` over 3 `cpu` partitions balanced as fsm's plan splits its stages, chunks=4,
 //     checkpoint="except_last" (FairScale runs every `cpu` partition on one worker thread; PyTorch's intra-op
 //     threads at 1 and at every core, both reported, the ratio also against the faster);

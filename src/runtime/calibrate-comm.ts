@@ -1,7 +1,7 @@
 // The parts of `fsm calibrate` that do not depend on the model: the in-process communicator's collectives and
 // the executor's fixed cost per step, both measured in the native executor exactly as a run drives it
-// (createNativeCluster: a compute and a communication thread per device, or one thread for both as
-// hostThreadsFor has a run of that many devices on this machine run them).
+// (createNativeCluster: a compute and a communication thread per device, or the devices taking turns on host
+// threads, as hostThreadsFor has a run of that many devices on this machine run them).
 //
 //   collectives: for each kind, group size n and a few buffer sizes M (bytes as src/cost/collectives.ts
 //     counts them: the gathered output of an all-gather, the unreduced input of a reduce-scatter), n devices
