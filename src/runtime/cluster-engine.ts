@@ -1,6 +1,7 @@
 // The `native` engine: a plan lowered per device (cluster-program.ts) and run by the addon's cluster — each
-// virtual device with its own arena, a compute thread and a communication thread (one thread for both where
-// two a device would outnumber the cores), all sharing one in-process communicator.
+// virtual device with its own arena and a compute and a communication stream, each stream on a thread of its
+// own, or the devices taking turns on as many host threads as the cores where a thread per stream would
+// outnumber them (hostThreadsFor, world.ts), all sharing one in-process communicator.
 import { availableParallelism, totalmem } from "node:os";
 import type { Graph } from "../graph/graph.js";
 import type { FloatTensor } from "../interp/tensor.js";

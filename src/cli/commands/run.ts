@@ -24,7 +24,7 @@ import { formatProfile, ProfileRecorder, type RunProfile } from "../../runtime/p
 import { measurePeaks, type Peaks } from "../../runtime/profile-peaks.js";
 
 const ENGINE_TEXT: Readonly<Record<Engine, string>> = {
-  native: "native (each virtual device its own arena, a compute thread and a communication thread; C++ kernels, OpenBLAS when built with it; collectives through the in-process communicator)",
+  native: "native (each virtual device its own arena and a compute and a communication stream, on threads of their own or taking turns on as many as the cores; C++ kernels, OpenBLAS when built with it; collectives through the in-process communicator)",
   "native-kernels": "native-kernels (C++ kernels, OpenBLAS when built with it, driven action by action on one thread)",
   reference: "reference (TypeScript kernels, in-process, exact; slow)",
 };
@@ -68,7 +68,8 @@ synthetic data. Given a .fsm file, compiles it for the local CPU first (--device
 default 1, and --set as for 'fsm compile'). Prints one line per step (loss, time,
 tokens/s, ETA) and a summary; --json prints one JSON object per step and a summary.
 Engines: native (default when the addon has every kernel) runs each virtual device with
-its own arena, a compute thread and a communication thread, sharding and communicating
+its own arena and a compute and a communication stream (on threads of their own, or taking turns
+on as many threads as the cores where those would outnumber them), sharding and communicating
 as planned; native-kernels and reference run the plan's actions from TypeScript with the addon's or
 the interpreter's kernels. All compute the 1-device plan's step up to float rounding.
 A device whose arena exceeds the plan's device memory is refused before training. A
