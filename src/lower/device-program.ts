@@ -117,6 +117,12 @@ export class DeviceBuilder {
     return this.slots[slot]!.dtype;
   }
 
+  /** Where a slot's bytes lie: the root slot it views (itself for a root), its first byte there, its bytes. */
+  placement(slot: number): { readonly root: number; readonly at: number; readonly bytes: number } {
+    const s = this.slots[slot]!;
+    return { root: s.root, at: s.at, bytes: numelOf(s.shape) * BYTES[s.dtype] };
+  }
+
   /** Read or written from outside a run (parameters, state, inputs, losses): alive throughout. */
   pin(slot: number): number {
     this.pinned.add(this.slots[slot]!.root);
