@@ -29,7 +29,7 @@ namespace {
 //    OpenBLAS's time at the shapes measured up to 128×128×128, a transposed B (copied into scratch) 0.58–0.93×;
 //  - larger, with A read along its rows and B (K·N floats) within kDirectBBytes, as a layer's products over
 //    1024 rows at d 128–512: 0.81–0.92×. With A transposed (a weight's gradient, A read down its columns over
-//    a long K) the direct product took 1.1–1.5×, and with a B of 2.4 MB 1.14–1.75×: those stay on OpenBLAS.
+//    a long K) the direct product took 1.1–1.5×, and with a B of 2.4 MB 1.14–1.34×: those stay on OpenBLAS.
 // Where OpenBLAS runs its AVX-512 kernels (with fused multiply-adds, which the direct product leaves unfused
 // so that every vector width sums to the same bits), it was faster at nearly every shape, 64×64×4 included
 // (0.22 against 0.37 µs), so every product stays on it there.
