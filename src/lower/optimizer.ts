@@ -87,6 +87,11 @@ export function lowerOptimizer(
   let total: number | undefined;
   let shared: Map<TensorId, number> | undefined;
 
+  const scaleSlot = (grad: number, stream: Stream, text: string): void => {
+    if (scaling) b.emit(stream, "fsm_scale_by", [grad, scaling.inverse], [grad], { scale }, text, { inPlace: true });
+    else b.emit(stream, "fsm_scale", [grad], [grad], { scale }, text, { inPlace: true });
+  };
+
   // Averaging scales each summed gradient in place: no second copy of the gradients. Gradients lying end to
   // end in one buffer (a bucket's views) are scaled by one instruction over their run: the same multiply on
   // every element, a launch instead of one a parameter.
@@ -108,10 +113,6 @@ export function lowerOptimizer(
       scaleSlot(j === i + 1 ? grads[i]!.slot : b.view(grads[i]!.root, grads[i]!.at / 4, [(end - grads[i]!.at) / 4]), stream, text);
       i = j;
     }
-  };
-  const scaleSlot = (grad: number, stream: Stream, text: string): void => {
-    if (scaling) b.emit(stream, "fsm_scale_by", [grad, scaling.inverse], [grad], { scale }, text, { inPlace: true });
-    else b.emit(stream, "fsm_scale", [grad], [grad], { scale }, text, { inPlace: true });
   };
 
   const template = (item: UpdateItem): OpNode => {

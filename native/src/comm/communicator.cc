@@ -55,10 +55,9 @@ void Communicator::defer(bool on) {
   if (on) throw std::logic_error(std::string("the ") + kind() + " communicator cannot defer collectives");
 }
 
+// A kind that cannot defer never has a collective pending, so nothing can expire.
 void Communicator::expire(int rank) {
-  const std::string message = "rank " + std::to_string(rank) + ": timed out waiting for its group";
-  abort(message);
-  throw CommError(CommError::Kind::Timeout, message);
+  throw std::logic_error(std::string("the ") + kind() + " communicator has no deferred collective of rank " + std::to_string(rank) + " to expire");
 }
 
 std::string rankList(const std::vector<int>& ranks) {

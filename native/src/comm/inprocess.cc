@@ -13,9 +13,8 @@
 // Deferred (defer(true): devices taking turns on fewer host threads than devices), every collective meets
 // once and a member that does not complete the meeting returns at once, pending, for the one that does to
 // deliver its result. Either way every input is read before any output is written, so aliased inputs and
-// outputs are safe. Which
-// member computes a slice does not change its value: every element is the same ordered sum, so the result is
-// the same bits every run.
+// outputs are safe. Which member computes a slice does not change its value: every element is the same
+// ordered sum, so the result is the same bits every run.
 #include "comm/inprocess.h"
 
 #include <algorithm>

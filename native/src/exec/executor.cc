@@ -212,8 +212,6 @@ std::optional<Failure> Executor::run(bool trace) {
     L->device->beginRun(tracing_);
     L->inKernel[0] = L->inKernel[1] = -1;  // a stream aborted mid-kernel last run left its mark
     if (tracing_) L->timings.assign(L->program.instructions.size() * 2, 0.0);
-  }
-  for (auto& L : locals_) {
     L->next[0] = L->next[1] = 0;
     L->inFlight = false;
     L->claimed = false;
@@ -350,6 +348,14 @@ void Executor::runStream(size_t d, int s) {
   });
 }
 
+bool Executor::claim(Local& L) {
+  if (L.finished.load(std::memory_order_acquire) || L.claimed.exchange(true, std::memory_order_acquire)) return false;
+  // Finished by another thread between the two checks: it must not be advanced (and counted) again.
+  if (!L.finished.load(std::memory_order_acquire)) return true;
+  L.claimed.store(false, std::memory_order_release);
+  return false;
+}
+
 void Executor::takeTurns(size_t w) {
   const size_t n = locals_.size();
   size_t from = w * n / hostThreads_;  // threads start on different devices, then go round
@@ -360,9 +366,8 @@ void Executor::takeTurns(size_t w) {
     for (size_t k = 0; k < n; k++) {
       const size_t d = (from + k) % n;
       Local& L = *locals_[d];
-      if (L.finished.load(std::memory_order_acquire) || L.claimed.exchange(true, std::memory_order_acquire)) continue;
-      // Finished by another thread between the two checks: it must not be counted twice.
-      if (!L.finished.load(std::memory_order_acquire)) guarded(d, L.current, [&] { ran = advance(d) || ran; });
+      if (!claim(L)) continue;
+      guarded(d, L.current, [&] { ran = advance(d) || ran; });
       L.claimed.store(false, std::memory_order_release);
       if (ran) {
         from = d + 1;
@@ -454,11 +459,7 @@ void Executor::awaitProgress(uint64_t seen) {
   // Only a device no thread holds is named: one held is running, or stuck (an injected hang).
   for (size_t d = 0; d < locals_.size(); d++) {
     Local& L = *locals_[d];
-    if (L.finished || L.claimed.exchange(true)) continue;
-    if (L.finished) {
-      L.claimed = false;
-      continue;
-    }
+    if (!claim(L)) continue;
     const std::vector<size_t>& comm = L.program.streams[kCommStream];
     const size_t i = L.next[kCommStream] < comm.size() ? comm[L.next[kCommStream]] : L.current;
     guarded(d, i, [&] {

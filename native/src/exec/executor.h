@@ -40,7 +40,7 @@ class Executor {
    *  bound) and registers every group with `comm`. Throws FailureError: description (an op the device kind
    *  lacks), oom (an arena), both naming the device. */
   Executor(Program program, std::vector<std::unique_ptr<Device>> devices, std::unique_ptr<Communicator> comm);
-  /** Stops and joins the stream threads (parked: the owner outlives every run). */
+  /** Stops and joins the pool's threads (parked: the owner outlives every run). */
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -83,6 +83,8 @@ class Executor {
   /** Host thread w's turns: runs devices that can go (advance) until every device is done or the run fails;
    *  waits for progress when none can go. */
   void takeTurns(size_t w);
+  /** Takes a device no other host thread holds and that has not finished (false: neither). */
+  bool claim(Local& L);
   /** Runs local device d's two streams as far as they go without waiting for another device (blocking in
    *  the communicator instead where it cannot defer): the communication stream's next instruction when the
    *  compute stream has done what it needs (it releases peers), unless it is a receive whose message is not
@@ -129,7 +131,7 @@ class Executor {
   bool tracing_ = false;
   Clock::time_point origin_;
 
-  // Set and cleared only while no run is in flight, so the stream threads just read it.
+  // Set and cleared only while no run is in flight, so the pool's threads just read it.
   Fault fault_ = Fault::None;
   size_t faultDevice_ = 0;
   size_t faultInstruction_ = 0;

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
-#include <string>
 #include <cstddef>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #ifdef FSM_HAVE_OPENBLAS
