@@ -2,7 +2,8 @@
 // write every output element (FillsOutputs::Yes): each kernel runs as a one-device program's instruction with
 // several kernel threads, over output bytes left dirty (NaN, or garbage integers), and must give the same bits
 // as the kernel run inline into zeroed outputs (runNativeKernel, the host device: no kernel threads). Shapes
-// are large enough that the loops split into chunks and attention's heads into tasks, and every matrix
+// are large enough that the loops split into chunks and attention's heads into tasks (some smaller ones run
+// inline, which must give the same bits too), and every matrix
 // product small enough (m·n·k ≤ 2¹⁸) that OpenBLAS runs it on one thread: its multi-threaded path rounds
 // differently, so a larger product's bits depend on the OpenBLAS thread count, which differs between a
 // program (its blasThreads) and runNativeKernel (OpenBLAS's default).
@@ -115,6 +116,11 @@ function cases(): Case[] {
     ...attention(3, 20, 2, 1, 16, false, false, true, 60),
     ...attention(1, 20, 2, 2, 32, true, false, true, 65), // the 867k GPT's head size
     ...attention(1, 300, 2, 1, 8, true, true, true, 70), // two blocks of query rows (the forward's tasks)
+    // Work enough (over kThreadedTaskFlops) that both passes' tasks go to the kernel threads: the ones above
+    // but the last are smaller and run inline.
+    ...attention(2, 128, 2, 2, 8, true, false, true, 75),
+    ...attention(2, 96, 4, 2, 4, true, true, false, 80), // GQA with rotary embeddings
+    ...attention(3, 80, 2, 1, 8, false, false, true, 85),
     { name: "reshape", op: "reshape", inputs: [floats([6, 4], 18)], attrs: {}, outputs: [f32([4, 6])] },
     { name: "transpose", op: "transpose", inputs: [floats([3, 5, 7], 19)], attrs: { dim0: 0, dim1: 2 }, outputs: [f32([7, 5, 3])] },
     { name: "matmul", op: "matmul", inputs: [floats([2, 5, 6], 20), floats([6, 3], 21)], attrs: {}, outputs: [f32([2, 5, 3])] },

@@ -57,6 +57,10 @@ Dims dimsOf(const Tensor& x, const Attrs& attrs) {
   return D;
 }
 
+/** Rows of the packed projection a chunk of a row loop takes: about 16k elements, a few microseconds of work,
+ *  so that a small model's few rows stay on one thread (see kThreadedTaskFlops). */
+int64_t rowGrain(int64_t width) { return std::max<int64_t>(16, 16384 / std::max<int64_t>(width, 1)); }
+
 /** out [rows, cols] = a [rows, inner] · op(w), op(w) = wᵀ (w is [cols, inner]) when `transposed`, else w
  *  ([inner, cols]): the four projections, on sgemm in f32 (OpenBLAS when built with it). */
 void project(const float* a, const float* w, int64_t rows, int64_t inner, int64_t cols, bool transposed, float* out) {
@@ -223,7 +227,7 @@ struct Block {
  *  double from its f32 values plus `bias` (the query and key part of b_qkv, or null). */
 void rotateHeads(float* packed, const float* bias, const Dims& D, double sign) {
   const Rope tables = ropeTables(D.S, D.hd);
-  parallelFor(D.B * D.S, 64, [&](int64_t r0, int64_t r1) {
+  parallelFor(D.B * D.S, rowGrain(D.W), [&](int64_t r0, int64_t r1) {
     std::vector<double> a(static_cast<size_t>(D.hd));
     for (int64_t r = r0; r < r1; r++) {
       const int64_t s = r % D.S;
@@ -250,7 +254,7 @@ float* projectQkv(const float* x, const float* wqkv, const float* bqkv, const Di
   project(x, wqkv, rows, D.d, D.W, true, qkv);
   const int64_t rotated = D.rope ? (D.H + D.K) * D.hd : 0;  // the leading columns rotateHeads takes
   if (bqkv)
-    parallelFor(rows, 64, [&](int64_t r0, int64_t r1) {
+    parallelFor(rows, rowGrain(D.W), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; r++)
         for (int64_t c = rotated; c < D.W; c++) qkv[r * D.W + c] += bqkv[c];
     });
@@ -268,7 +272,9 @@ void attention(const std::vector<Tensor>& in, std::vector<Tensor>& out, const At
   // The context p·v into ctx [B,S,C]: a task per head and block of query rows (each writes its own rows).
   float* ctx = scratch<float>(kContext, static_cast<size_t>(rows * D.C));
   const int64_t blocks = (D.S + kBlock - 1) / kBlock;
-  parallelTasks(D.B * D.H * blocks, [&](int64_t t) {
+  // Scores and context: 4·S·S·hd a head (half of it under a causal mask, counted whole: a bound is enough).
+  const double flops = 4.0 * static_cast<double>(D.B * D.H * D.S * D.S * D.hd);
+  parallelTasks(D.B * D.H * blocks, flops, [&](int64_t t) {
     const int64_t i = t / blocks, i0 = t % blocks * kBlock;
     const int64_t b = i / D.H, h = i % D.H;
     const KeyValues kv = keyValues(qkv, D, b, h / (D.H / D.K), false);
@@ -303,7 +309,9 @@ void attentionGradInput(const std::vector<Tensor>& in, std::vector<Tensor>& out,
   // same order however the tasks are spread over threads.
   // dq is written block by block; dk and dv add up over blocks and query heads, from zero.
   const int64_t group = D.H / D.K;
-  parallelTasks(D.B * D.K, [&](int64_t t) {
+  // The probabilities again, the context, and four products of the gradients: 12·S·S·hd a query head.
+  const double flops = 12.0 * static_cast<double>(D.B * D.H * D.S * D.S * D.hd);
+  parallelTasks(D.B * D.K, flops, [&](int64_t t) {
     const int64_t b = t / D.K, g = t % D.K;
     const int64_t block = std::min(kBlock, D.S);
     float* p = scratch<float>(kProbs, static_cast<size_t>(block * D.S));
