@@ -27,7 +27,7 @@ export function predictStep(programs: readonly Program[], rendezvous: readonly R
   const idle = run.programs.reduce((n, r) => n + Math.max(0, makespan - r.computeBusy), 0);
   return {
     run,
-    stepTime: host.loop + Math.max(makespan + host.executor, host.batch),
+    stepTime: host.empty + Math.max(0, makespan - host.hidden),
     bubbleFraction: makespan > 0 ? idle / (programs.length * makespan) : 0,
     exposedComm: Math.max(0, makespan - free.makespan),
   };

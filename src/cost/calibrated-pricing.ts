@@ -12,10 +12,12 @@
 //             α + β·bytes; a group size not measured scales the nearest measured one as a ring would
 //             ((n−1) steps of α, (n−1)/n of the bytes; all-reduce twice both; send/recv unchanged); plus the
 //             hand-off each collective of a step pays between its device's compute and communication threads.
-//   host      A step's fixed cost for N devices (interpolated linearly between the measured device counts,
-//             the nearest one beyond them) and the run loop's own work per step (making and feeding a batch).
+//   host      The run loop's whole step on N devices that compute nothing (interpolated linearly between the
+//             measured device counts, the nearest one beyond them), to which the devices' makespan adds —
+//             less the next batch's making, where the devices leave the main thread a core (below).
 //
-// A version-1 file has none of these: its op times are used as they are and nothing else changes.
+// A version-1 file has none of these: its op times are used as they are and nothing else changes. A version-2
+// file's host step is read as calibration.ts converts it.
 import type { Calibration, CalibrationEntry, CalibratedCollective, CollectiveFit } from "./calibration.js";
 import type { Cluster } from "./cluster.js";
 
@@ -76,19 +78,27 @@ export function calibratedOptimizerSeconds(cluster: Cluster, stateBytes: number)
 export function hostStepSeconds(cluster: Cluster): HostStep {
   const cal = cluster.calibration;
   if (!isFullCalibration(cal)) return NO_HOST;
-  return { executor: interpolate(cal.host.step, cluster.devices), loop: cal.host.loopSeconds, batch: cal.host.batchSeconds ?? 0 };
+  return { empty: interpolate(cal.host.step, cluster.devices), hidden: leavesMainThreadACore(cal.cores, cluster.devices) ? (cal.host.batchSeconds ?? 0) : 0 };
 }
 
-/** What a step costs the host besides the programs: the run loop feeds the batch and reads the losses
- *  (`loop`) between the devices' runs; while they run (the programs' makespan and the executor's start and
- *  finish, `executor`), it makes the next step's batch (`batch`). A step takes loop + max(makespan +
- *  executor, batch). */
-export interface HostStep {
-  readonly executor: number;
-  readonly loop: number;
-  readonly batch: number;
+/** Whether N devices leave the run loop's thread a core of its own while they run: where the executor gives
+ *  each a thread per stream (src/runtime/world.ts hostThreadsFor: 2·N ≤ cores), they compute on at most N <
+ *  cores threads. Where they take turns on as many host threads as the cores, the next batch's making takes a
+ *  core they would use; measured on 2 cores, mlp's 2 and 4 devices stepped in the empty step plus their
+ *  makespan, its 1 device in the empty step plus what of its makespan the batch did not hide. */
+export function leavesMainThreadACore(cores: number, devices: number): boolean {
+  return 2 * devices <= cores;
 }
-export const NO_HOST: HostStep = { executor: 0, loop: 0, batch: 0 };
+
+/** What a step costs the host besides the programs: `empty`, the run loop's whole step on devices that compute
+ *  nothing (its feeding, the executor's start and finish, the next batch made meanwhile, the losses); of it,
+ *  `hidden` is time the devices' work can overlap (the batch's making, on a core of its own). A step takes
+ *  empty + max(0, makespan − hidden). */
+export interface HostStep {
+  readonly empty: number;
+  readonly hidden: number;
+}
+export const NO_HOST: HostStep = { empty: 0, hidden: 0 };
 
 /** A value by device count, linear between measured counts, the nearest one's outside them (`grow`: beyond
  *  the last, in proportion to the device count). */

@@ -2,9 +2,10 @@
 // writes them; this file defines the format, validates it on load, and builds the lookup keys. The pricing
 // that uses them is calibrated-pricing.ts.
 //
-// Format (JSON, version 2; version 1 is version 2 with only `ops`, each op timed as a lone kernel):
+// Format (JSON, version 3; version 1 is version 3 with only `ops`, each op timed as a lone kernel; version 2's
+// host.step was the executor's start and finish alone, read as that plus the loop and the batch, below):
 //   {
-//     "format": "fsm-calibration", "version": 2,
+//     "format": "fsm-calibration", "version": 3,
 //     "profile": "cpu",                          // the device profile the numbers belong to (clusterFor checks)
 //     "machine": "AMD EPYC, 2 vCPUs, host dev-1", // free text: what was measured
 //     "date": "2025-01-31",                      // ISO 8601 date (a time may follow)
@@ -19,10 +20,10 @@
 //     "optimizer": { "stateBytes": 231264, "seconds": 3.1e-5, "allCoresSeconds": 2.9e-5, "ops": 12 },
 //     "host": {
 //       "instructionSeconds": 3e-7,              // the executor's dispatch between two instructions
-//       "loopSeconds": 2e-5,                     // the run loop's JS per step between runs (feeding a batch; losses)
-//       "batchSeconds": 5e-5,                    // optional: making a batch, done while the devices run the last
+//       "loopSeconds": 2e-5,                     // of an empty step, the run loop's feeding and loss reading
+//       "batchSeconds": 5e-5,                    // of an empty step, making the next batch while the devices run
 //       "handoffSeconds": 3e-5,                  // a collective's wake-ups between compute and comm threads
-//       "step": [ { "devices": 1, "seconds": 4e-5 }, { "devices": 4, "seconds": 7e-5 } ]  // a step's fixed cost
+//       "step": [ { "devices": 1, "seconds": 4e-5 }, { "devices": 4, "seconds": 7e-5 } ]  // an empty step
 //     },
 //     "contention": [ { "devices": 1, "slowdown": 1 }, { "devices": 4, "slowdown": 2.1 } ],  // optional: devices
 //                                                // computing at once, one thread each, against one alone
@@ -39,9 +40,9 @@ import type { DimBindings } from "../graph/op-cost.js";
 import type { Attrs, AttrValue, TensorType } from "../graph/types.js";
 
 export const CALIBRATION_FORMAT = "fsm-calibration";
-export const CALIBRATION_VERSION = 2;
-/** The versions this fsm reads (1: op times only). */
-export const CALIBRATION_VERSIONS: readonly number[] = [1, 2];
+export const CALIBRATION_VERSION = 3;
+/** The versions this fsm reads (1: op times only; 2: host.step without the run loop's part). */
+export const CALIBRATION_VERSIONS: readonly number[] = [1, 2, 3];
 
 /** The collective kinds a calibration measures (src/cost/collectives.ts's names). */
 export const CALIBRATED_COLLECTIVES = ["all_gather", "reduce_scatter", "all_reduce", "broadcast", "reduce", "send_recv"] as const;
@@ -52,9 +53,9 @@ export interface CalibrationEntry {
   readonly shape: string;
   readonly forwardSeconds: number;
   readonly backwardSeconds: number;
-  /** Version 2: the instructions its backward runs (each pays the executor's dispatch). */
+  /** Version 2 on: the instructions its backward runs (each pays the executor's dispatch). */
   readonly backwardOps?: number;
-  /** Version 2: the times on one device given every core (the other fields: one core). */
+  /** Version 2 on: the times on one device given every core (the other fields: one core). */
   readonly allCores?: { readonly forwardSeconds: number; readonly backwardSeconds: number };
 }
 
@@ -71,16 +72,18 @@ export interface CollectiveFit {
 export interface HostOverhead {
   /** The executor's cost between two instructions of a stream (dispatch, wait checks), seconds. */
   readonly instructionSeconds: number;
-  /** The run loop's own work per step for the calibrated model between the devices' runs (feeding the batch,
-   *  reading the losses: JavaScript), seconds. */
+  /** Of an empty step (`step`), the run loop's feeding of the devices and reading of the losses, seconds. */
   readonly loopSeconds: number;
-  /** Making one step's batch (the data's JavaScript), which the run loop does while the devices run the step
-   *  before: hidden unless it takes longer than they do. Files without it counted it in loopSeconds. */
+  /** Of an empty step, making the next batch, which the run loop does while the devices run: it hides device
+   *  work where the devices leave the main thread a core of its own (calibrated-pricing.ts). Version-2 files
+   *  without it counted it in loopSeconds. */
   readonly batchSeconds?: number;
   /** What each collective of a step pays on top of its back-to-back time: waking the communication thread
    *  when the compute stream's value is ready, and the compute thread when the result is. */
   readonly handoffSeconds: number;
-  /** A step's fixed cost (starting every device's streams and hearing they finished) by device count. */
+  /** An empty step by device count: the run loop's whole step on devices whose programs do nothing (feeding
+   *  each its rows, starting the run and hearing it finished, the next batch made meanwhile, the losses read;
+   *  src/runtime/calibrate-loop.ts). */
   readonly step: readonly { readonly devices: number; readonly seconds: number }[];
 }
 
@@ -103,7 +106,7 @@ export interface Calibration {
   readonly entries: readonly CalibrationEntry[];
   /** `op` + "\0" + `shape` → entry. */
   readonly byKey: ReadonlyMap<string, CalibrationEntry>;
-  /** Version 2 (absent in version 1): the cores the devices share, the optimizer, the host's overheads and the
+  /** Version 2 on (absent in version 1): the cores the devices share, the optimizer, the host's overheads and the
    *  communicator's collectives. */
   readonly cores?: number;
   readonly optimizer?: OptimizerTiming;
@@ -178,8 +181,9 @@ export function parseCalibration(json: unknown, origin: string): Calibration {
   };
   if (!isObject(json)) return fail("expected a JSON object");
   if (json.format !== CALIBRATION_FORMAT) fail(`'format' must be "${CALIBRATION_FORMAT}"`);
-  if (!CALIBRATION_VERSIONS.includes(json.version as number)) fail(`'version' must be ${CALIBRATION_VERSIONS.join(" or ")}, got ${JSON.stringify(json.version)}`);
-  const v2 = json.version === 2;
+  if (!CALIBRATION_VERSIONS.includes(json.version as number)) fail(`'version' must be ${CALIBRATION_VERSIONS.slice(0, -1).join(", ")} or ${CALIBRATION_VERSIONS.at(-1)}, got ${JSON.stringify(json.version)}`);
+  // Version 2 has every field version 3 has.
+  const v2 = json.version !== 1;
   const str = (key: string): string => {
     const v = json[key];
     return typeof v === "string" && v.length > 0 ? v : fail(`'${key}' must be a non-empty string`);
@@ -232,20 +236,28 @@ export function parseCalibration(json: unknown, origin: string): Calibration {
   };
   const h = json.host;
   if (!isObject(h)) return fail("'host' must be an object {instructionSeconds, loopSeconds, handoffSeconds, step}");
-  if (!Array.isArray(h.step) || h.step.length === 0) return fail("host.step must be a non-empty array of {devices, seconds}");
-  const step = h.step.map((x: unknown, i: number) => {
-    if (!isObject(x)) return fail(`host.step[${i}] must be an object {devices, seconds}`);
-    return { devices: count(x.devices, `host.step[${i}].devices`, 1), seconds: seconds(x.seconds, `host.step[${i}].seconds`) };
-  });
-  step.forEach((x, i) => {
-    if (i > 0 && x.devices <= step[i - 1]!.devices) fail(`host.step[${i}].devices must be larger than host.step[${i - 1}]'s (${step[i - 1]!.devices}): ascending device counts`);
-  });
+  const byDevices = (v: unknown, at: string): { devices: number; seconds: number }[] => {
+    if (!Array.isArray(v) || v.length === 0) return fail(`${at} must be a non-empty array of {devices, seconds}`);
+    const list = v.map((x: unknown, i: number) => {
+      if (!isObject(x)) return fail(`${at}[${i}] must be an object {devices, seconds}`);
+      return { devices: count(x.devices, `${at}[${i}].devices`, 1), seconds: seconds(x.seconds, `${at}[${i}].seconds`) };
+    });
+    list.forEach((x, i) => {
+      if (i > 0 && x.devices <= list[i - 1]!.devices) fail(`${at}[${i}].devices must be larger than ${at}[${i - 1}]'s (${list[i - 1]!.devices}): ascending device counts`);
+    });
+    return list;
+  };
+  const step = byDevices(h.step, "host.step");
+  const loopSeconds = seconds(h.loopSeconds, "host.loopSeconds");
+  const batchSeconds = h.batchSeconds === undefined ? undefined : seconds(h.batchSeconds, "host.batchSeconds");
   const host: HostOverhead = {
     instructionSeconds: seconds(h.instructionSeconds, "host.instructionSeconds"),
-    loopSeconds: seconds(h.loopSeconds, "host.loopSeconds"),
-    ...(h.batchSeconds !== undefined && { batchSeconds: seconds(h.batchSeconds, "host.batchSeconds") }),
+    loopSeconds,
+    ...(batchSeconds !== undefined && { batchSeconds }),
     handoffSeconds: seconds(h.handoffSeconds, "host.handoffSeconds"),
-    step,
+    // Version 2 measured the executor's start and finish alone: its empty step adds the loop, and the batch
+    // where it took longer than they did (made while they ran).
+    step: json.version === 2 ? step.map((x) => ({ devices: x.devices, seconds: loopSeconds + Math.max(x.seconds, batchSeconds ?? 0) })) : step,
   };
   let contention: { devices: number; slowdown: number }[] | undefined;
   if (json.contention !== undefined) {

@@ -1,5 +1,5 @@
 // The parts of `fsm calibrate` that do not depend on the model: the in-process communicator's collectives and
-// the executor's fixed cost per step, both measured in the native executor exactly as a run drives it
+// the hand-off each collective of a step pays, both measured in the native executor exactly as a run drives it
 // (createNativeCluster: a compute and a communication thread per device, or the devices taking turns on host
 // threads, as hostThreadsFor has a run of that many devices on this machine run them).
 //
@@ -8,8 +8,6 @@
 //     run K back-to-back collectives on their communication streams; one collective takes the span from the
 //     first start to the last end over K. The median of several rounds per size, then a least-squares fit of
 //     α + β·M per (kind, n). send/recv: two devices ping-pong K messages; one message is the span over 2K.
-//   step: N devices each run one one-element copy; a step's fixed cost is the median wall time of
-//     `await run()` from JavaScript (starting the streams, hearing they finished).
 //   handoff: back-to-back collectives keep the communication threads awake; in a step each collective waits
 //     for a compute instruction's result and a compute instruction waits for its result, a thread woken each
 //     way. Two devices alternate a one-element copy and a 4 KiB all-reduce reading it, K times; an iteration
@@ -111,27 +109,6 @@ export async function measureCollectives(groups: readonly number[], rounds: numb
     }
   }
   return fits;
-}
-
-/** A step's fixed cost for each device count: the median wall time of a run whose devices copy one element. */
-export async function measureStepOverhead(deviceCounts: readonly number[], rounds: number): Promise<{ devices: number; seconds: number }[]> {
-  const b = new DeviceBuilder();
-  const [src, dst] = [b.pin(b.slot([1])), b.pin(b.slot([1]))];
-  b.emit(COMPUTE, "fsm_copy", [src], [dst], {}, "calibrate", { inPlace: true });
-  const program = b.finish();
-  const clusters = deviceCounts.map((n) => createNativeCluster({ devices: Array.from({ length: n }, () => program), blasThreads: 1, timeoutSeconds: 60, hostThreads: hostThreadsFor(n) }));
-  // A fresh executor's first dozen or so steps run 2-3× slower: 20 unrecorded.
-  for (const c of clusters) for (let r = 0; r < 20; r++) await c.run(false);
-  const times = clusters.map(() => [] as number[]);
-  // Interleaved: a shared machine's bursts of other work slow every count alike.
-  for (let r = 0; r < rounds; r++) {
-    for (let i = 0; i < clusters.length; i++) {
-      const t0 = performance.now();
-      await clusters[i]!.run(false);
-      times[i]!.push((performance.now() - t0) / 1000);
-    }
-  }
-  return deviceCounts.map((devices, i) => ({ devices, seconds: median(times[i]!) }));
 }
 
 /** The cost of a collective's hand-offs between a device's compute and communication threads (see above). */

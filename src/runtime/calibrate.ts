@@ -1,5 +1,5 @@
 // `fsm calibrate`: this machine's times for a plan's shapes, in the calibration file format of
-// src/cost/calibration.ts (version 2), so the cpu profile's predictions use measurements instead of roofline
+// src/cost/calibration.ts (version 3), so the cpu profile's predictions use measurements instead of roofline
 // estimates. Everything is timed in the native executor, as `fsm run` drives it:
 //   - ops: for every micro-batch size the plan search may pick (each divisor of the batch), one micro-batch of
 //     the training graph (forward, backward, optimizer) lowered as one device's compute stream, with realistic
@@ -10,9 +10,9 @@
 //   - contention: the same program run on 1..D devices at once, one thread each: how much slower each device
 //     computes when the devices share the machine's cores (N/C past the core count on a quiet machine; more
 //     where other work shares them too);
-//   - host: the executor's dispatch between instructions (the traced span less the instructions' times), a
-//     step's fixed cost for each device count (calibrate-comm.ts), and the run loop's own work per step
-//     (making the batch, feeding its micro-batches, reading the losses) replayed without the devices' work;
+//   - host: the executor's dispatch between instructions (the traced span less the instructions' times), and
+//     for each device count the run loop's whole step on devices that compute nothing (calibrate-loop.ts:
+//     feeding the batch, starting and finishing the run, the next batch made meanwhile, the losses read);
 //   - collectives: the in-process communicator's α and β per kind and group size, and the hand-off between a
 //     device's compute and communication threads each collective of a step pays (calibrate-comm.ts).
 import { availableParallelism, cpus } from "node:os";
@@ -31,7 +31,9 @@ import { concreteAttrs, hasNativeKernel } from "../native/kernels.js";
 import { graphFromJson } from "../plan/graph-from-json.js";
 import type { Plan } from "../plan/plan.js";
 import { sliceBatch } from "./reference-step.js";
-import { measureCollectives, measureHandoff, measureStepOverhead, median } from "./calibrate-comm.js";
+import { measureCollectives, measureHandoff, median } from "./calibrate-comm.js";
+import { measureLoop } from "./calibrate-loop.js";
+import { hostThreadsFor } from "./world.js";
 
 export interface CalibrationFile {
   readonly format: typeof CALIBRATION_FORMAT;
@@ -160,7 +162,8 @@ class ProgramTimer {
 async function measureContention(g: Graph, bindings: Record<string, number>, full: ReturnType<ReturnType<typeof syntheticData>["batch"]>, params: ReturnType<typeof initParams>, onceSeconds: number, counts: readonly number[], rounds: number): Promise<{ devices: number; slowdown: number }[]> {
   const times = Math.max(1, Math.min(200, Math.ceil(20e-3 / Math.max(onceSeconds, 1e-7))));
   const { program, leaves } = buildProgram(g, bindings, full, params, times);
-  const clusters = counts.map((n) => createNativeCluster({ devices: Array.from({ length: n }, () => program), blasThreads: 1, timeoutSeconds: 600 }));
+  // On the host threads a run of n devices gets (their turns are part of what sharing the cores costs).
+  const clusters = counts.map((n) => createNativeCluster({ devices: Array.from({ length: n }, () => program), blasThreads: 1, timeoutSeconds: 600, hostThreads: hostThreadsFor(n) }));
   const fill = (c: (typeof clusters)[number], n: number): void => {
     for (let d = 0; d < n; d++) for (const [slot, data] of leaves) c.set(d, slot, data);
   };
@@ -269,13 +272,12 @@ export async function calibratePlan(plan: Plan, options: CalibrateOptions = {}):
   const share = Math.max(...divisors(plan.settings.batch).filter((d) => d * maxDevices <= plan.settings.batch), 1);
   const shareBindings: Record<string, number> = seq === null ? { B: share } : { B: share, S: seq };
   const counts = deviceCounts(maxDevices);
-  const contention = await measureContention(g, shareBindings, full, params, onceSeconds.get(share)!, counts, Math.max(3, repeats));
-  // The run loop's own work per step: making the batch (while the devices run the step before), then feeding
-  // it and reading the losses.
-  options.onProgress?.("the run loop's overhead");
-  const loop = loopSeconds(g, data, plan);
-  options.onProgress?.("the executor's step overhead");
-  const step = await measureStepOverhead(counts, Math.max(20, 10 * repeats));
+  // At least 9 rounds: over 5, two calibrations of mlp measured 2 devices at 1.02× and 1.83× one alone.
+  const contention = await measureContention(g, shareBindings, full, params, onceSeconds.get(share)!, counts, Math.max(9, repeats));
+  // The host's whole step around the programs: the run loop's feeding, the executor's start and finish, the
+  // next batch made meanwhile, the losses read.
+  options.onProgress?.("the run loop's step on devices that compute nothing");
+  const loop = await measureLoop(g, (step) => data.batch(step), plan.settings.batch, seq, counts, Math.max(3, repeats));
   options.onProgress?.("collectives");
   const collectives = await measureCollectives(counts.filter((n) => n >= 2), Math.max(3, repeats), options.onProgress);
   const pair = collectives.find((c) => c.kind === "all_reduce" && c.ranks === 2);
@@ -299,45 +301,10 @@ export async function calibratePlan(plan: Plan, options: CalibrateOptions = {}):
       allCores: { forwardSeconds: Math.max(1e-9, median(e.fAll)), backwardSeconds: median(e.bAll) },
     })),
     optimizer: optimizer!,
-    host: { instructionSeconds: median(dispatch), loopSeconds: loop.feed, batchSeconds: loop.batch, handoffSeconds: handoff, step },
+    host: { instructionSeconds: median(dispatch), loopSeconds: loop.loopSeconds, batchSeconds: loop.batchSeconds, handoffSeconds: handoff, step: loop.step },
     contention,
     collectives,
   };
-}
-
-/** The run loop's own JavaScript per step, replayed without the devices' work: making the batch (`batch`;
- *  run-loop.ts makes it while the devices run the step before), then slicing it into the plan's micro-batches,
- *  copying each into a device's input slots and reading each micro-batch's loss (`feed`: what feedBatch and
- *  lossValues do, between the devices' runs), on a device holding one micro-batch's inputs. Medians of 200
- *  steps after 100 unrecorded: the first few dozen run unoptimized JavaScript, and a prediction is of the
- *  steady step. */
-function loopSeconds(g: Graph, data: ReturnType<typeof syntheticData>, plan: Plan): { batch: number; feed: number } {
-  const mbs = plan.settings.microBatchSize;
-  const seq = plan.settings.seq;
-  const bindings: Record<string, number> = seq === null ? { B: mbs } : { B: mbs, S: seq };
-  const b = new DeviceBuilder();
-  const inputs = g.inputs().map((t) => ({ name: g.tensor(t).name, slot: b.pin(b.slot(concreteShape(g.tensor(t).type.shape, bindings), isFloatDType(g.tensor(t).type.dtype) ? "f32" : "i32")) }));
-  const loss = b.pin(b.slot([1]));
-  b.emit(COMPUTE, "fsm_copy", [loss], [loss], {}, "calibrate", { inPlace: true });
-  const cluster = createNativeCluster({ devices: [b.finish()], blasThreads: 1, timeoutSeconds: 60 });
-  const slices = plan.settings.batch / mbs;
-  const made: number[] = [];
-  const fed: number[] = [];
-  for (let step = 0; step < 300; step++) {
-    const t0 = performance.now();
-    const batch = data.batch(step);
-    const t1 = performance.now();
-    for (let j = 0; j < slices; j++) {
-      const rows = sliceBatch(batch, j * mbs, mbs);
-      for (const x of inputs) cluster.set(0, x.slot, rows[x.name]!.data as Float32Array | Int32Array);
-      cluster.get(0, loss);
-    }
-    if (step >= 100) {
-      made.push((t1 - t0) / 1000);
-      fed.push((performance.now() - t1) / 1000);
-    }
-  }
-  return { batch: median(made), feed: median(fed) };
 }
 
 /** The device counts measured: every one up to 4, then the powers of two up to `max` (and `max`). */

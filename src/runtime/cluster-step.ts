@@ -5,9 +5,13 @@ import type { ClusterProgram } from "../lower/lower.js";
 import type { DeviceSlots } from "../lower/param-pieces.js";
 import { sliceBatch } from "./reference-step.js";
 
+/** What feeding a step and reading its losses need of a lowered program (calibrate-loop.ts builds one
+ *  around devices that compute nothing). */
+export type FedProgram = Pick<ClusterProgram, "ranks" | "inputs" | "lossSlots">;
+
 /** Feeds replica r's micro-batch j rows (r·m + j, as the 1-device plan orders them) to every device; `batch`
  *  holds the global batch's rows from `firstRow` on (a process's share; 0: the whole batch). */
-export function feedBatch(cluster: DeviceSlots, program: ClusterProgram, batch: Batch, microBatches: number, microBatchSize: number, firstRow = 0): void {
+export function feedBatch(cluster: DeviceSlots, program: FedProgram, batch: Batch, microBatches: number, microBatchSize: number, firstRow = 0): void {
   program.inputs.forEach(({ replica, slots }, i) => {
     const device = program.ranks[i]!;
     slots.forEach((named, j) => {
@@ -23,7 +27,7 @@ export function feedBatch(cluster: DeviceSlots, program: ClusterProgram, batch: 
 }
 
 /** The loss of every (replica, micro-batch), replica-major. */
-export function lossValues(cluster: DeviceSlots, program: ClusterProgram): number[] {
+export function lossValues(cluster: DeviceSlots, program: FedProgram): number[] {
   return program.lossSlots.map(({ device, slot }) => cluster.get(device, slot)[0]!);
 }
 

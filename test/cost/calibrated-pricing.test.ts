@@ -1,4 +1,4 @@
-// Version-2 calibration files: the core count, the optimizer, the host's overheads and the in-process
+// Version-3 calibration files (and version 2, read as version 3): the core count, the optimizer, the host's overheads and the in-process
 // communicator's collectives round-trip through the file, are validated with located messages, and the
 // pricing uses them as hand-computed here (never a timed assertion).
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -17,12 +17,12 @@ import { runCli } from "../support/cli.js";
 const root = resolve(import.meta.dirname, "../..");
 const FC_KEY = "f32[8,16,32],f32[128,32],f32[128]|bias=true,in=32,out=128";
 
-/** A version-2 file: one linear measured (1 ms forward and 2 ms backward of 3 instructions on one core; 0.6 and
+/** A version-3 file: one linear measured (1 ms forward and 2 ms backward of 3 instructions on one core; 0.6 and
  *  1.2 ms with both cores), 2 cores, 1 µs dispatch, and an all-reduce over 2 ranks of 10 µs + 1 ns/byte. */
 function file(over: Record<string, unknown> = {}): Record<string, unknown> {
   return {
     format: "fsm-calibration",
-    version: 2,
+    version: 3,
     profile: "cpu",
     machine: "test machine",
     date: "2026-12-07",
@@ -39,7 +39,7 @@ function file(over: Record<string, unknown> = {}): Record<string, unknown> {
 }
 const parse = (json: unknown) => parseCalibration(json, "c.json");
 
-describe("calibration files, version 2", () => {
+describe("calibration files, version 3", () => {
   it("round-trip through a file", () => {
     const dir = mkdtempSync(join(tmpdir(), "fsm-cal2-"));
     const path = join(dir, "cal.json");
@@ -53,7 +53,7 @@ describe("calibration files, version 2", () => {
 
   it("are validated field by field, each message naming the file and the field", () => {
     const cases: [Record<string, unknown>, string][] = [
-      [{ version: 3 }, "calibration c.json: 'version' must be 1 or 2, got 3"],
+      [{ version: 4 }, "calibration c.json: 'version' must be 1, 2 or 3, got 4"],
       [{ cores: 0 }, "calibration c.json: 'cores' must be an integer of at least 1, got 0"],
       [{ cores: undefined }, "calibration c.json: 'cores' must be an integer of at least 1, got undefined"],
       [{ ops: [{ op: "linear", shape: FC_KEY, forwardSeconds: 1e-3, backwardSeconds: 0, backwardOps: 0 }] }, "calibration c.json: ops[0].allCores must be an object {forwardSeconds, backwardSeconds}"],
@@ -144,32 +144,50 @@ describe("the pricing of a version-2 calibration", () => {
     expect(groupCollectiveTime(c4, "all_reduce", 1000, [2])).toBe(0);
   });
 
-  it("the optimizer by its measured time per byte of state; the host's fixed cost per step by device count", () => {
+  it("the optimizer by its measured time per byte of state; the host's empty step by device count", () => {
     // 1 device: both cores, 30 µs for 1000 bytes, plus 10 dispatches of 1 µs: 40 µs per 1000 bytes.
     expect(calibratedOptimizerSeconds(clusterFor("cpu", 1, cal), 500)).toBeCloseTo(20e-6, 15);
     // 4 devices: one core (40 µs + 10 µs), twice as slow.
     expect(calibratedOptimizerSeconds(clusterFor("cpu", 4, cal), 500)).toBeCloseTo(2 * 25e-6, 15);
     expect(calibratedOptimizerSeconds(clusterFor("cpu", 4), 500)).toBeUndefined();
-    // The executor's step cost interpolated between 1 (10 µs) and 4 devices (40 µs); the loop's 5 µs; no batch.
+    // The empty step interpolated between 1 (10 µs) and 4 devices (40 µs), the last one's beyond; no batch.
     const host = (devices: number) => hostStepSeconds(clusterFor("cpu", devices, cal));
-    expect(host(1)).toEqual({ executor: 10e-6, loop: 5e-6, batch: 0 });
-    expect(host(2).executor).toBeCloseTo(20e-6, 15);
-    expect(host(8).executor).toBeCloseTo(40e-6, 15);
-    expect(hostStepSeconds(clusterFor("cpu", 8))).toEqual({ executor: 0, loop: 0, batch: 0 });
-    expect(hostStepSeconds(clusterFor("cpu", 1, parse(file({ host: { ...(file().host as object), batchSeconds: 7e-6 } }))))).toEqual({ executor: 10e-6, loop: 5e-6, batch: 7e-6 });
+    expect(host(1)).toEqual({ empty: 10e-6, hidden: 0 });
+    expect(host(2).empty).toBeCloseTo(20e-6, 15);
+    expect(host(8).empty).toBeCloseTo(40e-6, 15);
+    expect(hostStepSeconds(clusterFor("cpu", 8))).toEqual({ empty: 0, hidden: 0 });
+    // The batch hides device work only where the devices leave the main thread a core: 1 device of 2 cores.
+    const batched = parse(file({ host: { ...(file().host as object), batchSeconds: 7e-6 } }));
+    expect(hostStepSeconds(clusterFor("cpu", 1, batched))).toEqual({ empty: 10e-6, hidden: 7e-6 });
+    expect(hostStepSeconds(clusterFor("cpu", 2, batched)).hidden).toBe(0);
   });
 
-  it("a compiled plan's predicted step: the loop's work between runs added, the next batch made while the devices run", () => {
+  it("a version-2 file's step (the executor's start and finish) is read as an empty step: plus the loop, and the batch where longer", () => {
+    const v2 = (batchSeconds?: number) => parse(file({ version: 2, host: { ...(file().host as object), ...(batchSeconds !== undefined && { batchSeconds }) } })).host!.step;
+    // loop 5 µs + max(step, batch).
+    expect(v2().map((x) => x.seconds)).toEqual([5e-6 + 10e-6, 5e-6 + 40e-6]);
+    expect(v2(20e-6).map((x) => x.seconds)).toEqual([5e-6 + 20e-6, 5e-6 + 40e-6]);
+    expect(parse(file()).host!.step.map((x) => x.seconds)).toEqual([10e-6, 40e-6]);
+  });
+
+  it("a compiled plan's predicted step: the empty step plus the makespan, less what the next batch's making hides on a core of its own", () => {
     const model = checkFile(join(root, "samples/mlp.fsm"), {}).model!;
-    const compile = (host: Record<string, number>) =>
-      compileModel(model, { cluster: "cpu", devices: 1, source: "mlp.fsm", fsmVersion: "test", calibration: parse(file({ host: { ...(file().host as object), ...host } })) }).plan;
-    const a = compile({ loopSeconds: 0 });
-    const b = compile({ loopSeconds: 0.25 });
+    const compile = (devices: number, host: Record<string, unknown>) =>
+      compileModel(model, { cluster: "cpu", devices, source: "mlp.fsm", fsmVersion: "test", calibration: parse(file({ host: { ...(file().host as object), ...host } })) }).plan;
+    const empty = (seconds: number) => ({ step: [{ devices: 1, seconds }, { devices: 4, seconds }] });
+    const a = compile(1, empty(0));
+    const b = compile(1, empty(0.25));
     expect(b.settings).toEqual(a.settings);
     expect(b.predicted.stepTimeSeconds - a.predicted.stepTimeSeconds).toBeCloseTo(0.25, 9);
-    // A batch made faster than the devices run is hidden; a slower one is the step (plus the loop's 5 µs).
-    expect(compile({ loopSeconds: 0, batchSeconds: 1e-9 }).predicted.stepTimeSeconds).toBe(a.predicted.stepTimeSeconds);
-    expect(compile({ batchSeconds: 3 }).predicted.stepTimeSeconds).toBeCloseTo(3 + 5e-6, 12);
+    // 1 device on 2 cores: a batch longer than the makespan hides all of it (the step is the empty one); a
+    // shorter one hides as much of it as it takes.
+    expect(compile(1, { ...empty(0.25), batchSeconds: 3 }).predicted.stepTimeSeconds).toBe(0.25);
+    const makespan = a.predicted.stepTimeSeconds;
+    expect(compile(1, { ...empty(0.25), batchSeconds: makespan / 4 }).predicted.stepTimeSeconds).toBeCloseTo(0.25 + (3 * makespan) / 4, 12);
+    // 2 devices take both cores: the batch hides nothing (its making is in the empty step, measured so).
+    const two = compile(2, empty(0.25));
+    expect(compile(2, { ...empty(0.25), batchSeconds: 3 }).predicted.stepTimeSeconds).toBe(two.predicted.stepTimeSeconds);
+    expect(two.predicted.stepTimeSeconds).toBeGreaterThan(0.25);
   });
 
   it("a version-1 file prices its ops as they are and adds nothing else", () => {
@@ -178,7 +196,7 @@ describe("the pricing of a version-2 calibration", () => {
     const fc = model.graph.ops().find((o) => o.scope === "layers.0.mlp.fc")!;
     const e = estimateOp(model.graph, fc.id, { cluster: clusterFor("cpu", 4, v1), precision: "fp32", bindings: { B: 8, S: 16 } });
     expect([e.forwardSeconds, e.backwardSeconds]).toEqual([1e-3, 2e-3]);
-    expect(hostStepSeconds(clusterFor("cpu", 4, v1))).toEqual({ executor: 0, loop: 0, batch: 0 });
+    expect(hostStepSeconds(clusterFor("cpu", 4, v1))).toEqual({ empty: 0, hidden: 0 });
     expect(groupCollectiveTime(clusterFor("cpu", 4, v1), "all_reduce", 1000, [0, 1])).toBe(groupCollectiveTime(clusterFor("cpu", 4), "all_reduce", 1000, [0, 1]));
   });
 });

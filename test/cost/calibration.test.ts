@@ -60,7 +60,7 @@ describe("calibration", () => {
   it("rejects malformed contents with the offending field", () => {
     const parse = (json: unknown) => () => parseCalibration(json, "c.json");
     expect(parse({ ...header, format: "other", ops: [] })).toThrow("calibration c.json: 'format' must be \"fsm-calibration\"");
-    expect(parse({ ...header, version: 3, ops: [] })).toThrow(/'version' must be 1 or 2, got 3/);
+    expect(parse({ ...header, version: 4, ops: [] })).toThrow(/'version' must be 1, 2 or 3, got 4/);
     expect(parse({ ...header, date: "yesterday", ops: [] })).toThrow(/ISO 8601/);
     expect(parse({ ...header, ops: [{ op: "linear", shape: "", forwardSeconds: -1, backwardSeconds: 0 }] })).toThrow("ops[0].forwardSeconds must be a non-negative number");
     // No measurement takes no time: a zero forward (an all-zero file priced every op free: MFU 219%).

@@ -1,0 +1,93 @@
+// The run loop's whole step on devices that compute nothing, for `fsm calibrate`: what a step of N virtual
+// devices costs the host around its programs. Measured as one piece, the way run-loop.ts and cluster-engine.ts
+// drive a step (each device fed its replica's rows, the run started, the next batch made while it runs, the
+// losses read back), because its parts do not add up: timed apart (a tight loop of empty runs for the
+// executor's start and finish, the feeding alone, the batch alone), the executor's part was bimodal (22–68 µs
+// for one device over five calibrations: its threads were still yielding, or already asleep, when the next
+// run came), and on 2 cores the batch made while 2 or 4 devices run takes a core they need, which no sum of
+// the parts shows. Measured so, mlp's empty step was 72–80 µs for 1, 2 and 4 devices in every run.
+import { availableParallelism } from "node:os";
+import type { Batch } from "../interp/session.js";
+import { concreteShape } from "../interp/run.js";
+import type { Graph } from "../graph/graph.js";
+import { isFloatDType } from "../graph/types.js";
+import { COMPUTE, DeviceBuilder } from "../lower/device-program.js";
+import type { DeviceSlots } from "../lower/param-pieces.js";
+import { createNativeCluster } from "../native/binding.js";
+import { feedBatch, lossValues, mean, type FedProgram } from "./cluster-step.js";
+import { median } from "./calibrate-comm.js";
+import { hostThreadsFor } from "./world.js";
+
+export interface LoopTiming {
+  /** The whole empty step by device count (HostOverhead.step). */
+  readonly step: { devices: number; seconds: number }[];
+  /** Of it, feeding the devices and reading the losses, at one device. */
+  readonly loopSeconds: number;
+  /** Making one batch (median over every count). */
+  readonly batchSeconds: number;
+}
+
+/** Steps a block records, after WARM_STEPS unrecorded: a fresh block's first steps find the executor's
+ *  threads asleep since the last block, and its first few dozen steps ever run unoptimized JavaScript. */
+const BLOCK_STEPS = 100;
+const WARM_STEPS = 30;
+
+/** For each device count N: N devices, each with input slots for one micro-batch of ⌊batch / N⌋ rows (a
+ *  data-parallel plan's replicas, one micro-batch each; the rows N does not divide are left out, a few rows'
+ *  copy) and a loss slot, running one one-element copy; stepped in `blocks` blocks per count, interleaved
+ *  across counts (a shared machine's bursts of other work land on every count alike), with the host threads
+ *  and kernel threads a run of N devices gets. */
+export async function measureLoop(g: Graph, batchOf: (step: number) => Batch, batch: number, seq: number | null, counts: readonly number[], blocks: number): Promise<LoopTiming> {
+  const cores = availableParallelism();
+  const rigs = counts.map((n) => {
+    const rows = Math.max(1, Math.floor(batch / n));
+    const bindings: Record<string, number> = seq === null ? { B: rows } : { B: rows, S: seq };
+    const inputs: FedProgram["inputs"][number][] = [];
+    const lossSlots: FedProgram["lossSlots"][number][] = [];
+    const devices = Array.from({ length: n }, (_, d) => {
+      const b = new DeviceBuilder();
+      const named: Record<string, number> = {};
+      for (const t of g.inputs()) {
+        const { name, type } = g.tensor(t);
+        named[name] = b.pin(b.slot(concreteShape(type.shape, bindings), isFloatDType(type.dtype) ? "f32" : "i32"));
+      }
+      const loss = b.pin(b.slot([1]));
+      b.emit(COMPUTE, "fsm_copy", [loss], [loss], {}, "calibrate", { inPlace: true });
+      // Past a batch smaller than the device count, a device is fed nothing (as a pipeline's later stages).
+      inputs.push({ replica: d, slots: [(d + 1) * rows <= batch ? named : {}] });
+      lossSlots.push({ replica: d, mb: 0, device: d, slot: loss });
+      return b.finish();
+    });
+    const fed: FedProgram = { ranks: devices.map((_, d) => d), inputs, lossSlots };
+    const cluster = createNativeCluster({ devices, blasThreads: Math.max(1, Math.floor(cores / n)), timeoutSeconds: 60, hostThreads: hostThreadsFor(n) });
+    const slots: DeviceSlots = { set: (d, slot, data) => cluster.set(d, slot, data), get: (d, slot) => cluster.get(d, slot) };
+    return { n, rows, cluster, slots, fed, steps: [] as number[], loops: [] as number[], batches: [] as number[] };
+  });
+  let step = 0;
+  let next = batchOf(step++);
+  for (let block = 0; block < blocks; block++) {
+    for (const r of rigs) {
+      for (let s = 0; s < WARM_STEPS + BLOCK_STEPS; s++) {
+        const t0 = performance.now();
+        feedBatch(r.slots, r.fed, next, 1, r.rows);
+        const running = r.cluster.run(false);
+        const t1 = performance.now();
+        next = batchOf(step++);
+        const t2 = performance.now();
+        await running;
+        const t3 = performance.now();
+        mean(lossValues(r.slots, r.fed));
+        const t4 = performance.now();
+        if (s < WARM_STEPS) continue;
+        r.steps.push((t4 - t0) / 1000);
+        r.loops.push((t1 - t0 + (t4 - t3)) / 1000);
+        r.batches.push((t2 - t1) / 1000);
+      }
+    }
+  }
+  return {
+    step: rigs.map((r) => ({ devices: r.n, seconds: median(r.steps) })),
+    loopSeconds: median(rigs[0]!.loops),
+    batchSeconds: median(rigs.flatMap((r) => r.batches)),
+  };
+}
