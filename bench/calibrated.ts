@@ -10,8 +10,7 @@
 // every round's recorded steps. Prints one JSON object: per model and device count the measured and
 // predicted step and their ratio, and the fullest device's arena against the plan's predicted peak.
 // `npm run bench:calibrated`; `node dist/bench/calibrated.js --rounds 3 --steps 10`.
-import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -19,8 +18,7 @@ import { checkFile } from "../src/check/check.js";
 import { compileModel } from "../src/compile/compile.js";
 import { parseCalibration } from "../src/cost/calibration.js";
 import { calibratePlan } from "../src/runtime/calibrate.js";
-import { lastJson, median, printChildSteps, round, snapshotAddon, type ChildSteps } from "./child-steps.js";
-import type { Plan as PlanFile } from "../src/plan/plan.js";
+import { childFromArgs, median, round, snapshotAddon, stepsInChildren } from "./child-steps.js";
 
 const MODELS = [
   { name: "mlp", file: "samples/mlp.fsm" },
@@ -39,12 +37,6 @@ const only = process.argv.includes("--model") ? process.argv[process.argv.indexO
 
 
 type Plan = ReturnType<typeof compileModel>["plan"];
-
-/** Child: the plan file's plan on the native engine (printChildSteps). The plan is the parent's object as
- *  JSON (a bench's own hand-off, not a plan file a user loads: no hash, no validation). */
-async function child(file: string, warmup: number, recorded: number): Promise<void> {
-  await printChildSteps(JSON.parse(readFileSync(file, "utf8")) as PlanFile, warmup, recorded);
-}
 
 async function parent(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "fsm-bench-calibrated-"));
@@ -77,17 +69,13 @@ async function parent(): Promise<void> {
         cases.push({ model: m.name, devices, plan, file: planFile, times: [], arena: 0, predictedArena: 0 });
       }
     }
-    for (let round = 0; round < rounds; round++) {
-      for (const c of cases) {
-        const n = Math.max(steps, Math.min(1000, Math.ceil(0.2 / c.plan.predicted.stepTimeSeconds)));
-        const r = spawnSync(process.execPath, [script, "--child", c.file, String(n), String(n)], { encoding: "utf8", env: { ...process.env, FSM_NATIVE_PATH: addon }, timeout: 600_000 });
-        if (r.status !== 0) throw new Error(`${c.model} on ${c.devices} devices failed: ${r.stderr}`);
-        const out = lastJson(r.stdout) as ChildSteps;
-        c.times.push(...out.stepsMs.map((ms) => ms / 1e3));
-        c.arena = out.arenaBytes;
-        c.predictedArena = out.predictedArenaBytes;
-      }
-    }
+    const runs = stepsInChildren(script, addon, cases.map((c) => ({ file: c.file, predictedStepSeconds: c.plan.predicted.stepTimeSeconds })), rounds, steps, (i) => `${cases[i]!.model} on ${cases[i]!.devices} devices`);
+    runs.forEach((rounds, i) => {
+      const c = cases[i]!;
+      c.times.push(...rounds.flatMap((out) => out.stepsMs.map((ms) => ms / 1e3)));
+      c.arena = rounds.at(-1)!.arenaBytes;
+      c.predictedArena = rounds.at(-1)!.predictedArenaBytes;
+    });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -112,5 +100,5 @@ async function parent(): Promise<void> {
 }
 
 const argv = process.argv.slice(2);
-if (argv[0] === "--child") await child(argv[1]!, Number(argv[2]), Number(argv[3]));
+if (argv[0] === "--child") await childFromArgs(argv);
 else await parent();

@@ -2,7 +2,7 @@
 // bench/pytorch-sizes.ts): a child that trains a plan and prints its steps' wall and CPU milliseconds, a
 // snapshot of the native addon the children load, and the small statistics and JSON reading around them.
 import { spawnSync } from "node:child_process";
-import { copyFileSync } from "node:fs";
+import { copyFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { nativeAddonPath } from "../src/native/binding.js";
 import type { Plan } from "../src/plan/plan.js";
@@ -53,6 +53,36 @@ export async function printChildSteps(plan: Plan, warmup: number, steps: number)
     predictedArenaBytes: summary.predictedPeakMemoryBytes[fullest] ?? 0,
   };
   console.log(JSON.stringify(out));
+}
+
+/** A plan file a parent wrote for its children: the parent's plan object as JSON (a bench's own hand-off, not
+ *  a plan file a user loads: no hash, no validation), and the step it predicts (what sizes the warm-up). */
+export interface ChildPlan {
+  readonly file: string;
+  readonly predictedStepSeconds: number;
+}
+
+/** Child side of stepsInChildren: `--child FILE WARMUP STEPS` trains the file's plan (printChildSteps). */
+export async function childFromArgs(argv: readonly string[]): Promise<void> {
+  await printChildSteps(JSON.parse(readFileSync(argv[1]!, "utf8")) as Plan, Number(argv[2]), Number(argv[3]));
+}
+
+/** Each plan in a process of its own as `fsm run` is, in `rounds` interleaved rounds (a shared machine's
+ *  bursts of other work land on every plan alike), each round a fresh process (`script --child FILE N N`,
+ *  loading `addon`) that warms up for about a fifth of a second of steps (at least `steps`: a fresh executor's
+ *  first dozens of sub-millisecond steps are 2–3× the steady one, its JavaScript not yet optimized) and then
+ *  records as many. Per plan, what each round printed. */
+export function stepsInChildren(script: string, addon: string, plans: readonly ChildPlan[], rounds: number, steps: number, name: (i: number) => string): ChildSteps[][] {
+  const out = plans.map(() => [] as ChildSteps[]);
+  for (let round = 0; round < rounds; round++) {
+    plans.forEach((p, i) => {
+      const n = Math.max(steps, Math.min(1000, Math.ceil(0.2 / p.predictedStepSeconds)));
+      const r = spawnSync(process.execPath, [script, "--child", p.file, String(n), String(n)], { encoding: "utf8", env: { ...process.env, FSM_NATIVE_PATH: addon }, timeout: 600_000 });
+      if (r.status !== 0) throw new Error(`${name(i)} failed: ${r.stderr}`);
+      out[i]!.push(lastJson(r.stdout) as ChildSteps);
+    });
+  }
+  return out;
 }
 
 /** A copy of the native addon as it is now, which the children load (FSM_NATIVE_PATH), so a rebuild of
