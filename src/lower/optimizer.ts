@@ -89,7 +89,9 @@ export function lowerOptimizer(
 
   const scaleSlot = (grad: number, stream: Stream, text: string): void => {
     if (scaling) b.emit(stream, "fsm_scale_by", [grad, scaling.inverse], [grad], { scale }, text, { inPlace: true });
-    else b.emit(stream, "fsm_scale", [grad], [grad], { scale }, text, { inPlace: true });
+    // One replica of one micro-batch averages over nothing: x·1 is x, so no launch (mlp's 1-device step ran
+    // 12 of its 60 instructions scaling by 1).
+    else if (scale !== 1) b.emit(stream, "fsm_scale", [grad], [grad], { scale }, text, { inPlace: true });
   };
 
   // Averaging scales each summed gradient in place: no second copy of the gradients. Gradients lying end to

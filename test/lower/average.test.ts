@@ -9,10 +9,10 @@ import { lower } from "../../src/lower/lower.js";
 import { graphFromJson } from "../../src/plan/graph-from-json.js";
 import { samplePath, sets } from "../compile/helpers.js";
 
-function scalesOnDevice0(bucketMB: number): { scales: number; buckets: number; params: number; bucketed: number } {
-  const overrides = { stages: 1, data_parallel: 4, shard: "none", chunks: 2, checkpoint: "never", bucket_mb: bucketMB };
+function scalesOnDevice0(bucketMB: number, dp = 4, chunks = 2): { scales: number; buckets: number; params: number; bucketed: number } {
+  const overrides = { stages: 1, data_parallel: dp, shard: "none", chunks, checkpoint: "never", bucket_mb: bucketMB };
   const model = checkFile(samplePath("mlp"), { overrides: sets(overrides) }).model!;
-  const plan = compileModel(model, { cluster: "cpu", devices: 4, source: "mlp", fsmVersion: "test" }).plan;
+  const plan = compileModel(model, { cluster: "cpu", devices: dp, source: "mlp", fsmVersion: "test" }).plan;
   const program = lower(plan, graphFromJson(plan.model.name, plan.graph));
   const buckets = plan.shard[0]!.gradBuckets;
   return {
@@ -29,6 +29,11 @@ describe("averaging the summed gradients", () => {
     expect(r.bucketed).toBe(r.params); // the mlp's 12 parameters all ride in buckets
     expect(r.buckets).toBeLessThan(r.params);
     expect(r.scales).toBe(r.buckets);
+  });
+
+  it("none where there is nothing to average (one replica, one micro-batch: a scale by 1), some over two micro-batches", () => {
+    expect(scalesOnDevice0(25, 1, 1).scales).toBe(0);
+    expect(scalesOnDevice0(25, 1, 2).scales).toBeGreaterThan(0);
   });
 
   it("more, smaller buckets: one scale each", () => {
