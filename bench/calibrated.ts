@@ -60,6 +60,7 @@ async function parent(): Promise<void> {
         handoffUs: round(file.host.handoffSeconds * 1e6),
         contention: file.contention.map((c) => ({ devices: c.devices, slowdown: round(c.slowdown) })),
         stepUs: file.host.step.map((s) => ({ devices: s.devices, us: round(s.seconds * 1e6) })),
+        blockingStepUs: (file.host.blockingStep ?? []).map((s) => ({ devices: s.devices, us: round(s.seconds * 1e6) })),
         allReduce: file.collectives.filter((c) => c.kind === "all_reduce").map((c) => ({ ranks: c.ranks, latencyUs: round(c.latencySeconds * 1e6), gbPerSecond: c.secondsPerByte > 0 ? round(1e-9 / c.secondsPerByte) : null })),
       };
       for (const devices of DEVICES) {

@@ -1,7 +1,7 @@
 // Step 8 of compile: the predicted step from the finished programs: step time, bubble, exposed communication.
 import { runPrograms, type EngineRun } from "./engine.js";
 import type { Program, Rendezvous } from "./program.js";
-import { NO_HOST, type HostStep } from "../cost/calibrated-pricing.js";
+import { hostedStepSeconds, NO_HOST, type HostStep } from "../cost/calibrated-pricing.js";
 
 export interface StepPrediction {
   readonly run: EngineRun;
@@ -27,7 +27,7 @@ export function predictStep(programs: readonly Program[], rendezvous: readonly R
   const idle = run.programs.reduce((n, r) => n + Math.max(0, makespan - r.computeBusy), 0);
   return {
     run,
-    stepTime: host.empty + Math.max(0, makespan - host.hidden),
+    stepTime: hostedStepSeconds(host, makespan),
     bubbleFraction: makespan > 0 ? idle / (programs.length * makespan) : 0,
     exposedComm: Math.max(0, makespan - free.makespan),
   };

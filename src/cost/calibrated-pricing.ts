@@ -78,7 +78,11 @@ export function calibratedOptimizerSeconds(cluster: Cluster, stateBytes: number)
 export function hostStepSeconds(cluster: Cluster): HostStep {
   const cal = cluster.calibration;
   if (!isFullCalibration(cal)) return NO_HOST;
-  return { empty: interpolate(cal.host.step, cluster.devices), hidden: leavesMainThreadACore(cal.cores, cluster.devices) ? (cal.host.batchSeconds ?? 0) : 0 };
+  return {
+    empty: interpolate(cal.host.step, cluster.devices),
+    hidden: leavesMainThreadACore(cal.cores, cluster.devices) ? (cal.host.batchSeconds ?? 0) : 0,
+    ...(cal.host.blockingStep && { blocking: interpolate(cal.host.blockingStep, cluster.devices) }),
+  };
 }
 
 /** Whether N devices leave the run loop's thread a core of its own while they run: where the executor gives
@@ -92,13 +96,22 @@ export function leavesMainThreadACore(cores: number, devices: number): boolean {
 
 /** What a step costs the host besides the programs: `empty`, the run loop's whole step on devices that compute
  *  nothing (its feeding, the executor's start and finish, the next batch made meanwhile, the losses); of it,
- *  `hidden` is time the devices' work can overlap (the batch's making, on a core of its own). A step takes
- *  empty + max(0, makespan − hidden). */
+ *  `hidden` is time the devices' work can overlap (the batch's making, on a core of its own); `blocking`, the
+ *  empty step taken on the loop's thread, the batch made after (nothing hidden). The run loop takes steps the
+ *  way it measures faster (src/runtime/step-mode.ts), so a step takes the less of
+ *  empty + max(0, makespan − hidden) and blocking + makespan (hostedStepSeconds). */
 export interface HostStep {
   readonly empty: number;
   readonly hidden: number;
+  readonly blocking?: number;
 }
 export const NO_HOST: HostStep = { empty: 0, hidden: 0 };
+
+/** A step's time from its programs' makespan and the host's costs (HostStep). */
+export function hostedStepSeconds(host: HostStep, makespan: number): number {
+  const overlapped = host.empty + Math.max(0, makespan - host.hidden);
+  return host.blocking === undefined ? overlapped : Math.min(overlapped, host.blocking + makespan);
+}
 
 /** A value by device count, linear between measured counts, the nearest one's outside them (`grow`: beyond
  *  the last, in proportion to the device count). */

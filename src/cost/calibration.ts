@@ -23,7 +23,8 @@
 //       "loopSeconds": 2e-5,                     // of an empty step, the run loop's feeding and loss reading
 //       "batchSeconds": 5e-5,                    // of an empty step, making the next batch while the devices run
 //       "handoffSeconds": 3e-5,                  // a collective's wake-ups between compute and comm threads
-//       "step": [ { "devices": 1, "seconds": 4e-5 }, { "devices": 4, "seconds": 7e-5 } ]  // an empty step
+//       "step": [ { "devices": 1, "seconds": 4e-5 }, { "devices": 4, "seconds": 7e-5 } ], // an empty step
+//       "blockingStep": [ { "devices": 1, "seconds": 5e-5 } ]  // optional: the same, taken blocking
 //     },
 //     "contention": [ { "devices": 1, "slowdown": 1 }, { "devices": 4, "slowdown": 2.1 } ],  // optional: devices
 //                                                // computing at once, one thread each, against one alone
@@ -85,6 +86,9 @@ export interface HostOverhead {
    *  each its rows, starting the run and hearing it finished, the next batch made meanwhile, the losses read;
    *  src/runtime/calibrate-loop.ts). */
   readonly step: readonly { readonly devices: number; readonly seconds: number }[];
+  /** Version 3, optional: the same empty step taken blocking (the run on the loop's thread, the next batch
+   *  made after it: src/runtime/step-mode.ts), which the run loop picks where it measures faster. */
+  readonly blockingStep?: readonly { readonly devices: number; readonly seconds: number }[];
 }
 
 export interface OptimizerTiming {
@@ -258,6 +262,7 @@ export function parseCalibration(json: unknown, origin: string): Calibration {
     // Version 2 measured the executor's start and finish alone: its empty step adds the loop, and the batch
     // where it took longer than they did (made while they ran).
     step: json.version === 2 ? step.map((x) => ({ devices: x.devices, seconds: loopSeconds + Math.max(x.seconds, batchSeconds ?? 0) })) : step,
+    ...(h.blockingStep !== undefined && { blockingStep: byDevices(h.blockingStep, "host.blockingStep") }),
   };
   let contention: { devices: number; slowdown: number }[] | undefined;
   if (json.contention !== undefined) {

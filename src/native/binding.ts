@@ -368,6 +368,10 @@ export interface NativeClusterHandle {
    *  message", D the global rank) after stopping every stream. With `trace`, records each instruction's start
    *  and end (timings()). */
   run(trace?: boolean): Promise<void>;
+  /** run() on the calling thread: returns when the step is done, throws its first failure (the same Error).
+   *  The JavaScript thread is blocked meanwhile; for short steps, whose two thread hand-offs would cost more
+   *  than the work the caller could do during them (src/runtime/step-mode.ts). */
+  runSync(trace?: boolean): void;
   /** The last traced run on one device: [start0, end0, start1, end1, ...] per instruction, in seconds from one
    *  origin shared by all devices (empty if none; after a failed run, zeros where an instruction never got). */
   timings(device: number): Float64Array;

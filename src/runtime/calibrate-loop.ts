@@ -5,7 +5,9 @@
 // executor's start and finish, the feeding alone, the batch alone), the executor's part was bimodal (22–68 µs
 // for one device over five calibrations: its threads were still yielding, or already asleep, when the next
 // run came), and on 2 cores the batch made while 2 or 4 devices run takes a core they need, which no sum of
-// the parts shows. Measured so, mlp's empty step was 72–80 µs for 1, 2 and 4 devices in every run.
+// the parts shows. Measured so, mlp's empty step was 72–80 µs for 1, 2 and 4 devices in every run. Both ways
+// the run loop may take a step (src/runtime/step-mode.ts): overlapped, the next batch made while the devices
+// run; blocking, the run on the loop's own thread and the batch after it.
 import { availableParallelism } from "node:os";
 import type { Batch } from "../interp/session.js";
 import { concreteShape } from "../interp/run.js";
@@ -21,6 +23,8 @@ import { hostThreadsFor } from "./world.js";
 export interface LoopTiming {
   /** The whole empty step by device count (HostOverhead.step). */
   readonly step: { devices: number; seconds: number }[];
+  /** The same, the step run on the loop's thread and the next batch made after it (HostOverhead.blockingStep). */
+  readonly blockingStep: { devices: number; seconds: number }[];
   /** Of it, feeding the devices and reading the losses, at one device. */
   readonly loopSeconds: number;
   /** Making one batch (median over every count). */
@@ -61,7 +65,7 @@ export async function measureLoop(g: Graph, batchOf: (step: number) => Batch, ba
     const fed: FedProgram = { ranks: devices.map((_, d) => d), inputs, lossSlots };
     const cluster = createNativeCluster({ devices, blasThreads: Math.max(1, Math.floor(cores / n)), timeoutSeconds: 60, hostThreads: hostThreadsFor(n) });
     const slots: DeviceSlots = { set: (d, slot, data) => cluster.set(d, slot, data), get: (d, slot) => cluster.get(d, slot) };
-    return { n, rows, cluster, slots, fed, steps: [] as number[], loops: [] as number[], batches: [] as number[] };
+    return { n, rows, cluster, slots, fed, steps: [] as number[], blocking: [] as number[], loops: [] as number[], batches: [] as number[] };
   });
   let step = 0;
   let next = batchOf(step++);
@@ -83,10 +87,21 @@ export async function measureLoop(g: Graph, batchOf: (step: number) => Batch, ba
         r.loops.push((t1 - t0 + (t4 - t3)) / 1000);
         r.batches.push((t2 - t1) / 1000);
       }
+      // Blocking, as run-loop.ts takes a step in that mode (src/runtime/step-mode.ts).
+      for (let s = 0; s < WARM_STEPS + BLOCK_STEPS; s++) {
+        const t0 = performance.now();
+        feedBatch(r.slots, r.fed, next, 1, r.rows);
+        r.cluster.runSync(false);
+        mean(lossValues(r.slots, r.fed));
+        next = batchOf(step++);
+        await new Promise((resolve) => setImmediate(resolve));
+        if (s >= WARM_STEPS) r.blocking.push((performance.now() - t0) / 1000);
+      }
     }
   }
   return {
     step: rigs.map((r) => ({ devices: r.n, seconds: median(r.steps) })),
+    blockingStep: rigs.map((r) => ({ devices: r.n, seconds: median(r.blocking) })),
     loopSeconds: median(rigs[0]!.loops),
     batchSeconds: median(rigs.flatMap((r) => r.batches)),
   };

@@ -301,7 +301,7 @@ export async function calibratePlan(plan: Plan, options: CalibrateOptions = {}):
       allCores: { forwardSeconds: Math.max(1e-9, median(e.fAll)), backwardSeconds: median(e.bAll) },
     })),
     optimizer: optimizer!,
-    host: { instructionSeconds: median(dispatch), loopSeconds: loop.loopSeconds, batchSeconds: loop.batchSeconds, handoffSeconds: handoff, step: loop.step },
+    host: { instructionSeconds: median(dispatch), loopSeconds: loop.loopSeconds, batchSeconds: loop.batchSeconds, handoffSeconds: handoff, step: loop.step, blockingStep: loop.blockingStep },
     contention,
     collectives,
   };

@@ -179,7 +179,10 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
     rows,
     traceOrigin: performance.timeOrigin + origin,
     bytesSent: () => cluster.communicatorBytes(),
-    step: async (batch) => {
+    // CPU devices only: a GPU's streams have run on worker threads alone (its context is the process's, but
+    // nothing here has checked it from the JavaScript thread on a GPU).
+    canBlock: device === "cpu",
+    step: async (batch, blocking) => {
       feedBatch(slots, program, batch, m, mbs, rows.from);
       const scale = scaler?.scale;
       if (scale !== undefined) {
@@ -192,7 +195,8 @@ export function clusterEngine(plan: Plan, graph: Graph, params: Map<string, Floa
       if (target && steps + 1 === fault!.step) cluster.injectFault(localIndex(program, fault!.device), target.instruction, target.kind);
       const startUs = (performance.now() - origin) * 1e3;
       try {
-        await cluster.run(trace);
+        if (blocking) cluster.runSync(trace);
+        else await cluster.run(trace);
       } catch (e) {
         throw stepFailure(e, program);
       }

@@ -63,8 +63,11 @@ export interface Resumed {
 }
 
 export interface StepEngine {
-  /** One training step on the batch; resolves with the mean loss of its micro-batches. */
-  step(batch: Batch): Promise<number>;
+  /** One training step on the batch; resolves with the mean loss of its micro-batches. `blocking` (where
+   *  canBlock): the devices run on the calling thread, done when step() returns (src/runtime/step-mode.ts). */
+  step(batch: Batch, blocking?: boolean): Promise<number>;
+  /** Whether step() can block (the native engine). */
+  readonly canBlock?: boolean;
   /** Trace events of the steps run so far, when the engine records them (the native engine, asked to). */
   trace?(): TraceEvent[];
   /** Per device: its program and the per-instruction [start, end] timings (seconds, one origin for all

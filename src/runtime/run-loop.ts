@@ -13,6 +13,7 @@ import { graphFromJson } from "../plan/graph-from-json.js";
 import { arenasLaidOut, type Plan } from "../plan/plan.js";
 import { createHash } from "node:crypto";
 import { createEngine, defaultEngine, EngineError, type Engine, type InjectedFault, type StepEngine } from "./engines.js";
+import { StepModeChooser, type StepMode } from "./step-mode.js";
 import type { DeviceKind } from "./device-choice.js";
 import type { Resumed, RunFailure } from "./engine-types.js";
 import type { TraceEvent } from "./trace.js";
@@ -51,6 +52,8 @@ export interface RunSummary {
   readonly predictedStepSeconds: number;
   /** The median step time, the first step (warm-up) left out when there are others. */
   readonly measuredStepSeconds: number;
+  /** How the run loop took its steps, once it had measured both ways (absent: the run ended first). */
+  readonly stepMode?: StepMode;
   /** The native engines' arenas, all devices together, when the engine reports them. */
   readonly arenaBytes?: number;
   /** The plan's predicted peak per device, summed over devices: what arenaBytes compares with. */
@@ -316,6 +319,9 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
     }
   };
   let next = makeBatch(first);
+  // Overlapped or blocking steps, whichever measures faster here (in one process: a blocked step is its own,
+  // and processes pick apart).
+  const modes = new StepModeChooser(stepper.canBlock === true && world.size === 1);
   for (let step = 1; step <= steps; step++) {
     // Steps are numbered over the whole training run: a resumed run continues the count (and --save-every's).
     const global = first + step;
@@ -324,17 +330,26 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
     try {
       const made = next;
       if ("thrown" in made) throw made.thrown;
-      // The step copies its batch into the devices before its first await, so the next batch is made while the
-      // devices run this one (a data loader's prefetch: the main thread is otherwise idle until the step ends).
-      const running = stepper.step(made.batch);
-      if (step < steps) next = makeBatch(global);
-      loss = await running;
+      if (modes.mode() === "blocking") {
+        loss = await stepper.step(made.batch, true);
+        if (step < steps) next = makeBatch(global);
+        // A turn of the event loop, where a signal (Ctrl-C, SIGTERM) is heard: a blocking step holds it.
+        await new Promise((resolve) => setImmediate(resolve));
+      } else {
+        // The step copies its batch into the devices before its first await, so the next batch is made while
+        // the devices run this one (a data loader's prefetch: the main thread is otherwise idle until the step
+        // ends).
+        const running = stepper.step(made.batch);
+        if (step < steps) next = makeBatch(global);
+        loss = await running;
+      }
     } catch (e) {
       if (e instanceof EngineError) throw new RunError(`step ${global}: ${e.message}`, e.failure && { ...e.failure, step: global });
       if (e instanceof DataError) throw new RunError(`step ${global}: ${e.message}`);
       throw e;
     }
     const seconds = (performance.now() - t0) / 1000;
+    modes.record(seconds);
     if (!Number.isFinite(loss)) throw new RunError(`step ${global}: the loss is ${loss}`);
     if (step === 1) firstLoss = loss;
     finalLoss = loss;
@@ -358,6 +373,7 @@ async function train(plan: Plan, graph: Graph, data: ReturnType<typeof openData>
     seconds,
     predictedStepSeconds: plan.predicted.stepTimeSeconds,
     measuredStepSeconds: typicalStep(times),
+    ...(modes.settled() !== undefined && { stepMode: modes.settled()! }),
     ...(stepper.memoryBytes !== undefined && { arenaBytes: stepper.memoryBytes }),
     predictedMemoryBytes: plan.predicted.peakMemoryBytes.reduce((a, b) => a + b, 0),
     ...(processes

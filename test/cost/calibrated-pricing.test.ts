@@ -7,7 +7,7 @@ import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { checkFile } from "../../src/check/check.js";
 import { compileModel } from "../../src/compile/compile.js";
-import { calibratedOptimizerSeconds, coreShare, hostStepSeconds, threadedSeconds } from "../../src/cost/calibrated-pricing.js";
+import { calibratedOptimizerSeconds, coreShare, hostedStepSeconds, hostStepSeconds, threadedSeconds } from "../../src/cost/calibrated-pricing.js";
 import { CalibrationError, loadCalibration, parseCalibration, shapeKey } from "../../src/cost/calibration.js";
 import { clusterFor } from "../../src/cost/cluster.js";
 import { collectiveTime, groupCollectiveTime, groupLink } from "../../src/cost/collectives.js";
@@ -160,6 +160,20 @@ describe("the pricing of a version-2 calibration", () => {
     const batched = parse(file({ host: { ...(file().host as object), batchSeconds: 7e-6 } }));
     expect(hostStepSeconds(clusterFor("cpu", 1, batched))).toEqual({ empty: 10e-6, hidden: 7e-6 });
     expect(hostStepSeconds(clusterFor("cpu", 2, batched)).hidden).toBe(0);
+  });
+
+  it("a file with blocking empty steps: the step is the less of the two ways the run loop may take it", () => {
+    const both = parse(file({ host: { ...(file().host as object), batchSeconds: 30e-6, blockingStep: [{ devices: 1, seconds: 50e-6 }, { devices: 4, seconds: 20e-6 }] } }));
+    const host1 = hostStepSeconds(clusterFor("cpu", 1, both));
+    expect(host1).toEqual({ empty: 10e-6, hidden: 30e-6, blocking: 50e-6 });
+    // Overlapped: 10 + max(0, M − 30); blocking: 50 + M. A short makespan hides behind the batch.
+    expect(hostedStepSeconds(host1, 20e-6)).toBeCloseTo(10e-6, 15);
+    expect(hostedStepSeconds(host1, 100e-6)).toBeCloseTo(80e-6, 15);
+    // 4 devices: nothing hidden; overlapped 40 + M, blocking 20 + M.
+    const host4 = hostStepSeconds(clusterFor("cpu", 4, both));
+    expect(hostedStepSeconds(host4, 100e-6)).toBeCloseTo(120e-6, 15);
+    // Without blocking steps: overlapped only.
+    expect(hostedStepSeconds(hostStepSeconds(clusterFor("cpu", 4, cal)), 100e-6)).toBeCloseTo(140e-6, 15);
   });
 
   it("a version-2 file's step (the executor's start and finish) is read as an empty step: plus the loop, and the batch where longer", () => {

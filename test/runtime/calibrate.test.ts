@@ -36,6 +36,7 @@ describe("fsm calibrate", () => {
     // The machine's cores, the host's overheads for 1 and 2 devices, every collective kind over 2 devices.
     expect(calibration.cores).toBe(availableParallelism());
     expect(calibration.host!.step.map((s) => s.devices)).toEqual([1, 2]);
+    expect(calibration.host!.blockingStep!.map((s) => s.devices)).toEqual([1, 2]);
     // An empty step is timed whole, its feeding and losses within it (step by step, so their medians too).
     expect(calibration.host!.step[0]!.seconds).toBeGreaterThanOrEqual(calibration.host!.loopSeconds);
     expect(calibration.host!.loopSeconds).toBeGreaterThan(0);

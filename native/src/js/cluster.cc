@@ -19,7 +19,8 @@ namespace fsm {
 Napi::Function NativeCluster::Define(Napi::Env env) {
   return DefineClass(env, "NativeCluster",
                      {InstanceMethod("set", &NativeCluster::Set), InstanceMethod("get", &NativeCluster::Get),
-                      InstanceMethod("run", &NativeCluster::Run), InstanceMethod("timings", &NativeCluster::Timings),
+                      InstanceMethod("run", &NativeCluster::Run), InstanceMethod("runSync", &NativeCluster::RunSync),
+                      InstanceMethod("timings", &NativeCluster::Timings),
                       InstanceMethod("arenaBytes", &NativeCluster::ArenaBytes),
                       InstanceMethod("reservedBytes", &NativeCluster::ReservedBytes),
                       InstanceMethod("deviceCount", &NativeCluster::DeviceCount),
@@ -109,6 +110,17 @@ Napi::Value NativeCluster::Run(const Napi::CallbackInfo& info) {
         },
         [](Napi::Env env, Done&) -> Napi::Value { return env.Undefined(); }, [this] { running_ = false; },
         info.This().As<Napi::Object>());  // the cluster, and so its executor, lives until the step is done
+  });
+}
+
+// Run's work on this (the JS) thread: no hand-off to a worker and back, which a short step pays more for than
+// the batch the caller would make meanwhile (src/runtime/step-mode.ts).
+Napi::Value NativeCluster::RunSync(const Napi::CallbackInfo& info) {
+  return atBoundary(info.Env(), [&] {
+    checkIdle();
+    const bool trace = info.Length() > 0 && info[0].ToBoolean().Value();
+    if (std::optional<Failure> f = executor_->run(trace)) throw FailureError(*f);
+    return info.Env().Undefined();
   });
 }
 

@@ -20,6 +20,7 @@ class NativeCluster : public Napi::ObjectWrap<NativeCluster> {
   Napi::Value Set(const Napi::CallbackInfo& info);
   Napi::Value Get(const Napi::CallbackInfo& info);
   Napi::Value Run(const Napi::CallbackInfo& info);
+  Napi::Value RunSync(const Napi::CallbackInfo& info);
   Napi::Value Timings(const Napi::CallbackInfo& info);
   Napi::Value ArenaBytes(const Napi::CallbackInfo& info);
   Napi::Value ReservedBytes(const Napi::CallbackInfo& info);

@@ -53,7 +53,7 @@ reads in place of the cpu profile's estimates. The plan must be compiled for
       const us = (s: number): string => `${(s * 1e6).toFixed(1)} µs`;
       const steps = cal.host.step.map((x) => `${x.devices}: ${us(x.seconds)}`).join(", ");
       io.stdout(`calibrated ${cal.ops.length} op shapes on ${cal.machine}; wrote ${out} (${bytes} bytes)\n`);
-      io.stdout(`  ${cal.cores} cores shared by the devices; dispatch ${us(cal.host.instructionSeconds)} per instruction; a step on devices that compute nothing, by devices ${steps} (of it the run loop's feeding and losses ${us(cal.host.loopSeconds)}, the next batch ${us(cal.host.batchSeconds ?? 0)}); hand-off ${us(cal.host.handoffSeconds)} per collective\n`);
+      io.stdout(`  ${cal.cores} cores shared by the devices; dispatch ${us(cal.host.instructionSeconds)} per instruction; a step on devices that compute nothing, by devices ${steps}${cal.host.blockingStep ? ` (blocking: ${cal.host.blockingStep.map((x) => `${x.devices}: ${us(x.seconds)}`).join(", ")})` : ""} (of it the run loop's feeding and losses ${us(cal.host.loopSeconds)}, the next batch ${us(cal.host.batchSeconds ?? 0)}); hand-off ${us(cal.host.handoffSeconds)} per collective\n`);
       io.stdout(`  devices computing at once: ${cal.contention.map((c) => `${c.devices}: ${c.slowdown.toFixed(2)}× slower`).join(", ")}\n`);
       for (const c of cal.collectives) io.stdout(`  ${c.kind} over ${c.ranks}: ${us(c.latencySeconds)} + ${c.secondsPerByte > 0 ? (1e-9 / c.secondsPerByte).toFixed(2) : "∞"} GB/s\n`);
       return 0;

@@ -295,7 +295,8 @@ process where it happened. SIGTERM, like Ctrl-C, stops after the current step
         io.stdout(`done: ${plural(summary.steps, "step")} in ${formatSeconds(summary.seconds)}, loss ${summary.firstLoss.toFixed(5)} → ${summary.finalLoss.toFixed(5)}${tracePath === undefined ? "" : `; trace in ${tracePath}`}\n`);
         // Measured over predicted, so a user sees when the cost model is wrong (`fsm calibrate` measures this machine).
         const ratio = (measured: number, predicted: number): string => (predicted > 0 ? `measured/predicted ${(measured / predicted).toFixed(2)}×` : "nothing predicted");
-        io.stdout(`step time: measured ${formatSeconds(summary.measuredStepSeconds)} (median), predicted ${formatSeconds(summary.predictedStepSeconds)}: ${ratio(summary.measuredStepSeconds, summary.predictedStepSeconds)}\n`);
+        const mode = summary.stepMode === "blocking" ? " (steps run on the loop's thread, batches made between them: faster here)" : "";
+        io.stdout(`step time: measured ${formatSeconds(summary.measuredStepSeconds)} (median), predicted ${formatSeconds(summary.predictedStepSeconds)}: ${ratio(summary.measuredStepSeconds, summary.predictedStepSeconds)}${mode}\n`);
         if (summary.peakMemoryBytes) {
           const most = Math.max(...summary.peakMemoryBytes);
           const d = summary.peakMemoryBytes.indexOf(most);
