@@ -5,7 +5,8 @@
 // executor's start and finish, the feeding alone, the batch alone), the executor's part was bimodal (22–68 µs
 // for one device over five calibrations: its threads were still yielding, or already asleep, when the next
 // run came), and on 2 cores the batch made while 2 or 4 devices run takes a core they need, which no sum of
-// the parts shows. Measured so, mlp's empty step was 72–80 µs for 1, 2 and 4 devices in every run. Both ways
+// the parts shows. Measured so, mlp's empty step was 71–74 µs on 1 device, 83–89 on 2 and 87–90 on 4 over four
+// calibrations. Both ways
 // the run loop may take a step (src/runtime/step-mode.ts): overlapped, the next batch made while the devices
 // run; blocking, the run on the loop's own thread and the batch after it.
 import { availableParallelism } from "node:os";
