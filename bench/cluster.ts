@@ -134,8 +134,7 @@ try {
   const stepMs = (i: number): number => median(runs[i]!.flatMap((r) => r.stepsMs));
   for (const [i, c] of CASES.entries()) {
     const plan = plans[i]!.native;
-    const native = { stepMs: stepMs(2 * i) };
-    const one = { stepMs: stepMs(2 * i + 1) };
+    const [native, one] = [stepMs(2 * i), stepMs(2 * i + 1)];
     // Against the memory plan (the model the search reasons with); the plan's own prediction is, where compile
     // laid them out, the runtime's arenas themselves.
     const predictedPeak = plan.predicted.peakMemoryBytes.map((_, r) => plan.memory[programOfRank(plan, r)!.program.id]!.arenaBytes);
@@ -150,9 +149,9 @@ try {
       devices: c.devices,
       settings: { stages: s.stages, dataParallel: s.dataParallel, shard: s.shard, schedule: s.schedule, microBatches: s.microBatches, microBatchSize: s.microBatchSize, batch: s.batch },
       stepMs: {
-        native: round(native.stepMs),
-        oneDevice: round(one.stepMs),
-        nativeOverOneDevice: round(native.stepMs / one.stepMs),
+        native: round(native),
+        oneDevice: round(one),
+        nativeOverOneDevice: round(native / one),
         predicted: round(plan.predicted.stepTimeSeconds * 1e3),
         tracedNative: round(tracedStepMs),
       },

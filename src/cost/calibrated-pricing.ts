@@ -20,6 +20,7 @@
 // file's host step is read as calibration.ts converts it.
 import type { Calibration, CalibrationEntry, CalibratedCollective, CollectiveFit } from "./calibration.js";
 import type { Cluster } from "./cluster.js";
+import { BLOCKING_STEP_LIMIT_SECONDS, hostThreadsOn } from "./host-policy.js";
 
 /** How the cores of the machine are shared out among a run's devices. */
 export interface CoreShare {
@@ -86,12 +87,12 @@ export function hostStepSeconds(cluster: Cluster): HostStep {
 }
 
 /** Whether N devices leave the run loop's thread a core of its own while they run: where the executor gives
- *  each a thread per stream (src/runtime/world.ts hostThreadsFor: 2·N ≤ cores), they compute on at most N <
- *  cores threads. Where they take turns on as many host threads as the cores, the next batch's making takes a
- *  core they would use; measured on 2 cores, mlp's 2 and 4 devices stepped in the empty step plus their
- *  makespan, its 1 device in the empty step plus what of its makespan the batch did not hide. */
-export function leavesMainThreadACore(cores: number, devices: number): boolean {
-  return 2 * devices <= cores;
+ *  each a thread per stream (hostThreadsOn: 2·N ≤ cores), they compute on at most N < cores threads. Where
+ *  they take turns on as many host threads as the cores, the next batch's making takes a core they would use;
+ *  measured on 2 cores, mlp's 2 and 4 devices stepped in the empty step plus their makespan, its 1 device in
+ *  the empty step plus what of its makespan the batch did not hide. */
+function leavesMainThreadACore(cores: number, devices: number): boolean {
+  return hostThreadsOn(cores, devices) === 0;
 }
 
 /** What a step costs the host besides the programs: `empty`, the run loop's whole step on devices that compute
@@ -107,10 +108,12 @@ export interface HostStep {
 }
 export const NO_HOST: HostStep = { empty: 0, hidden: 0 };
 
-/** A step's time from its programs' makespan and the host's costs (HostStep). */
+/** A step's time from its programs' makespan and the host's costs (HostStep): blocking only where the run
+ *  loop would try it, an overlapped step within BLOCKING_STEP_LIMIT_SECONDS. */
 export function hostedStepSeconds(host: HostStep, makespan: number): number {
   const overlapped = host.empty + Math.max(0, makespan - host.hidden);
-  return host.blocking === undefined ? overlapped : Math.min(overlapped, host.blocking + makespan);
+  if (host.blocking === undefined || overlapped > BLOCKING_STEP_LIMIT_SECONDS) return overlapped;
+  return Math.min(overlapped, host.blocking + makespan);
 }
 
 /** A value by device count, linear between measured counts, the nearest one's outside them (`grow`: beyond

@@ -186,8 +186,8 @@ export function parseCalibration(json: unknown, origin: string): Calibration {
   if (!isObject(json)) return fail("expected a JSON object");
   if (json.format !== CALIBRATION_FORMAT) fail(`'format' must be "${CALIBRATION_FORMAT}"`);
   if (!CALIBRATION_VERSIONS.includes(json.version as number)) fail(`'version' must be ${CALIBRATION_VERSIONS.slice(0, -1).join(", ")} or ${CALIBRATION_VERSIONS.at(-1)}, got ${JSON.stringify(json.version)}`);
-  // Version 2 has every field version 3 has.
-  const v2 = json.version !== 1;
+  // Version 2 on: every field past `ops` (version 3 changed only what host.step measures).
+  const full = json.version !== 1;
   const str = (key: string): string => {
     const v = json[key];
     return typeof v === "string" && v.length > 0 ? v : fail(`'${key}' must be a non-empty string`);
@@ -215,7 +215,7 @@ export function parseCalibration(json: unknown, origin: string): Calibration {
     // price the op free (an MFU above 100%). A backward may be zero: an op with no gradient has none to time.
     if (forwardSeconds === 0) fail(`${at}.forwardSeconds is 0: a measured op takes some time (is the file a measurement, from 'fsm calibrate'?)`);
     let extra: Pick<CalibrationEntry, "backwardOps" | "allCores"> = {};
-    if (v2) {
+    if (full) {
       const backwardOps = count(e.backwardOps, `${at}.backwardOps`, 0);
       const all = e.allCores;
       if (!isObject(all)) return fail(`${at}.allCores must be an object {forwardSeconds, backwardSeconds}`);
@@ -228,7 +228,7 @@ export function parseCalibration(json: unknown, origin: string): Calibration {
     byKey.set(key, entry);
     entries.push(entry);
   });
-  if (!v2) return { profile, machine, date, origin, entries, byKey };
+  if (!full) return { profile, machine, date, origin, entries, byKey };
   const cores = count(json.cores, "'cores'", 1);
   const opt = json.optimizer;
   if (!isObject(opt)) return fail("'optimizer' must be an object {stateBytes, seconds, allCoresSeconds, ops}");

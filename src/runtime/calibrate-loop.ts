@@ -6,9 +6,8 @@
 // for one device over five calibrations: its threads were still yielding, or already asleep, when the next
 // run came), and on 2 cores the batch made while 2 or 4 devices run takes a core they need, which no sum of
 // the parts shows. Measured so, mlp's empty step was 71–74 µs on 1 device, 83–89 on 2 and 87–90 on 4 over four
-// calibrations. Both ways
-// the run loop may take a step (src/runtime/step-mode.ts): overlapped, the next batch made while the devices
-// run; blocking, the run on the loop's own thread and the batch after it.
+// calibrations. Both ways the run loop may take a step (src/runtime/step-mode.ts): overlapped, the next batch
+// made while the devices run; blocking, the run on the loop's own thread and the batch after it.
 import { availableParallelism } from "node:os";
 import type { Batch } from "../interp/session.js";
 import { concreteShape } from "../interp/run.js";
@@ -70,33 +69,34 @@ export async function measureLoop(g: Graph, batchOf: (step: number) => Batch, ba
   });
   let step = 0;
   let next = batchOf(step++);
+  /** One step of rig r as run-loop.ts takes it in that mode; its seconds, and (overlapped) its feeding and
+   *  losses' and its batch's. */
+  const stepOf = async (r: (typeof rigs)[number], blocking: boolean): Promise<{ wall: number; loop: number; batch: number }> => {
+    const t0 = performance.now();
+    feedBatch(r.slots, r.fed, next, 1, r.rows);
+    const running = blocking ? r.cluster.runSync(false) : r.cluster.run(false);
+    const t1 = performance.now();
+    next = batchOf(step++);
+    const t2 = performance.now();
+    await running;
+    const t3 = performance.now();
+    mean(lossValues(r.slots, r.fed));
+    const t4 = performance.now();
+    // A blocking step's turn of the event loop, for signals.
+    if (blocking) await new Promise((resolve) => setImmediate(resolve));
+    return { wall: (performance.now() - t0) / 1000, loop: (t1 - t0 + (t4 - t3)) / 1000, batch: (t2 - t1) / 1000 };
+  };
   for (let block = 0; block < blocks; block++) {
     for (const r of rigs) {
-      for (let s = 0; s < WARM_STEPS + BLOCK_STEPS; s++) {
-        const t0 = performance.now();
-        feedBatch(r.slots, r.fed, next, 1, r.rows);
-        const running = r.cluster.run(false);
-        const t1 = performance.now();
-        next = batchOf(step++);
-        const t2 = performance.now();
-        await running;
-        const t3 = performance.now();
-        mean(lossValues(r.slots, r.fed));
-        const t4 = performance.now();
-        if (s < WARM_STEPS) continue;
-        r.steps.push((t4 - t0) / 1000);
-        r.loops.push((t1 - t0 + (t4 - t3)) / 1000);
-        r.batches.push((t2 - t1) / 1000);
-      }
-      // Blocking, as run-loop.ts takes a step in that mode (src/runtime/step-mode.ts).
-      for (let s = 0; s < WARM_STEPS + BLOCK_STEPS; s++) {
-        const t0 = performance.now();
-        feedBatch(r.slots, r.fed, next, 1, r.rows);
-        r.cluster.runSync(false);
-        mean(lossValues(r.slots, r.fed));
-        next = batchOf(step++);
-        await new Promise((resolve) => setImmediate(resolve));
-        if (s >= WARM_STEPS) r.blocking.push((performance.now() - t0) / 1000);
+      for (const blocking of [false, true]) {
+        for (let s = 0; s < WARM_STEPS + BLOCK_STEPS; s++) {
+          const t = await stepOf(r, blocking);
+          if (s < WARM_STEPS) continue;
+          (blocking ? r.blocking : r.steps).push(t.wall);
+          if (blocking) continue;
+          r.loops.push(t.loop);
+          r.batches.push(t.batch);
+        }
       }
     }
   }

@@ -4,6 +4,7 @@
 // small host values (losses, plan hashes, figures, stop requests, trace events) through the addon's MPI
 // world, each exchange with a deadline so a dead process is an error, not a hang.
 import { availableParallelism } from "node:os";
+import { hostThreadsOn } from "../cost/host-policy.js";
 import { mpiAllGather, mpiBarrier, mpiBuilt, mpiFinalize, mpiWorld } from "../native/binding.js";
 
 export class WorldError extends Error {}
@@ -41,16 +42,10 @@ export function processesHere(): number {
   return launchedProcesses()?.localSize ?? 1;
 }
 
-/** How many host threads run this process's `devicesHere` CPU devices: 0 (a thread per stream) where a
- *  compute and a communication thread per device, over every process of the run on this machine, would not
- *  outnumber its cores; else this process's share of the cores (at least 1), the threads taking turns on
- *  the devices. More threads would only take turns on the cores, paying a hand-off at every event between a
- *  device's streams and at every meeting of a group. The one rule for runs and for the calibration that
- *  measures them. */
+/** How many host threads run this process's `devicesHere` CPU devices on this machine (hostThreadsOn, the rule
+ *  the pricing assumes too): for runs and for the calibration that measures them. */
 export function hostThreadsFor(devicesHere: number): number {
-  const cores = availableParallelism();
-  if (2 * devicesHere * processesHere() <= cores) return 0;
-  return Math.max(1, Math.floor(cores / processesHere()));
+  return hostThreadsOn(availableParallelism(), devicesHere, processesHere());
 }
 
 function blockOf(size: number, rank: number, devices: number): number[] {

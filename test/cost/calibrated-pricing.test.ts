@@ -172,6 +172,8 @@ describe("the pricing of a version-2 calibration", () => {
     // 4 devices: nothing hidden; overlapped 40 + M, blocking 20 + M.
     const host4 = hostStepSeconds(clusterFor("cpu", 4, both));
     expect(hostedStepSeconds(host4, 100e-6)).toBeCloseTo(120e-6, 15);
+    // Past the step length the run loop tries blocking at (host-policy.ts), overlapped only: 40 + 3 ms.
+    expect(hostedStepSeconds(host4, 3e-3)).toBeCloseTo(40e-6 + 3e-3, 15);
     // Without blocking steps: overlapped only.
     expect(hostedStepSeconds(hostStepSeconds(clusterFor("cpu", 4, cal)), 100e-6)).toBeCloseTo(140e-6, 15);
   });

@@ -153,9 +153,9 @@ class Executor {
   std::condition_variable progressCv_;
 
   // The pool: threads_[2·d + s] runs stream s of device d, or threads_[w − 1] host thread w's turns (host
-  // thread 0 is run()'s own). A run (under poolMutex_) sets
-  // remaining_ to their number and bumps generation_, and wakes them on poolWake_; the last to finish wakes it on poolDone_.
-  // stopping_ ends the parked threads (destructor).
+  // thread 0 is run()'s own). A run (under poolMutex_) sets remaining_ to their number and bumps generation_,
+  // and wakes them on poolWake_; the last to finish wakes it on poolDone_. stopping_ ends the parked threads
+  // (destructor).
   std::vector<std::thread> threads_;
   bool started_ = false;
   std::mutex poolMutex_;

@@ -69,10 +69,10 @@ void parallelFor(int64_t n, int64_t grain, Body&& body) {
   pool->run(chunks, [&](int64_t c) { body(c * size, std::min(n, (c + 1) * size)); });
 }
 
-/** Floating-point operations below which a loop of tasks stays on its thread: waking a kernel thread and
- *  joining it costs 10–30 µs on a shared 2-core VM, about what a direct product does in a megaflop here.
- *  (Measured: gpt-tiny's attention at [8,16,32] took 1.25–1.8× as long on 2 threads as on one, forward and
- *  backward, when its 16 tasks of 16 kFLOP each went to both.) */
+/** Floating-point operations below which a loop of tasks stays on its thread, the work too little for a
+ *  kernel thread's wake-up and join: gpt-tiny's attention at [8,16,32] took 1.25–1.8× as long on 2 threads as
+ *  on one, forward and backward, when its 16 tasks of 16 kFLOP each went to both, and the same as one thread
+ *  under this bound. */
 constexpr double kThreadedTaskFlops = 1 << 20;
 
 /** body(i) for every i in [0, n), each task on one of the current kernel threads (all on this thread when
