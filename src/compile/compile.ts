@@ -170,10 +170,10 @@ function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {
       const e = result.ranked[0]!;
       const plan = (x: typeof e): Compiled => {
         const training = trainings.get(x.candidate.tensorParallel)!;
-        return withArenas(compileResolved(name, training, candidateSettings({ ...base } as ResolvedSettings, x, sequenceParallelAt(parallel, x.candidate.tensorParallel, train.seq)), options), options.arenas ?? "auto");
+        return compileResolved(name, training, candidateSettings({ ...base } as ResolvedSettings, x, sequenceParallelAt(parallel, x.candidate.tensorParallel, train.seq)), options);
       };
       try {
-        const { compiled, chosen, passed } = verifiedFinalist(result, plan(e), plan);
+        const { compiled, chosen, passed } = verifiedFinalist(result, plan(e), plan, (c) => withArenas(c, options.arenas ?? "auto"));
         const search = planSearch(result, chosen, passed, compiled, memoryScale, rejected);
         return { ...compiled, plan: { ...compiled.plan, search }, search: result };
       } catch (err) {
@@ -236,34 +236,60 @@ const VERIFY_SLACK = 1.03;
  * The search ranks by its estimates; the compiled plan is exact (every transfer and collective on its stream,
  * FSDP's gathers where compute waits for them). When the best finalist compiles slower than the next one's
  * own prediction, that one is compiled too, up to VERIFIED_FINALISTS, and the fastest compiled plan is kept:
- * a misestimate costs compile time, not the plan. Finalists passed over are returned with why.
+ * a misestimate costs compile time, not the plan. Only the kept plan is finished (`finish`: step 11, the
+ * runtime's arenas, the costliest step of a deep model's compile); when its arenas do not fit, the next
+ * fastest compiled plan is finished instead, and when none fits the first one's MemoryError is thrown.
+ * Finalists passed over are returned with why.
  */
-export function verifiedFinalist(result: SearchResult, first: Compiled, plan: (e: SearchResult["ranked"][number]) => Compiled): { compiled: Compiled; chosen: number; passed: { text: string; reason: string }[] } {
+export function verifiedFinalist(
+  result: SearchResult,
+  first: Compiled,
+  plan: (e: SearchResult["ranked"][number]) => Compiled,
+  finish: (c: Compiled) => Compiled = (c) => c,
+): { compiled: Compiled; chosen: number; passed: { text: string; reason: string }[] } {
   const planned: { index: number; compiled: Compiled }[] = [{ index: 0, compiled: first }];
-  const best = () => planned.reduce((a, b) => (b.compiled.prediction.stepTime < a.compiled.prediction.stepTime ? b : a));
+  const fastest = () => planned.reduce((a, b) => (b.compiled.prediction.stepTime < a.compiled.prediction.stepTime ? b : a));
   for (let i = 1; i < Math.min(VERIFIED_FINALISTS, result.ranked.length); i++) {
     const next = result.ranked[i]!;
     // The programs' makespan: a calibration's fixed host cost per step is in the compiled step, not the estimates.
-    if (best().compiled.prediction.run.makespan <= VERIFY_SLACK * (next.simulated ?? next.estimate)) break;
+    if (fastest().compiled.prediction.run.makespan <= VERIFY_SLACK * (next.simulated ?? next.estimate)) break;
     try {
       planned.push({ index: i, compiled: plan(next) });
     } catch (err) {
       if (!(err instanceof MemoryError)) throw err;
     }
   }
-  const kept = best();
+  const byTime = [...planned].sort((a, b) => a.compiled.prediction.stepTime - b.compiled.prediction.stepTime || a.index - b.index);
+  const unfit = new Set<number>();
+  let kept: { index: number; compiled: Compiled } | undefined;
+  const errors = new Map<number, MemoryError>();
+  for (const p of byTime) {
+    try {
+      kept = { index: p.index, compiled: finish(p.compiled) };
+      break;
+    } catch (err) {
+      if (!(err instanceof MemoryError)) throw err;
+      errors.set(p.index, err);
+      unfit.add(p.index);
+    }
+  }
+  // None fits: the best finalist's overflow is what the search is rerun for (compile names that finalist).
+  if (!kept) throw errors.get(0) ?? errors.values().next().value!;
   const time = (x: number) => `${x.toFixed(3)} s`;
-  const passed = result.ranked.slice(0, kept.index).map((x, i) => {
+  const chosen = kept;
+  const passed = result.ranked.slice(0, chosen.index).map((x, i) => {
     const c = planned.find((p) => p.index === i);
     const predicted = x.simulated ?? x.estimate;
     return {
       text: candidateText(x.candidate),
-      reason: c
-        ? `its compiled plan predicts ${time(c.compiled.prediction.stepTime)} a step (the search's ${time(predicted)}); ${candidateText(result.ranked[kept.index]!.candidate)} compiles to ${time(kept.compiled.prediction.stepTime)}`
-        : `its memory plan does not fit`,
+      reason: !c
+        ? `its memory plan does not fit`
+        : unfit.has(i)
+          ? `its compiled plan's arenas do not fit the device`
+          : `its compiled plan predicts ${time(c.compiled.prediction.stepTime)} a step (the search's ${time(predicted)}); ${candidateText(result.ranked[chosen.index]!.candidate)} compiles to ${time(chosen.compiled.prediction.stepTime)}`,
     };
   });
-  return { compiled: kept.compiled, chosen: kept.index, passed };
+  return { compiled: chosen.compiled, chosen: chosen.index, passed };
 }
 
 function planSearch(

@@ -63,3 +63,42 @@ describe("verifiedFinalist", () => {
     expect(out.chosen).toBe(0);
   });
 });
+
+describe("verifiedFinalist's finishing step (the runtime's arenas)", () => {
+  const unfit = (): never => {
+    throw Object.assign(Object.create(MemoryError.prototype) as MemoryError, { message: "arenas do not fit" });
+  };
+
+  it("finishes only the kept plan, not the finalists compiled to check it", () => {
+    const finished: number[] = [];
+    const compiledTimes = new Map([
+      [2, 1.3],
+      [4, 1.1],
+    ]);
+    const out = verifiedFinalist(
+      result(1.0, 1.02, 1.05),
+      compiledAt(1.4),
+      (e) => compiledAt(compiledTimes.get(e.candidate.stages)!),
+      (c) => (finished.push(c.prediction.stepTime), c),
+    );
+    expect(finished).toEqual([1.1]);
+    expect(out.chosen).toBe(2);
+  });
+
+  it("finishes the next fastest compiled plan when the fastest one's arenas do not fit", () => {
+    const out = verifiedFinalist(result(1.0, 1.02, 1.05), compiledAt(1.4), (e) => compiledAt(e.candidate.stages === 2 ? 1.3 : 1.1), (c) => (c.prediction.stepTime === 1.1 ? unfit() : c));
+    expect(out.chosen).toBe(1);
+    expect(out.compiled.prediction.stepTime).toBe(1.3);
+    expect(out.passed[0]!.reason).toMatch(/compiles to 1\.300 s/);
+  });
+
+  it("says which passed-over finalist's arenas did not fit", () => {
+    const out = verifiedFinalist(result(1.0, 1.02), compiledAt(1.4), () => compiledAt(1.5), (c) => (c.prediction.stepTime === 1.4 ? unfit() : c));
+    expect(out.chosen).toBe(1);
+    expect(out.passed[0]!.reason).toBe("its compiled plan's arenas do not fit the device");
+  });
+
+  it("throws the MemoryError when no compiled finalist's arenas fit", () => {
+    expect(() => verifiedFinalist(result(1.0, 1.02), compiledAt(1.4), () => compiledAt(1.2), unfit)).toThrow(MemoryError);
+  });
+});
