@@ -1,7 +1,8 @@
 // The fsm CLI as a user runs it: exit codes, diagnostics on stderr, outputs on stdout, --help/--version,
 // --set overrides; in-process through main() plus one real process through bin/fsm.js.
 import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { runCli as run } from "../support/cli.js";
@@ -130,11 +131,34 @@ describe("usage", () => {
 describe("bin/fsm.js (a real process)", () => {
   const bin = join(root, "bin/fsm.js");
   it("runs the built CLI", () => {
-    expect(existsSync(join(root, "dist/src/cli/main.js")), "run `npm run build` (npm ci does it) first").toBe(true);
+    expect(existsSync(join(root, "dist/cli/main.js")), "run `npm run build` (npm ci does it) first").toBe(true);
     const out = execFileSync(process.execPath, [bin, "check", sample("gpt-tiny.fsm")], { encoding: "utf8" });
     expect(out).toContain("ok (model gpt_tiny");
     const bad = spawnSync(process.execPath, [bin, "check", fixture("lex-bad-character.fsm")], { encoding: "utf8" });
     expect(bad.status).toBe(1);
     expect(bad.stderr).toContain("error[FSM100]: unexpected character '$'");
+  });
+
+  it("runs the bundle of the TypeScript last compiled (npm run build bundles after compiling)", () => {
+    // bin/fsm.js loads dist/cli/ (scripts/bundle-cli.ts), made from dist/src/: compiled again but not
+    // bundled, the command would run the code before the change.
+    const compiled = statSync(join(root, "dist/src/cli/main.js")).mtimeMs;
+    const bundled = statSync(join(root, "dist/cli/main.js")).mtimeMs;
+    expect(bundled, "dist/cli/ is older than dist/src/: run `npm run build`, which compiles and bundles").toBeGreaterThanOrEqual(compiled);
+  });
+
+  it("says how to build when the bundle is missing", () => {
+    // A copy of bin/fsm.js beside an empty dist/: the import it makes fails as it would before a build.
+    const dir = mkdtempSync(join(tmpdir(), "fsm-bin-"));
+    try {
+      mkdirSync(join(dir, "bin"));
+      copyFileSync(bin, join(dir, "bin", "fsm.js"));
+      writeFileSync(join(dir, "package.json"), JSON.stringify({ type: "module" }));
+      const r = spawnSync(process.execPath, [join(dir, "bin", "fsm.js"), "--version"], { encoding: "utf8" });
+      expect(r.status).toBe(1);
+      expect(r.stderr).toBe("fsm is not built: run 'npm run build' (or 'npm ci') in fsm's directory first\n");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

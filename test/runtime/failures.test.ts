@@ -131,7 +131,7 @@ describe("fsm run --inject-fault: one device fails, every device stops", () => {
 
   it("a real process: bin/fsm.js exits with code 1 and the one error, promptly", () => {
     const bin = resolve(import.meta.dirname, "../../bin/fsm.js");
-    expect(existsSync(resolve(import.meta.dirname, "../../dist/src/cli/main.js")), "run `npm run build` first").toBe(true);
+    expect(existsSync(resolve(import.meta.dirname, "../../dist/cli/main.js")), "run `npm run build` first").toBe(true);
     const t0 = performance.now();
     const child = spawnSync(process.execPath, [bin, "run", plan, "--steps", "3", "--inject-fault", "comm@0:2"], { encoding: "utf8", timeout: 50_000 });
     expect(child.signal, child.stderr).toBeNull(); // not killed by the timeout: nothing hung

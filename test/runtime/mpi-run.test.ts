@@ -24,7 +24,7 @@ const mpi = hasMpirun && built;
 let dir: string;
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), "fsm-mpi-"));
-  expect(existsSync(resolve(import.meta.dirname, "../../dist/src/cli/main.js")), "run `npm run build` first").toBe(true);
+  expect(existsSync(resolve(import.meta.dirname, "../../dist/cli/main.js")), "run `npm run build` first").toBe(true);
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
