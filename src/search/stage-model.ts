@@ -216,6 +216,8 @@ export class StageModel {
     const { table, profile: pr, cluster, candidate: c } = x;
     const L = table.count;
     this.layers = L;
+    this.recomputeKnown = new Int32Array(L + 1);
+    this.recomputeByStart = new Float64Array(L + 1);
     this.stageCount = c.stages * c.virtualStages;
     this.capacity = x.capacity ?? cluster.profile.memory.capacity;
     this.perParam = stateBytesPerParam(x.precision, x.optimizer, x.reduceDtype);
@@ -443,18 +445,26 @@ export class StageModel {
   }
 
   /** recompute's seconds alone (NaN: no recompute fits), without building its record: the partitioner asks
-   *  this millions of times per search, and the stage time and the fit of one interval in turn, so the last
-   *  answer is kept (a record per call was most of the search's garbage). */
+   *  this millions of times per search, for the stage time and the fit of each interval, so the answers for
+   *  the current (stage, end) are kept by start (a record per call was most of the search's garbage, and the
+   *  partitioner asks a start's time and its fit apart, with other starts' between: keeping only the last
+   *  answer priced most intervals twice). */
   private recomputeSecondsOf(k: number, i: number, j: number): number {
-    const key = (k * (this.layers + 1) + i) * (this.layers + 1) + j;
-    if (key !== this.lastKey) {
-      this.lastKey = key;
-      this.lastSeconds = this.greedyRecompute(k, i, j, undefined);
+    const kj = k * (this.layers + 1) + j;
+    if (kj !== this.recomputeEnd) {
+      this.recomputeEnd = kj;
+      this.recomputeRound++;
     }
-    return this.lastSeconds;
+    if (this.recomputeKnown[i] === this.recomputeRound) return this.recomputeByStart[i]!;
+    const seconds = this.greedyRecompute(k, i, j, undefined);
+    this.recomputeKnown[i] = this.recomputeRound;
+    this.recomputeByStart[i] = seconds;
+    return seconds;
   }
-  private lastKey = -1;
-  private lastSeconds = 0;
+  private recomputeEnd = -1;
+  private recomputeRound = 0;
+  private readonly recomputeKnown: Int32Array;
+  private readonly recomputeByStart: Float64Array;
   /** The bytes of greedyRecompute's last answer. */
   private readonly greedy = { bytes: 0, freed: 0, workspace: 0 };
 
