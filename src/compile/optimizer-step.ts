@@ -2,35 +2,10 @@
 // gradient of the model: one all-reduce of the squared norms over all devices (a rendezvous of every program)
 // after each program's last gradient collective; without it each stage waits for its own last one.
 import type { Cluster } from "../cost/cluster.js";
-import { collectiveTime, groupLink } from "../cost/collectives.js";
-import { meshRank } from "../plan/plan.js";
+import { NORM_BYTES, needsNormAllReduce, normSeconds } from "../cost/grad-norm.js";
 import { shardAction } from "../schedule/action.js";
 import { compareOrder, type Placer } from "./placer.js";
 import type { ResolvedSettings } from "./resolve.js";
-
-/** fp32 sum of squares, one per rank. */
-const NORM_BYTES = 4;
-
-/** Whether clipping needs a norm all-reduce: always across pipeline stages; within one stage only when the
- *  gradients are sharded (with none and oss every replica holds the whole reduced gradient). */
-export function needsNormAllReduce(s: Pick<ResolvedSettings, "clipGradNorm" | "devices" | "stages" | "shard" | "tensorParallel">): boolean {
-  if (s.clipGradNorm === undefined || s.devices === 1) return false;
-  // A tensor-parallel rank holds only slices of its split parameters' gradients.
-  return s.stages > 1 || s.shard === "sddp" || s.shard === "fsdp" || s.tensorParallel > 1;
-}
-
-/**
- * Seconds of the norm all-reduce, as two rings (within each stage's replicas, then along the pipeline): a
- * 4-byte reduction is all latency, and one flat ring over every device would pay 2(n−1) steps of it.
- */
-export function normSeconds(cluster: Cluster, s: ResolvedSettings): number {
-  const replicas = Array.from({ length: s.dataParallel }, (_, r) => meshRank(s, 0, r));
-  const pipe = Array.from({ length: s.stages }, (_, p) => meshRank(s, p, 0));
-  return (
-    collectiveTime("all_reduce", NORM_BYTES, s.dataParallel, groupLink(cluster, replicas)) +
-    collectiveTime("all_reduce", NORM_BYTES, s.stages, groupLink(cluster, pipe))
-  );
-}
 
 export function wireOptimizer(
   placer: Placer,

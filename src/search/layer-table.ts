@@ -11,7 +11,7 @@ import type { Precision } from "../check/settings-types.js";
 import type { Cluster } from "../cost/cluster.js";
 import { estimateOp } from "../cost/graph-cost.js";
 import { onDevice, opScratch, weightGradientBytes } from "../cost/precision.js";
-import type { Graph, OpId, TensorId } from "../graph/graph.js";
+import type { Graph, LayerInfo, OpId, TensorId } from "../graph/graph.js";
 import type { DimBindings } from "../graph/op-cost.js";
 import { bytesOf } from "../graph/ops/cost-rules.js";
 import { savedByLayer } from "../passes/autodiff.js";
@@ -19,6 +19,7 @@ import { BackwardWalk } from "../passes/backward-gradients.js";
 import { ForwardWalk } from "../passes/forward-working-set.js";
 import { numel } from "../graph/dim.js";
 import { sequenceSymbol } from "../graph/sequence.js";
+import { groupUnits } from "../shard/fsdp-units.js";
 
 /** A tensor the backward keeps: producer layer q, first layer s that saves it. */
 interface KeptTensor {
@@ -75,6 +76,9 @@ export class LayerTable {
   private readonly pinRunEnd: Int32Array;
   /** @checkpoint layers: recomputed whatever the plan says. */
   readonly annotated: readonly boolean[];
+  /** @fsdp_unit layers: an FSDP unit each (src/shard/fsdp-units.ts). */
+  private readonly unitAnnotations: readonly Pick<LayerInfo, "index" | "annotations">[];
+  private readonly unitsCache = new Map<number, FsdpUnitTable>();
   private readonly forwardOps: readonly (readonly OpId[])[];
   private readonly representative: readonly number[];
   private readonly kept: readonly KeptTensor[];
@@ -108,6 +112,7 @@ export class LayerTable {
       if (pin !== undefined && next < L) this.pinRunEnd[l] = this.pins[next] !== pin ? next : this.pinRunEnd[next]!;
     }
     this.annotated = layers.map((l) => l.annotations.checkpoint === true);
+    this.unitAnnotations = layers.map((l) => ({ index: l.index, annotations: l.annotations }));
     const forwardOps = layers.map(() => [] as OpId[]);
     const paramReaders = new Map<TensorId, Set<number>>();
     const firstRead = new Map<TensorId, number>();
@@ -209,6 +214,26 @@ export class LayerTable {
       if (inside > 1) n -= (inside - 1) * s.params;
     }
     return n;
+  }
+
+  /** The FSDP units compile wraps the layers into (src/shard/fsdp-units.ts groupUnits: @fsdp_unit layers, else
+   *  consecutive layers until a unit holds `minParams` parameters, the rest in the root unit), over the whole
+   *  model: compile groups each stage's layers apart, so a stage boundary inside a unit is priced as if the
+   *  unit were whole (the model's collectives are its units', not its layers'). */
+  fsdpUnits(minParams: number): FsdpUnitTable {
+    let units = this.unitsCache.get(minParams);
+    if (!units) {
+      const grouping = groupUnits(this.unitAnnotations, this.params.map((numel, layer) => ({ layer, numel })), minParams);
+      const groups = grouping.root.length > 0 ? [...grouping.inner, grouping.root] : grouping.inner;
+      const params = groups.map((ls) => ls.reduce((n, l) => n + this.params[l]!, 0));
+      const lead = Int32Array.from(groups, (ls) => Math.min(...ls));
+      // The root unit stays gathered all step (it never reshards): what is gathered and released in turn
+      // is the inner units, or single layers where they are all the root.
+      const inner = params.slice(0, grouping.inner.length);
+      units = { params, lead, maxParams: Math.max(0, ...inner, ...this.params) };
+      this.unitsCache.set(minParams, units);
+    }
+    return units;
   }
 
   /** Whether every layer of [i, j) pinned by @stage is pinned to stage k (the partitioner asks it for every
@@ -364,6 +389,15 @@ export class LayerTable {
     for (const { layer, bytes } of backStaged) workingStaged[layer] = Math.max(workingStaged[layer]!, bytes);
     return { working, workingStaged };
   }
+}
+
+/** FSDP units over a model's layers: each one's parameters and its lowest layer (where its gradient
+ *  completes, and the layer its collectives are priced at), the root unit last. */
+export interface FsdpUnitTable {
+  readonly params: readonly number[];
+  readonly lead: Int32Array;
+  /** The most parameters gathered and released as one: the largest inner unit, or layer. */
+  readonly maxParams: number;
 }
 
 interface KeptSpan {

@@ -18,6 +18,7 @@ export interface SplitSettings extends Omit<Candidate, "checkpoint"> {
   readonly microBatchSize: number;
   readonly bucketMB: number;
   readonly fsdpPrefetch?: number;
+  readonly fsdpMinParams?: number;
 }
 
 /** Layers per (virtual) stage; a SearchError when no split honours the layers' stage pins. */
@@ -36,7 +37,7 @@ export function optimalSplit(training: Graph, s: SplitSettings, cluster: Cluster
     noSync: s.noSync,
     checkpoint: s.checkpoint,
   };
-  const model = new StageModel({ table, profile: table.at(s.microBatchSize), cluster, candidate, precision: train.precision, optimizer: train.optimizer, reduceDtype: train.reduceDtype, bucketBytes: bucketCapBytes(s.bucketMB), prefetch: s.fsdpPrefetch });
+  const model = new StageModel({ table, profile: table.at(s.microBatchSize), cluster, candidate, precision: train.precision, optimizer: train.optimizer, reduceDtype: train.reduceDtype, bucketBytes: bucketCapBytes(s.bucketMB), prefetch: s.fsdpPrefetch, fsdpMinParams: s.fsdpMinParams });
   const problem = { layers: table.count, stages: model.stageCount, stageTime: (k: number, i: number, j: number) => model.stageTime(k, i, j) };
   const split = optimalPartition({ ...problem, fits: (k, i, j) => model.fits(k, i, j) }) ?? optimalPartition({ ...problem, fits: (k, i, j) => table.pinsAllow(k, i, j) });
   if (!split) {

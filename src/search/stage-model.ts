@@ -18,6 +18,7 @@ import { collectiveTime, groupLink, type CollectiveKind, type Link } from "../co
 import type { Cluster } from "../cost/cluster.js";
 import { stateBytesPerParam, type StateBytesPerParam } from "../cost/memory.js";
 import { meshRank } from "../plan/plan.js";
+import { DEFAULT_FSDP_MIN_PARAMS } from "../shard/plan.js";
 import type { Candidate } from "./candidate.js";
 import { prefix, type LayerTable, type MicroBatchProfile, type MicroBatchTimes } from "./layer-table.js";
 
@@ -48,6 +49,10 @@ export interface StageModelInput {
   readonly bucketBytes: number;
   /** FSDP: units gathered ahead of the one computing (parallel.fsdp_prefetch; default 1). */
   readonly prefetch?: number;
+  /** Seconds of gradient clipping's norm all-reduce in each step (cost/grad-norm.ts; 0 or absent: none). */
+  readonly normSeconds?: number;
+  /** FSDP's size-based auto-wrap threshold (parallel.fsdp_min_params; default 1e8). */
+  readonly fsdpMinParams?: number;
 }
 
 /** Micro-batches whose activations a stage holds at its peak: GPipe all m, 1F1B and ZB-H1 p − k (Narayanan
@@ -97,6 +102,10 @@ export interface LayerSeconds {
   /** The largest layer's compute and comm. */
   readonly computeMax: number;
   readonly commMax: number;
+  /** FSDP: what the first layer's unit adds to a step with nothing to hide it: its all-gather before the
+   *  first forward, and (reducing every micro-batch) its reduce-scatter after the last backward, which
+   *  completes its gradient last. */
+  readonly edge: number;
 }
 
 /** A collective over `bytes` issued as buckets of at most `bucketBytes` (DDP/ShardedDDP gradient buckets):
@@ -115,8 +124,23 @@ function shardGroupLinks(cluster: Cluster, c: Candidate): { readonly shard: Link
   };
 }
 
-export function layerSeconds(table: LayerTable, pr: MicroBatchTimes, cluster: Cluster, c: Candidate, perParam: StateBytesPerParam, bucketBytes: number): LayerSeconds {
+export function layerSeconds(
+  table: LayerTable,
+  pr: MicroBatchTimes,
+  cluster: Cluster,
+  c: Candidate,
+  perParam: StateBytesPerParam,
+  bucketBytes: number,
+  fsdpMinParams: number = DEFAULT_FSDP_MIN_PARAMS,
+): LayerSeconds {
   const L = table.count;
+  // FSDP gathers and reduces units, not layers: each unit's collectives are priced at its lowest layer (where
+  // its gradient completes), once, at the unit's size (a model of small layers is a few units: gpt2-124m's
+  // blocks of 7M parameters go 15 to a unit under the default 1e8, and pricing each block's collectives
+  // apart paid 15 rings' latency for one).
+  const units = c.shard === "fsdp" ? table.fsdpUnits(fsdpMinParams) : undefined;
+  const unitAt = new Int32Array(L).fill(-1);
+  units?.lead.forEach((l, u) => (unitAt[l] = u));
   // Every stage's data-parallel group spans as many nodes as stage 0's under meshRank's layout.
   const link = blockLink(cluster, 0, c.dataParallel, c.tensorParallel);
   const groups = shardGroupLinks(cluster, c);
@@ -140,19 +164,20 @@ export function layerSeconds(table: LayerTable, pr: MicroBatchTimes, cluster: Cl
     const b = pr.backwardInput[l]! + pr.backwardWeight[l]!;
     // Weights travel in their storage type, gradients in the reduction's (train.reduce_dtype: fp32 by
     // default), as the shard plans move them.
-    const weights = table.params[l]! * perParam.param;
-    const grads = table.params[l]! * perParam.grad;
+    const held = units ? (unitAt[l]! >= 0 ? units.params[unitAt[l]!]! : 0) : table.params[l]!;
+    const weights = held * perParam.param;
+    const grads = held * perParam.grad;
     let m = 0;
-    if (c.shard === "fsdp") {
-      // Layers of one kind hold the same parameters: their collectives are priced once.
-      let priced = fsdpTimes.get(table.params[l]!);
+    if (c.shard === "fsdp" && held > 0) {
+      // Units of one size (a model's identical blocks) are priced once.
+      let priced = fsdpTimes.get(held);
       if (!priced) {
         priced = {
           gather: collectiveTime("all_gather", weights, c.shardGroup, groups.shard),
           scatter: collectiveTime("reduce_scatter", grads, c.shardGroup, groups.shard),
           replicas: collectiveTime("all_reduce", grads / c.shardGroup, replicas, groups.replica),
         };
-        fsdpTimes.set(table.params[l]!, priced);
+        fsdpTimes.set(held, priced);
       }
       const { gather, scatter } = priced;
       const perMicroBatch = c.noSync ? 0 : scatter;
@@ -180,7 +205,9 @@ export function layerSeconds(table: LayerTable, pr: MicroBatchTimes, cluster: Cl
     computeMax = Math.max(computeMax, f + b);
     commMax = Math.max(commMax, m);
   }
-  return { forward, backward, comm, gather: gathers, backwardComm, step, computeSum, commSum, slackSum, stepSum, computeMax, commMax };
+  const first = units ? fsdpTimes.get(units.params[unitAt[0]!] ?? -1) : undefined;
+  const edge = first ? first.gather + (c.noSync ? 0 : first.scatter) : 0;
+  return { forward, backward, comm, gather: gathers, backwardComm, step, computeSum, commSum, slackSum, stepSum, computeMax, commMax, edge };
 }
 
 export class StageModel {
@@ -203,7 +230,9 @@ export class StageModel {
   private readonly capacity: number;
   private readonly word: number;
   private readonly perParam: StateBytesPerParam;
-  private readonly maxLayerParams: number;
+  private readonly edgeSeconds: number;
+  /** The most parameters one FSDP unit gathers (the largest layer's, for the other strategies). */
+  private readonly maxUnitParams: number;
   private readonly dpLinks: readonly Link[];
   private readonly p2pLinks: readonly Link[];
   /** Selective checkpointing: kinds of layer that free bytes when recomputed, best bytes per second first. */
@@ -211,7 +240,7 @@ export class StageModel {
 
   constructor(
     private readonly x: StageModelInput,
-    seconds: LayerSeconds = layerSeconds(x.table, x.profile, x.cluster, x.candidate, stateBytesPerParam(x.precision, x.optimizer, x.reduceDtype), x.bucketBytes),
+    seconds: LayerSeconds = layerSeconds(x.table, x.profile, x.cluster, x.candidate, stateBytesPerParam(x.precision, x.optimizer, x.reduceDtype), x.bucketBytes, x.fsdpMinParams),
   ) {
     const { table, profile: pr, cluster, candidate: c } = x;
     const L = table.count;
@@ -222,7 +251,7 @@ export class StageModel {
     this.capacity = x.capacity ?? cluster.profile.memory.capacity;
     this.perParam = stateBytesPerParam(x.precision, x.optimizer, x.reduceDtype);
     this.word = this.perParam.param;
-    this.maxLayerParams = table.params.reduce((a, b) => Math.max(a, b), -Infinity);
+    this.maxUnitParams = c.shard === "fsdp" ? table.fsdpUnits(x.fsdpMinParams ?? DEFAULT_FSDP_MIN_PARAMS).maxParams : table.params.reduce((a, b) => Math.max(a, b), -Infinity);
     this.dpLinks = Array.from({ length: c.stages }, (_, k) => blockLink(cluster, meshRank(c, k, 0), c.dataParallel, c.tensorParallel));
     this.p2pLinks = Array.from({ length: c.stages }, (_, k) => groupLink(cluster, [meshRank(c, k, 0), meshRank(c, (k + 1) % c.stages, 0)]));
     const recomputeShare = c.checkpoint === "always" ? 1 : c.checkpoint === "except_last" ? (c.microBatches - 1) / c.microBatches : 0;
@@ -234,6 +263,7 @@ export class StageModel {
     this.gatherPrefix = prefix(seconds.gather);
     this.backwardCommPrefix = prefix(seconds.backwardComm);
     this.stepPrefix = prefix(seconds.step);
+    this.edgeSeconds = seconds.edge;
     this.forwardPrefix = prefix(seconds.forward);
     this.backwardPrefix = prefix(seconds.backward);
     this.weightPrefix = prefix(pr.backwardWeight);
@@ -329,12 +359,12 @@ export class StageModel {
       // reduce-scatter (compile's memory plan, at layer granularity): the unit being produced and the one
       // being reduce-scattered, as the gathered units below. Under no_sync every unit's accumulates from the
       // first micro-batch's backward to its one reduce-scatter: the stage's whole gradient, held.
-      bytes += gb * (noSync ? params : Math.min(params, 2 * this.maxLayerParams));
+      bytes += gb * (noSync ? params : Math.min(params, 2 * this.maxUnitParams));
     }
     if (c.shard === "fsdp") {
       // Kept gathered for the whole step without resharding; else the unit in use and those prefetched.
       const ahead = this.x.prefetch ?? 1;
-      bytes += c.reshardAfterForward ? (1 + ahead) * Math.min(params, 2 * this.maxLayerParams) * this.word : params * this.word;
+      bytes += c.reshardAfterForward ? Math.min(params, (1 + ahead) * Math.min(params, 2 * this.maxUnitParams)) * this.word : params * this.word;
     }
     return bytes;
   }
@@ -581,6 +611,16 @@ export class StageModel {
 
   get bucketBytes(): number {
     return this.x.bucketBytes;
+  }
+
+  /** Gradient clipping's norm all-reduce, once per step before the optimizer steps. */
+  get normSeconds(): number {
+    return this.x.normSeconds ?? 0;
+  }
+
+  /** FSDP's first unit's collectives that nothing hides (LayerSeconds.edge). */
+  get fsdpEdgeSeconds(): number {
+    return this.edgeSeconds;
   }
 }
 

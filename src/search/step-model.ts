@@ -6,15 +6,17 @@
 //   ZB-H1            1F1B − (p − 1)·2·w̄             (deferred W fills the bubble: Qi et al. 2024, §3)
 //   interleaved      m·max t + (Σ t − max t)/v       (exact for equal stages: (m + (p − 1)/v)·t)
 // every one clamped below by m·max t (the busiest device must run all its micro-batches). Then the
-// step's tail: the gradient synchronisation the last backward does not hide (DDP's and OSS's all-reduce on
-// the slowest rank; FSDP's no_sync reduce-scatters and hybrid all-reduces on every rank, added up), the
-// optimizer step, and OSS/ShardedDDP's parameter broadcast after it.
+// step's tail: the gradient synchronisation the last backward does not hide (DDP's and OSS's all-reduce
+// buckets on the slowest rank; FSDP's no_sync reduce-scatters and hybrid all-reduces on every rank, added
+// up, and its first unit's gather and reduce-scatter, which nothing hides), the
+// optimizer step, and OSS/ShardedDDP's parameter broadcast after it; with gradient clipping across devices,
+// its norm all-reduce before the optimizer step.
 import type { Optimizer, Precision } from "../check/settings-types.js";
 import { stageBounds } from "./partition.js";
 import { collectiveTime, type Link } from "../cost/collectives.js";
 import { modelStateBytes } from "../cost/memory.js";
 import type { Candidate } from "./candidate.js";
-import { bucketedTime, type LayerSeconds, type StageModel } from "./stage-model.js";
+import type { LayerSeconds, StageModel } from "./stage-model.js";
 
 export interface StepEstimate {
   readonly seconds: number;
@@ -37,13 +39,11 @@ export function estimateStep(c: Candidate, model: StageModel, sizes: readonly nu
   const device = new Array<number>(p).fill(0);
   const weight = new Array<number>(p).fill(0);
   const stateOf = new Array<number>(p).fill(0);
-  const backwardOf = new Array<number>(p).fill(0);
   bounds.forEach(([i, j], k) => {
     const r = k % p;
     device[r]! += model.stageTime(k, i, j);
     weight[r]! += model.weightSeconds(i, j);
     stateOf[r]! += model.optimizerBytes(i, j);
-    backwardOf[r]! += model.backwardSeconds(i, j);
   });
   const tMax = Math.max(...device);
   const tSum = device.reduce((a, b) => a + b, 0);
@@ -64,12 +64,14 @@ export function estimateStep(c: Candidate, model: StageModel, sizes: readonly nu
       break;
   }
   pipeline = Math.max(pipeline, m * tMax);
-  let sync = c.shard === "fsdp" ? fsdpTail(c, model, bounds) : 0;
+  let sync = c.shard === "fsdp" ? fsdpTail(c, model, bounds) + model.fsdpEdgeSeconds : 0;
   let optimizer = 0;
   for (let r = 0; r < p; r++) {
     optimizer = Math.max(optimizer, optimizerSeconds(stateOf[r]!, memoryBandwidth));
-    if (c.shard !== "fsdp") sync = Math.max(sync, tailSync(c, model, r, bounds, backwardOf[r]!));
+    if (c.shard !== "fsdp") sync = Math.max(sync, tailSync(c, model, r, bounds));
   }
+  // Clipping's norm all-reduce waits for every rank's gradients, and every optimizer step for it.
+  sync += model.normSeconds;
   return { seconds: pipeline + sync + optimizer, pipeline, sync, optimizer, stageTimes: device };
 }
 
@@ -94,7 +96,7 @@ function fsdpTail(c: Candidate, model: StageModel, bounds: readonly [number, num
 
 /** The step's tail on pipeline rank r (DDP, OSS, ShardedDDP): gradient synchronisation not hidden behind its
  *  last backward, tied weights' all-reduce, the owners' parameter broadcast. */
-function tailSync(c: Candidate, model: StageModel, r: number, bounds: readonly [number, number][], lastBackward: number): number {
+function tailSync(c: Candidate, model: StageModel, r: number, bounds: readonly [number, number][]): number {
   // A tied weight split across pipeline ranks: DDP and OSS all-reduce its gradient between them once per
   // step (ShardedDDP every micro-batch, inside the stage times).
   const tied = c.shard === "sddp" ? 0 : model.tiedStepSeconds(r, bounds);
@@ -106,19 +108,68 @@ function tailSync(c: Candidate, model: StageModel, r: number, bounds: readonly [
   const link = model.dpLink(r);
   // DDP and OSS all-reduce the gradients once (in the reduction's type), overlapping the last backward;
   // ShardedDDP reduced them per micro-batch already.
-  const reduce = c.shard === "sddp" ? 0 : bucketedTime("all_reduce", params * model.gradBytes, c.dataParallel, link, model.bucketBytes);
-  const exposed = Math.max(0, reduce - lastBackward);
-  // OSS and ShardedDDP owners broadcast their parameters (in their storage type): together, the stage's
-  // parameters once around.
-  const broadcast = c.shard === "none" ? 0 : collectiveTime("all_gather", params * model.weightBytes, c.dataParallel, link);
+  const exposed = c.shard === "sddp" ? 0 : exposedAllReduce(c, model, r, bounds);
+  const broadcast = c.shard === "none" ? 0 : ownerBroadcastSeconds(params * model.weightBytes, c.dataParallel, link, model.bucketBytes);
   return exposed + broadcast + tied;
+}
+
+/**
+ * OSS's and ShardedDDP's broadcast of the updated parameters after the optimizer step, as compile plans it
+ * (src/shard/owners.ts): each of the d owners broadcasts its share (an even 1/d of `bytes` here) in buckets
+ * of at most `bucketBytes`, one collective after another on the comm stream. Every broadcast pays the ring's
+ * latency: d of them at least, not the one all-gather of the whole a shared buffer would be (gpt-tiny on 4 CPU
+ * devices: four broadcasts of 0.18 ms where one all-gather was priced at about a quarter of that).
+ */
+export function ownerBroadcastSeconds(bytes: number, owners: number, link: Link, bucketBytes: number): number {
+  if (owners <= 1 || bytes <= 0) return 0;
+  const share = bytes / owners;
+  const buckets = Math.max(1, Math.ceil(share / bucketBytes));
+  return owners * buckets * collectiveTime("broadcast", share / buckets, owners, link);
+}
+
+/**
+ * What DDP's and OSS's gradient all-reduce leaves exposed after pipeline rank r's last backward, as compile
+ * plans it (src/shard/ddp.ts): gradients fill size-capped buckets in the order they become ready (the rank's
+ * layers from its last down; a tied weight's gradient is complete at its lowest layer), and a bucket is
+ * all-reduced once its last layer's backward is done and the bucket before it has been (one collective at a
+ * time on the comm stream). A model under one bucket hides nothing: its one all-reduce starts as the backward
+ * ends (gpt-tiny, tp 2 × dp 2 on CPU: the search said 386 µs a step where the compiled plan says 646 µs when
+ * every bucket was taken to overlap the whole backward). Buckets close between layers here, between
+ * parameters in compile.
+ */
+function exposedAllReduce(c: Candidate, model: StageModel, r: number, bounds: readonly [number, number][]): number {
+  const link = model.dpLink(r);
+  let elapsed = 0;
+  let commFree = 0;
+  let fill = 0;
+  const flush = (): void => {
+    if (fill === 0) return;
+    commFree = Math.max(commFree, elapsed) + collectiveTime("all_reduce", fill, c.dataParallel, link);
+    fill = 0;
+  };
+  for (let k = bounds.length - 1; k >= 0; k--) {
+    if (k % c.stages !== r) continue;
+    const [i, j] = bounds[k]!;
+    for (let l = j - 1; l >= i; l--) {
+      // Prefix differences: a parameter tied between layers of the stage counts at the lowest of them.
+      const bytes = (model.paramsIn(i, l + 1) - model.paramsIn(i, l)) * model.gradBytes;
+      // Layer l does not fit the open bucket: that bucket is complete with the layer above, ready now.
+      if (fill > 0 && fill + bytes > model.bucketBytes) flush();
+      elapsed += model.backwardSeconds(l, l + 1);
+      fill += bytes;
+    }
+  }
+  flush();
+  return Math.max(0, commFree - elapsed);
 }
 
 /**
  * A lower bound on estimateStep over every split. With T = max(Σ / p, the largest layer's compute or comm)
  * (the busiest device runs at least its share of either stream, and the largest layer) and Σ t ≥ Σ, each
  * closed form above is increasing in max t and in Σ t, so putting T and Σ floors in gives a bound; the
- * optimizer step and the parameter broadcast each take at least a device's share of the model state. FSDP's
+ * optimizer step and the parameter broadcast each take at least a device's share of the model state (both
+ * grow with the bytes), and clipping's norm all-reduce and FSDP's first unit's exposed collectives are the
+ * same in every split. FSDP's
  * once-per-step collectives: rank 0's stage starts at layer 0, whose own show after the step's last
  * backward, and the ranks' exposures add up to at least what the layers' backwards together leave no comm
  * time for.
@@ -138,6 +189,10 @@ export interface BoundInput {
   readonly precision: Precision;
   readonly optimizer: Optimizer;
   readonly reduceDtype: Precision;
+  /** Gradient buckets' size cap (OSS's and ShardedDDP's broadcasts go in buckets of it). */
+  readonly bucketBytes: number;
+  /** Gradient clipping's norm all-reduce (0 without one): the same in every split. */
+  readonly normSeconds: number;
 }
 
 export function lowerBound(c: Candidate, x: BoundInput): number {
@@ -162,7 +217,7 @@ export function lowerBound(c: Candidate, x: BoundInput): number {
   pipeline = Math.max(pipeline, m * T);
   const share = Math.floor(x.totalParams / p);
   const state = modelStateBytes(share, c.shardGroup, c.shard, x.precision, x.optimizer, x.reduceDtype);
-  const broadcast = c.shard === "oss" || c.shard === "sddp" ? collectiveTime("all_gather", share * x.word, c.dataParallel, x.dpLink) : 0;
+  const broadcast = c.shard === "oss" || c.shard === "sddp" ? ownerBroadcastSeconds(share * x.word, c.dataParallel, x.dpLink, x.bucketBytes) : 0;
   const stepSync = x.seconds.stepSum > 0 ? Math.max(x.seconds.step[0]!, x.seconds.stepSum - x.seconds.slackSum) : 0;
-  return pipeline + optimizerSeconds(state, x.memoryBandwidth) + broadcast + stepSync;
+  return pipeline + optimizerSeconds(state, x.memoryBandwidth) + broadcast + stepSync + x.seconds.edge + x.normSeconds;
 }

@@ -18,7 +18,11 @@ export interface UnitGrouping {
  * (size-based auto-wrap, FairScale's `size_based_auto_wrap_policy` applied to the layer sequence); a tail
  * below the threshold is left to the root unit, as auto-wrap leaves small modules to the outermost FSDP.
  */
-export function groupUnits(layers: readonly LayerInfo[], params: readonly StageParam[], minParams: number): UnitGrouping {
+export function groupUnits(
+  layers: readonly Pick<LayerInfo, "index" | "annotations">[],
+  params: readonly Pick<StageParam, "layer" | "numel">[],
+  minParams: number,
+): UnitGrouping {
   if (!(Number.isFinite(minParams) && minParams > 0)) throw new Error(`internal: fsdpMinParams must be a positive number, got ${minParams}`);
   const perLayer = new Map<number, number>();
   for (const p of params) perLayer.set(p.layer, (perLayer.get(p.layer) ?? 0) + p.numel);

@@ -5,7 +5,7 @@
 // gradient norm per program. The schedule validator cannot see a missing reduction or optimizer step: the
 // rest of the programs still pair and run, and train wrongly.
 import { occurrencesOf } from "../compile/collectives.js";
-import { needsNormAllReduce } from "../compile/optimizer-step.js";
+import { needsNormAllReduce } from "../cost/grad-norm.js";
 import type { StageOccurrences } from "../compile/placer.js";
 import type { ShardStrategy } from "../check/settings-types.js";
 import type { StepPoint } from "../shard/types.js";

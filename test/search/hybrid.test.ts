@@ -166,8 +166,9 @@ describe("the stage and step model against hand-priced collectives", () => {
     checkpoint: "never",
     ...over,
   });
+  // Every layer its own FSDP unit (auto-wrap at one parameter), so each layer's collectives are priced apart.
   const modelOf = (c: Candidate) =>
-    new StageModel({ table, profile, cluster, candidate: c, precision: train.precision, optimizer: train.optimizer, reduceDtype: train.reduceDtype, bucketBytes: 25 * 2 ** 20 });
+    new StageModel({ table, profile, cluster, candidate: c, precision: train.precision, optimizer: train.optimizer, reduceDtype: train.reduceDtype, bucketBytes: 25 * 2 ** 20, fsdpMinParams: 1 });
   const sum = (f: (l: number) => number) => Array.from({ length: L }, (_, l) => f(l)).reduce((a, b) => a + b, 0);
   const backward = (l: number) => profile.backwardInput[l]! + profile.backwardWeight[l]!;
   const gather = (l: number, n: number, link = intra) => collectiveTime("all_gather", table.params[l]! * per.param, n, link);
@@ -179,7 +180,7 @@ describe("the stage and step model against hand-priced collectives", () => {
 
   it("hybrid (group 8 of 32): gathers and reduce-scatters in the node every micro-batch, the shard all-reduce across nodes once", () => {
     const c = candidate({});
-    const s = layerSeconds(table, profile, cluster, c, per, 25 * 2 ** 20);
+    const s = layerSeconds(table, profile, cluster, c, per, 25 * 2 ** 20, 1);
     for (let l = 0; l < L; l++) {
       expect(s.comm[l]).toBeCloseTo(2 * gather(l, 8) + scatter(l, 8), 15);
       expect(s.step[l]).toBeCloseTo(replicaReduce(l), 15);
@@ -190,13 +191,27 @@ describe("the stage and step model against hand-priced collectives", () => {
     expect(m.stateBytes(0, L)).toBe((per.param + per.grad + per.optimizer) * Math.ceil(P / 8) + per.grad * Math.min(P, 2 * largest) + 2 * Math.min(P, 2 * largest) * per.param);
     const est = estimateStep(c, m, [L], bandwidth);
     const window = Math.max(0, sum(backward) - sum((l) => gather(l, 8) + scatter(l, 8)));
-    expect(est.sync).toBeCloseTo(Math.max(replicaReduce(0), sum(replicaReduce) - window), 15);
+    // Plus the first layer's unit: gathered before anything can hide it, reduce-scattered after the last backward.
+    expect(est.sync).toBeCloseTo(Math.max(replicaReduce(0), sum(replicaReduce) - window) + gather(0, 8) + scatter(0, 8), 15);
     expect(est.sync).toBeGreaterThan(0);
+  });
+
+  it("units, not layers: under the default auto-wrap (1e8 parameters) six layers of 4M are one unit, gathered and reduce-scattered once", () => {
+    // compile wraps them so (src/shard/fsdp-units.ts); pricing each layer's collectives apart paid six rings'
+    // latency for one.
+    const c = candidate({});
+    const s = layerSeconds(table, profile, cluster, c, per, 25 * 2 ** 20);
+    expect(P).toBeLessThan(1e8);
+    const unitGather = collectiveTime("all_gather", P * per.param, 8, intra);
+    const unitScatter = collectiveTime("reduce_scatter", P * per.grad, 8, intra);
+    expect(s.comm[0]).toBeCloseTo(2 * unitGather + unitScatter, 15);
+    for (let l = 1; l < L; l++) expect(s.comm[l], `layer ${l}`).toBe(0);
+    expect(s.comm[0]).toBeLessThan(sum((l) => 2 * gather(l, 8) + scatter(l, 8)));
   });
 
   it("no_sync: the reduce-scatter leaves the micro-batch for the step's tail, and the stage's whole gradient is held", () => {
     const c = candidate({ noSync: true });
-    const s = layerSeconds(table, profile, cluster, c, per, 25 * 2 ** 20);
+    const s = layerSeconds(table, profile, cluster, c, per, 25 * 2 ** 20, 1);
     for (let l = 0; l < L; l++) {
       expect(s.comm[l]).toBeCloseTo(2 * gather(l, 8), 15);
       expect(s.step[l]).toBeCloseTo(scatter(l, 8) + replicaReduce(l), 15);
@@ -210,7 +225,8 @@ describe("the stage and step model against hand-priced collectives", () => {
     const est = estimateStep(c, m, [L], bandwidth);
     const step = (l: number) => scatter(l, 8) + replicaReduce(l);
     const window = Math.max(0, sum(backward) - sum((l) => gather(l, 8)));
-    expect(est.sync).toBeCloseTo(Math.max(step(0), sum(step) - window), 15);
+    // The first unit's gather shows; its reduce-scatter is the step's own, in step(0).
+    expect(est.sync).toBeCloseTo(Math.max(step(0), sum(step) - window) + gather(0, 8), 15);
     expect(est.optimizer).toBeCloseTo((2 * m.optimizerBytes(0, L)) / bandwidth, 15);
   });
 
@@ -231,18 +247,19 @@ describe("the stage and step model against hand-priced collectives", () => {
       return Math.max(reduce(i), total - Math.max(0, window));
     });
     expect(exposed.every((e) => e > 0)).toBe(true);
-    expect(estimateStep(c, m, split, bandwidth).sync).toBeCloseTo(exposed[0]! + exposed[1]!, 15);
+    expect(estimateStep(c, m, split, bandwidth).sync).toBeCloseTo(exposed[0]! + exposed[1]! + gather(0, 8) + scatter(0, 8), 15);
   });
 
-  it("plain FSDP over all 32 ranks: every collective across nodes, nothing once per step", () => {
+  it("plain FSDP over all 32 ranks: every collective across nodes, nothing once per step but the first unit's", () => {
     const c = candidate({ shardGroup: 32 });
-    const s = layerSeconds(table, profile, cluster, c, per, 25 * 2 ** 20);
+    const s = layerSeconds(table, profile, cluster, c, per, 25 * 2 ** 20, 1);
     for (let l = 0; l < L; l++) {
       expect(s.comm[l]).toBeCloseTo(2 * gather(l, 32, inter) + scatter(l, 32, inter), 15);
       expect(s.step[l]).toBe(0);
     }
     expect(modelOf(c).stateBytes(0, L)).toBe((per.param + per.grad + per.optimizer) * Math.ceil(P / 32) + per.grad * Math.min(P, 2 * largest) + 2 * Math.min(P, 2 * largest) * per.param);
-    expect(estimateStep(c, modelOf(c), [L], bandwidth).sync).toBe(0);
+    // Only the first layer's unit shows: its gather before the first forward, its reduce-scatter after the last backward.
+    expect(estimateStep(c, modelOf(c), [L], bandwidth).sync).toBeCloseTo(gather(0, 32, inter) + scatter(0, 32, inter), 15);
   });
 });
 
