@@ -10,10 +10,19 @@ export function scheduleCostsFor(model: StageModel, sizes: readonly number[]): S
   const span = (k: number): [number, number] => bounds[k]!;
   // Selective recompute runs inside the backward of the layers chosen.
   const extra = bounds.map(([i, j], k) => model.recompute(k, i, j)?.seconds ?? 0);
-  // A stage whose comm stream is the slower one (per-micro-batch collectives) runs at the comm stream's pace.
-  // The excess goes into its backward, where the backward gathers and gradient reduce-scatters wait: not
-  // into a recompute, which may run early in a bubble and would hide communication that cannot hide.
-  const excess = bounds.map(([i, j], k) => Math.max(0, model.stageTime(k, i, j) - model.computeTime(k, i, j)));
+  // A stage whose comm stream (per-micro-batch collectives and pipeline transfers, one after another) is the
+  // slower one runs at the comm stream's pace. The simulator runs the transfers on their own stream, so the
+  // backward takes the rest: the comm stream's time beyond the compute's, less what the transfers alone
+  // already hold it to. It goes into the backward, where the backward gathers and gradient reduce-scatters
+  // wait: not into a recompute, which may run early in a bubble and would hide communication that cannot
+  // hide. (Charging the transfers there too counted them twice: mlp's 2-stage plan on CPUs simulated at
+  // 1.43× its compiled step.)
+  const excess = bounds.map(([i, j], k) => {
+    const compute = model.computeTime(k, i, j);
+    const collectives = model.collectiveSeconds(k, i, j);
+    const transfers = model.cutTransferSeconds(k, j);
+    return Math.max(0, collectives + transfers - compute) - Math.max(0, transfers - compute);
+  });
   const backward = (k: number): number => model.backwardSeconds(...span(k)) + extra[k]! + excess[k]!;
   return {
     forward: (k) => model.forwardSeconds(...span(k)),

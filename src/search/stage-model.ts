@@ -306,6 +306,18 @@ export class StageModel {
     return t;
   }
 
+  /** commSeconds without the stage's pipeline transfers: the collectives alone (the pipeline simulator runs
+   *  the transfers on their own). */
+  collectiveSeconds(k: number, i: number, j: number): number {
+    return this.commSeconds(k, i, j) - this.transferSeconds(k, j);
+  }
+
+  /** The pipeline transfers in commSeconds: both across the stage's last cut (its activation out, the
+   *  gradient back in). */
+  cutTransferSeconds(k: number, j: number): number {
+    return this.transferSeconds(k, j);
+  }
+
   private transferSeconds(k: number, j: number): number {
     if (j >= this.layers) return 0;
     const r = this.pipeRank(k);
