@@ -11,15 +11,14 @@ import { DEFAULT_PARALLEL } from "../../src/check/settings.js";
 import { checkFile } from "../../src/check/check.js";
 import { clusterFor } from "../../src/cost/cluster.js";
 import { collectiveTime, interNodeLink, intraNodeLink } from "../../src/cost/collectives.js";
-import { stateBytesPerParam } from "../../src/cost/memory.js";
 import { buildTrainingGraph } from "../../src/passes/autodiff.js";
 import { candidateSets, candidateText, type Candidate } from "../../src/search/candidate.js";
 import { SearchError } from "../../src/search/errors.js";
-import { LayerTable } from "../../src/search/layer-table.js";
 import { searchPlans, type SearchInput } from "../../src/search/search.js";
 import { searchSpace, shardGroups } from "../../src/search/space.js";
 import { layerSeconds, StageModel } from "../../src/search/stage-model.js";
 import { estimateStep } from "../../src/search/step-model.js";
+import { stageFixture } from "./stage-fixture.js";
 
 const auto = (over: Partial<ParallelConfig> = {}): ParallelConfig => ({
   ...DEFAULT_PARALLEL,
@@ -144,14 +143,10 @@ function wide(d: number, layers: number, batch: number, parallel: string) {
 describe("the stage and step model against hand-priced collectives", () => {
   // 4 nodes of 8 H100s; a shard group of 8 is one node, its 4 replicas one per node.
   const model = wide(2048, 6, 128, "stages = 1, data_parallel = 32, chunks = 4, shard = fsdp");
-  const train = model.train!;
   const cluster = clusterFor("h100-sxm", 32);
-  const table = new LayerTable(buildTrainingGraph(model.graph, train), cluster, train.precision, train.seq);
-  const profile = table.at(1);
-  const per = stateBytesPerParam(train.precision, train.optimizer, train.reduceDtype);
+  const { train, table, profile, per, L, bandwidth } = stageFixture(model, cluster, 1);
   const intra = intraNodeLink(cluster.profile);
   const inter = interNodeLink(cluster.profile);
-  const L = table.count;
   const candidate = (over: Partial<Candidate>): Candidate => ({
     stages: 1,
     dataParallel: 32,
@@ -176,7 +171,6 @@ describe("the stage and step model against hand-priced collectives", () => {
   const replicaReduce = (l: number) => collectiveTime("all_reduce", (table.params[l]! * per.grad) / 8, 4, inter);
   const P = table.params.reduce((a, b) => a + b, 0);
   const largest = Math.max(...table.params);
-  const bandwidth = cluster.profile.memory.bandwidth * cluster.profile.achievable.memory;
 
   it("hybrid (group 8 of 32): gathers and reduce-scatters in the node every micro-batch, the shard all-reduce across nodes once", () => {
     const c = candidate({});

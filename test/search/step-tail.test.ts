@@ -8,26 +8,20 @@ import { compileModel } from "../../src/compile/compile.js";
 import { clusterFor } from "../../src/cost/cluster.js";
 import { collectiveTime, interNodeLink } from "../../src/cost/collectives.js";
 import { normSeconds } from "../../src/cost/grad-norm.js";
-import { stateBytesPerParam } from "../../src/cost/memory.js";
 import { buildTrainingGraph } from "../../src/passes/autodiff.js";
 import type { Candidate } from "../../src/search/candidate.js";
 import { candidateText } from "../../src/search/candidate.js";
-import { LayerTable } from "../../src/search/layer-table.js";
 import { searchPlans } from "../../src/search/search.js";
 import { StageModel } from "../../src/search/stage-model.js";
 import { estimateStep, ownerBroadcastSeconds } from "../../src/search/step-model.js";
 import { samplePath } from "../compile/helpers.js";
+import { stageFixture } from "./stage-fixture.js";
 
 const model = checkFile(samplePath("gpt-tiny")).model!;
-const train = model.train!;
 // 4 CPU devices, two to a node: a data-parallel group of 4 spans both nodes.
 const cluster = clusterFor("cpu", 4);
-const table = new LayerTable(buildTrainingGraph(model.graph, train), cluster, train.precision, train.seq);
-const profile = table.at(2);
-const per = stateBytesPerParam(train.precision, train.optimizer, train.reduceDtype);
+const { train, table, profile, per, L, bandwidth } = stageFixture(model, cluster, 2);
 const link = interNodeLink(cluster.profile);
-const L = table.count;
-const bandwidth = cluster.profile.memory.bandwidth * cluster.profile.achievable.memory;
 const candidate = (over: Partial<Candidate>): Candidate => ({
   stages: 1,
   dataParallel: 4,
