@@ -136,8 +136,8 @@ export function layerSeconds(
   const L = table.count;
   // FSDP gathers and reduces units, not layers: each unit's collectives are priced at its lowest layer (where
   // its gradient completes), once, at the unit's size (a model of small layers is a few units: gpt2-124m's
-  // blocks of 7M parameters go 15 to a unit under the default 1e8, and pricing each block's collectives
-  // apart paid 15 rings' latency for one).
+  // 16 layers are two under the default 1e8, its embeddings and first 9 blocks, and the rest as the root, and
+  // pricing each layer's collectives apart paid 16 rings' latency for 2).
   const units = c.shard === "fsdp" ? table.fsdpUnits(fsdpMinParams) : undefined;
   const unitAt = new Int32Array(L).fill(-1);
   units?.lead.forEach((l, u) => (unitAt[l] = u));

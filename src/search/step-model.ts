@@ -8,9 +8,9 @@
 // every one clamped below by m·max t (the busiest device must run all its micro-batches). Then the
 // step's tail: the gradient synchronisation the last backward does not hide (DDP's and OSS's all-reduce
 // buckets on the slowest rank; FSDP's no_sync reduce-scatters and hybrid all-reduces on every rank, added
-// up, and its first unit's gather and reduce-scatter, which nothing hides), the
-// optimizer step, and OSS/ShardedDDP's parameter broadcast after it; with gradient clipping across devices,
-// its norm all-reduce before the optimizer step.
+// up, and its first unit's gather and reduce-scatter, which nothing hides), the optimizer step, and
+// OSS/ShardedDDP's parameter broadcast after it; with gradient clipping across devices, its norm
+// all-reduce before the optimizer step.
 import type { Optimizer, Precision } from "../check/settings-types.js";
 import { stageBounds } from "./partition.js";
 import { collectiveTime, type Link } from "../cost/collectives.js";
@@ -169,10 +169,9 @@ function exposedAllReduce(c: Candidate, model: StageModel, r: number, bounds: re
  * closed form above is increasing in max t and in Σ t, so putting T and Σ floors in gives a bound; the
  * optimizer step and the parameter broadcast each take at least a device's share of the model state (both
  * grow with the bytes), and clipping's norm all-reduce and FSDP's first unit's exposed collectives are the
- * same in every split. FSDP's
- * once-per-step collectives: rank 0's stage starts at layer 0, whose own show after the step's last
- * backward, and the ranks' exposures add up to at least what the layers' backwards together leave no comm
- * time for.
+ * same in every split. FSDP's once-per-step collectives: rank 0's stage starts at layer 0, whose own show
+ * after the step's last backward, and the ranks' exposures add up to at least what the layers' backwards
+ * together leave no comm time for.
  */
 export interface BoundInput {
   readonly seconds: LayerSeconds;
