@@ -1,15 +1,15 @@
 // bench/calibrated: how well a calibrated compile predicts this machine. For mlp, gpt-tiny and the 867k GPT
 // (bench/gpt-867k.fsm): `fsm calibrate` on the 1-device plan (op times with one core and with every core, the
-// executor's overheads, the in-process communicator's collectives, the core count), then for 1, 2 and 4
-// devices a compile with that calibration and a run of the plan on the native engine, in a process of its own
-// as `fsm run` is (bench/child-steps.ts; in this one's process, after its calibrations and compiles and with
-// at most 40 steps a round, mlp's 1-device step measured 0.24 ms where `fsm run` measured 0.11–0.14). Each plan runs in several interleaved rounds (a shared machine's bursts
-// of other work land on every plan alike), each round a fresh process that warms up for about a fifth of a
-// second of steps (at least `steps`: a fresh executor's first dozens of sub-millisecond steps are 2–3× the
-// steady one, its JavaScript not yet optimized) and then records as many; the measured step is the median of
-// every round's recorded steps. Prints one JSON object: per model and device count the measured and
-// predicted step and their ratio, and the fullest device's arena against the plan's predicted peak.
-// `npm run bench:calibrated`; `node dist/bench/calibrated.js --rounds 3 --steps 10`.
+// executor's overheads, the in-process communicator's collectives, the core count), then for 1, 2 and 4 devices
+// a compile with that calibration and a run of the plan on the native engine, in a process of its own as
+// `fsm run` is (bench/child-steps.ts; in this one's process, after its calibrations and compiles and with at most 40
+// steps a round, mlp's 1-device step measured 0.24 ms where `fsm run` measured 0.11–0.14). Each plan runs in
+// several interleaved rounds (a shared machine's bursts of other work land on every plan alike), each round a
+// fresh process that warms up for about a fifth of a second of steps (at least `steps`: a fresh executor's first
+// dozens of sub-millisecond steps are 2–3× the steady one, its JavaScript not yet optimized) and then records as
+// many; the measured step is the median of every round's recorded steps. Prints one JSON object: per model and
+// device count the measured and predicted step and their ratio, and the fullest device's arena against the
+// plan's predicted peak. `npm run bench:calibrated`; `node dist/bench/calibrated.js --rounds 3 --steps 10`.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";

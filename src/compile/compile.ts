@@ -188,8 +188,6 @@ function compilePlan(model: CheckedModel, options: CompileOptions): Compiled {
   }
 }
 
-/** The tensor-parallel degrees the search may choose: 1, and each degree that fits in one node, divides the
- *  devices, and splits the model (heads, key/value heads and vocabulary divide). */
 /** The training graph of one rank of a tensor-parallel group of t (t = 1: the model's own). */
 function rankTrainingGraph(model: CheckedModel, train: TrainConfig, t: number): Graph {
   return buildTrainingGraph(splitForTensorParallel(model.graph, { degree: t, sequenceParallel: sequenceParallelAt(model.parallel, t, train.seq) }), train);
@@ -205,6 +203,8 @@ export function searchTrainings(model: CheckedModel, profile: string, devices: n
   return new Map(degrees.map((t) => [t, rankTrainingGraph(model, train, t)]));
 }
 
+/** The tensor-parallel degrees the search may choose: 1, and each degree that fits in one node, divides the
+ *  devices, and splits the model (heads, key/value heads and vocabulary divide). */
 function tensorParallelDegrees(forward: Graph, profile: string, devices: number | undefined): number[] {
   const perNode = clusterFor(profile, 1).profile.devicesPerNode;
   const out: number[] = [];
@@ -225,7 +225,6 @@ function explicitSplit(training: Graph, settings: ResolvedSettings, cluster: Clu
   }
 }
 
-/** What the plan records of the search: the choice, the runners-up, why families lost, and the counts. */
 /** Finalists compiled besides the search's best at most (the compiled plans are the exact prediction). */
 const VERIFIED_FINALISTS = 3;
 /** How much slower than a later finalist's own prediction the compiled best may be before that one is
@@ -260,23 +259,21 @@ export function verifiedFinalist(
     }
   }
   const byTime = [...planned].sort((a, b) => a.compiled.prediction.stepTime - b.compiled.prediction.stepTime || a.index - b.index);
-  const unfit = new Set<number>();
-  let kept: { index: number; compiled: Compiled } | undefined;
-  const errors = new Map<number, MemoryError>();
+  let chosen: { index: number; compiled: Compiled } | undefined;
+  // The finalists whose arenas did not fit, by index.
+  const unfit = new Map<number, MemoryError>();
   for (const p of byTime) {
     try {
-      kept = { index: p.index, compiled: finish(p.compiled) };
+      chosen = { index: p.index, compiled: finish(p.compiled) };
       break;
     } catch (err) {
       if (!(err instanceof MemoryError)) throw err;
-      errors.set(p.index, err);
-      unfit.add(p.index);
+      unfit.set(p.index, err);
     }
   }
   // None fits: the best finalist's overflow is what the search is rerun for (compile names that finalist).
-  if (!kept) throw errors.get(0) ?? errors.values().next().value!;
+  if (!chosen) throw unfit.get(0) ?? unfit.values().next().value!;
   const time = (x: number) => `${x.toFixed(3)} s`;
-  const chosen = kept;
   const passed = result.ranked.slice(0, chosen.index).map((x, i) => {
     const c = planned.find((p) => p.index === i);
     const predicted = x.simulated ?? x.estimate;
@@ -292,6 +289,7 @@ export function verifiedFinalist(
   return { compiled: chosen.compiled, chosen: chosen.index, passed };
 }
 
+/** What the plan records of the search: the choice, the runners-up, why families lost, and the counts. */
 function planSearch(
   result: SearchResult,
   chosen: number,

@@ -1,12 +1,12 @@
-// How the run loop takes a step: `overlapped` hands the devices' run to a worker thread and makes the next
-// batch meanwhile (a data loader's prefetch); `blocking` runs the step on the loop's own thread and makes the
-// batch after. Overlapping hides the batch's making behind the devices' work where they leave a core free,
-// but pays two thread wake-ups a step, the worker's and then the loop thread's from its sleep (the call's
-// return to the first instruction plus the last instruction's end to JavaScript going on: 30–49 µs a step for
-// gpt-tiny on 1 device, 25–27 for mlp); blocking pays neither, and the batch in full. Which wins depends on the batch, the model and the
-// machine: measured in one process, blocking took 0.88–0.94× the overlapped step of gpt-tiny on 1, 2 and 4
-// devices and 0.75–0.83× of mlp on 2, but 1.21–1.26× of mlp on 1 device, whose ~45 µs of work hides behind
-// its ~47 µs batch. So the loop measures both: after WARM_STEPS overlapped steps it alternates blocks of
+// How the run loop takes a step: `overlapped` hands the devices' run to a worker thread and makes the next batch
+// meanwhile (a data loader's prefetch); `blocking` runs the step on the loop's own thread and makes the batch
+// after. Overlapping hides the batch's making behind the devices' work where they leave a core free, but pays
+// two thread wake-ups a step, the worker's and then the loop thread's from its sleep (the call's return to the
+// first instruction plus the last instruction's end to JavaScript going on: 30–49 µs a step for gpt-tiny on 1
+// device, 25–27 for mlp); blocking pays neither, and the batch in full. Which wins depends on the batch, the
+// model and the machine: measured in one process, blocking took 0.88–0.94× the overlapped step of gpt-tiny on 1,
+// 2 and 4 devices and 0.75–0.83× of mlp on 2, but 1.21–1.26× of mlp on 1 device, whose ~45 µs of work hides
+// behind its ~47 µs batch. So the loop measures both: after WARM_STEPS overlapped steps it alternates blocks of
 // BLOCK_STEPS steps of each mode, TRIAL_BLOCKS in all, and keeps the one whose steps' median was lower. Steps
 // longer than BLOCKING_STEP_LIMIT_SECONDS (src/cost/host-policy.ts, which the pricing assumes too) stay
 // overlapped untried. Either way the devices run the same program: the mode moves no bit.

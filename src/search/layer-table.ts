@@ -11,7 +11,7 @@ import type { Precision } from "../check/settings-types.js";
 import type { Cluster } from "../cost/cluster.js";
 import { estimateOp } from "../cost/graph-cost.js";
 import { onDevice, opScratch, weightGradientBytes } from "../cost/precision.js";
-import type { Graph, LayerInfo, OpId, TensorId } from "../graph/graph.js";
+import type { Graph, OpId, TensorId } from "../graph/graph.js";
 import type { DimBindings } from "../graph/op-cost.js";
 import { bytesOf } from "../graph/ops/cost-rules.js";
 import { savedByLayer } from "../passes/autodiff.js";
@@ -20,6 +20,7 @@ import { ForwardWalk } from "../passes/forward-working-set.js";
 import { numel } from "../graph/dim.js";
 import { sequenceSymbol } from "../graph/sequence.js";
 import { groupUnits } from "../shard/fsdp-units.js";
+import { DEFAULT_FSDP_MIN_PARAMS } from "../shard/plan.js";
 
 /** A tensor the backward keeps: producer layer q, first layer s that saves it. */
 interface KeptTensor {
@@ -76,8 +77,6 @@ export class LayerTable {
   private readonly pinRunEnd: Int32Array;
   /** @checkpoint layers: recomputed whatever the plan says. */
   readonly annotated: readonly boolean[];
-  /** @fsdp_unit layers: an FSDP unit each (src/shard/fsdp-units.ts). */
-  private readonly unitAnnotations: readonly Pick<LayerInfo, "index" | "annotations">[];
   private readonly unitsCache = new Map<number, FsdpUnitTable>();
   private readonly forwardOps: readonly (readonly OpId[])[];
   private readonly representative: readonly number[];
@@ -112,7 +111,6 @@ export class LayerTable {
       if (pin !== undefined && next < L) this.pinRunEnd[l] = this.pins[next] !== pin ? next : this.pinRunEnd[next]!;
     }
     this.annotated = layers.map((l) => l.annotations.checkpoint === true);
-    this.unitAnnotations = layers.map((l) => ({ index: l.index, annotations: l.annotations }));
     const forwardOps = layers.map(() => [] as OpId[]);
     const paramReaders = new Map<TensorId, Set<number>>();
     const firstRead = new Map<TensorId, number>();
@@ -220,17 +218,20 @@ export class LayerTable {
    *  consecutive layers until a unit holds `minParams` parameters, the rest in the root unit), over the whole
    *  model: compile groups each stage's layers apart, so a stage boundary inside a unit is priced as if the
    *  unit were whole (the model's collectives are its units', not its layers'). */
-  fsdpUnits(minParams: number): FsdpUnitTable {
+  fsdpUnits(minParams: number = DEFAULT_FSDP_MIN_PARAMS): FsdpUnitTable {
     let units = this.unitsCache.get(minParams);
     if (!units) {
-      const grouping = groupUnits(this.unitAnnotations, this.params.map((numel, layer) => ({ layer, numel })), minParams);
+      const grouping = groupUnits(this.training.layers(), this.params.map((numel, layer) => ({ layer, numel })), minParams);
       const groups = grouping.root.length > 0 ? [...grouping.inner, grouping.root] : grouping.inner;
       const params = groups.map((ls) => ls.reduce((n, l) => n + this.params[l]!, 0));
-      const lead = Int32Array.from(groups, (ls) => Math.min(...ls));
+      // Each group's layers ascend.
+      const lead = Int32Array.from(groups, (ls) => ls[0]!);
       // The root unit stays gathered all step (it never reshards): what is gathered and released in turn
-      // is the inner units, or single layers where they are all the root.
-      const inner = params.slice(0, grouping.inner.length);
-      units = { params, lead, maxParams: Math.max(0, ...inner, ...this.params) };
+      // is the inner units, or single layers where they are all the root. (A loop, not a spread: a deep
+      // model has more layers than a call takes arguments.)
+      let maxParams = 0;
+      for (const n of [...params.slice(0, grouping.inner.length), ...this.params]) maxParams = Math.max(maxParams, n);
+      units = { params, lead, maxParams };
       this.unitsCache.set(minParams, units);
     }
     return units;

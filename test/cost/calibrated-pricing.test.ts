@@ -1,5 +1,5 @@
-// Version-3 calibration files (and version 2, read as version 3): the core count, the optimizer, the host's overheads and the in-process
-// communicator's collectives round-trip through the file, are validated with located messages, and the
+// Version-3 calibration files (and version 2, read as version 3): the core count, the optimizer, the host's
+// overheads and the in-process communicator's collectives round-trip through the file, are validated with located messages, and the
 // pricing uses them as hand-computed here (never a timed assertion).
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -252,7 +252,8 @@ describe("the stage and step model against hand-priced collectives", () => {
       expect(s.step[l]).toBe(0);
     }
     expect(modelOf(c).stateBytes(0, L)).toBe((per.param + per.grad + per.optimizer) * Math.ceil(P / 32) + per.grad * Math.min(P, 2 * largest) + 2 * Math.min(P, 2 * largest) * per.param);
-    // Only the first layer's unit shows: its gather before the first forward, its reduce-scatter after the last backward.
+    // Only the first layer's unit shows: its gather before the first forward, its reduce-scatter after the
+    // last backward.
     expect(estimateStep(c, modelOf(c), [L], bandwidth).sync).toBeCloseTo(gather(0, 32, inter) + scatter(0, 32, inter), 15);
   });
 });
