@@ -42,13 +42,25 @@ export function layoutMemory(program: Program, p: number, lifetimes: readonly Li
   const start = Float64Array.from(timed, (b) => b.start);
   const end = Float64Array.from(timed, (b) => b.end);
   const size = Float64Array.from(timed, (b) => align(b.bytes));
-  const order = timed.map((_, i) => i).sort((a, b) => size[b]! - size[a]! || start[a]! - start[b]! || a - b);
   // The lowest offset clear of every buffer placed before it that is alive at the same time (a lifetime
   // ending when another starts does not share that moment: a release comes before an allocation at the
-  // same time; two starting together do, even if empty).
-  const offsets = firstFitOffsets(start, end, size, order);
-  let arena = 0;
-  for (let i = 0; i < n; i++) arena = Math.max(arena, offsets[i]! + size[i]!);
+  // same time; two starting together do, even if empty), placed largest first and, where that packs
+  // tighter, in order of birth (a split backward's W inputs, filling as the stash drains: largest first
+  // left llama-7b's ZB-H1 plan on 2 stages 17% above its peak).
+  const bySize = timed.map((_, i) => i).sort((a, b) => size[b]! - size[a]! || start[a]! - start[b]! || a - b);
+  const byStart = timed.map((_, i) => i).sort((a, b) => start[a]! - start[b]! || size[b]! - size[a]! || a - b);
+  const arenaOf = (offsets: Float64Array): number => {
+    let arena = 0;
+    for (let i = 0; i < n; i++) arena = Math.max(arena, offsets[i]! + size[i]!);
+    return arena;
+  };
+  let offsets = firstFitOffsets(start, end, size, bySize);
+  let arena = arenaOf(offsets);
+  const inOrder = firstFitOffsets(start, end, size, byStart);
+  if (arenaOf(inOrder) < arena) {
+    offsets = inOrder;
+    arena = arenaOf(inOrder);
+  }
   const buffers: PlacedBuffer[] = timed.map((b, i) => ({ ...b, offset: offsets[i]! }));
   const { peak, peakTime, timeline } = liveBytes(buffers);
   const peakByKind: Partial<Record<BufferKind, number>> = {};

@@ -38,6 +38,10 @@ export interface StageActivations {
   readonly input: number;
   /** What W still reads once I has run. */
   readonly weightGrad: number;
+  /** weightGrad by the layer whose I segment first reaches each tensor (the highest layer of the stage whose W
+   *  reads it: I runs back to front), in the stage's layer order: held from there to the end of W, while
+   *  the stash it may share tensors with drains layer by layer. */
+  readonly weightGradByLayer: readonly { readonly layer: number; readonly bytes: number }[];
   /** `kept` less the input, by the layer that first keeps each tensor (the stage's layers in order): what
    *  that layer's forward adds and what its backward, the last to read it, releases. */
   readonly byLayer: readonly { readonly layer: number; readonly bytes: number }[];
@@ -259,7 +263,8 @@ function stageActivations(training: Graph, stages: readonly StageAssignment[], b
   return stages.map((s, k) => {
     const input = boundaries.inputs[k]!;
     const kept = new Set<TensorId>(input);
-    const w = new Set<TensorId>();
+    // Each tensor W reads, by the highest layer of the stage reading it (set in ascending order: the last wins).
+    const w = new Map<TensorId, number>();
     const byLayer: { layer: number; bytes: number }[] = [];
     const rebuilt: { layer: number; bytes: number }[] = [];
     // Per layer: what its backward frees as it reads it last (its stash, or the tensors its recompute rebuilt).
@@ -279,7 +284,7 @@ function stageActivations(training: Graph, stages: readonly StageAssignment[], b
         rebuilt.push({ layer: l, bytes: total(again) });
         releasedBy.set(l, [...added, ...again]);
       } else releasedBy.set(l, added);
-      for (const t of wReads[l]!) w.add(t);
+      for (const t of wReads[l]!) w.set(t, l);
     }
     const released = (l: number): readonly TensorId[] => releasedBy.get(l) ?? [];
     const sendsBack = k > 0 && boundaries.sends[k - 1]!.length > 0;
@@ -297,7 +302,10 @@ function stageActivations(training: Graph, stages: readonly StageAssignment[], b
       gradientsByLayer: buffers.byLayer,
       gradients: backward.peaks(bytes, released, scratch, (op) => buffers.at.get(op) ?? 0, sendsBack),
     };
-    return { kept: total(kept), input: total(input), weightGrad: total(w), byLayer, rebuilt, gradients, forward, forwardAlone, ...(firstBackward && { firstBackward }) };
+    const wByLayer = new Map<number, TensorId[]>();
+    for (const [t, l] of w) wByLayer.set(l, [...(wByLayer.get(l) ?? []), t]);
+    const weightGradByLayer = [...wByLayer].sort((a, b) => a[0] - b[0]).map(([layer, ts]) => ({ layer, bytes: total(ts) }));
+    return { kept: total(kept), input: total(input), weightGrad: total(w.keys()), weightGradByLayer, byLayer, rebuilt, gradients, forward, forwardAlone, ...(firstBackward && { firstBackward }) };
   });
 }
 

@@ -66,8 +66,9 @@ export class LayerTable {
   readonly names: readonly string[];
   /** Parameters each layer's forward reads (a tied weight counts in each layer that reads it). */
   readonly params: readonly number[];
-  /** Tied weights read by several layers: held once by a stage that holds several of those layers. */
-  readonly shared: readonly { readonly layers: readonly number[]; readonly params: number }[];
+  /** Tied weights read by several layers: held once by a stage that holds several of those layers, filed
+   *  under `owner` (its declaring layer when that reads it, else its first reader: stage-params.ts). */
+  readonly shared: readonly { readonly layers: readonly number[]; readonly params: number; readonly owner: number }[];
   /** Layers of the same kind (identical ops, types and attributes) share a class. */
   readonly classOf: readonly number[];
   readonly pins: readonly (number | undefined)[];
@@ -131,11 +132,16 @@ export class LayerTable {
     }
     this.forwardOps = forwardOps;
     const params = new Array<number>(L).fill(0);
-    const shared: { layers: number[]; params: number }[] = [];
+    const shared: { layers: number[]; params: number; owner: number }[] = [];
+    const declaredIn = new Map(training.params().map((p) => [p.tensor, p.layer]));
     for (const [t, readers] of paramReaders) {
       const n = numel(training.tensor(t).type.shape);
       for (const l of readers) params[l]! += n;
-      if (readers.size > 1) shared.push({ layers: [...readers].sort((a, b) => a - b), params: n });
+      if (readers.size > 1) {
+        const layers = [...readers].sort((a, b) => a - b);
+        const declared = declaredIn.get(t);
+        shared.push({ layers, params: n, owner: declared !== undefined && readers.has(declared) ? declared : layers[0]! });
+      }
     }
     this.params = params;
     this.shared = shared;
@@ -223,15 +229,20 @@ export class LayerTable {
     if (!units) {
       const grouping = groupUnits(this.training.layers(), this.params.map((numel, layer) => ({ layer, numel })), minParams);
       const groups = grouping.root.length > 0 ? [...grouping.inner, grouping.root] : grouping.inner;
-      const params = groups.map((ls) => ls.reduce((n, l) => n + this.params[l]!, 0));
+      // A tied weight is a member of one unit only, the one of the layer it is filed under.
+      const owned = [...this.params];
+      for (const t of this.shared) for (const l of t.layers) if (l !== t.owner) owned[l]! -= t.params;
+      const params = groups.map((ls) => ls.reduce((n, l) => n + owned[l]!, 0));
       // Each group's layers ascend.
       const lead = Int32Array.from(groups, (ls) => ls[0]!);
       // The root unit stays gathered all step (it never reshards): what is gathered and released in turn
-      // is the inner units, or single layers where they are all the root. (A loop, not a spread: a deep
-      // model has more layers than a call takes arguments.)
+      // is the inner units. (A loop, not a spread: a deep model has more units than a call takes arguments.)
       let maxParams = 0;
-      for (const n of [...params.slice(0, grouping.inner.length), ...this.params]) maxParams = Math.max(maxParams, n);
-      units = { params, lead, maxParams };
+      for (let u = 0; u < grouping.inner.length; u++) maxParams = Math.max(maxParams, params[u]!);
+      const rootOwned = new Array<number>(this.count).fill(0);
+      for (const l of grouping.root) rootOwned[l] = owned[l]!;
+      const rootPrefix = prefix(rootOwned);
+      units = { params, lead, maxParams, rootPrefix };
       this.unitsCache.set(minParams, units);
     }
     return units;
@@ -397,8 +408,10 @@ export class LayerTable {
 export interface FsdpUnitTable {
   readonly params: readonly number[];
   readonly lead: Int32Array;
-  /** The most parameters gathered and released as one: the largest inner unit, or layer. */
+  /** The most parameters gathered and released as one: the largest inner unit (0 when all are the root). */
   readonly maxParams: number;
+  /** Prefix sums over the layers of the root unit's parameters (a tied weight in its first reader's layer). */
+  readonly rootPrefix: Float64Array;
 }
 
 interface KeptSpan {

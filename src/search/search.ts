@@ -396,12 +396,12 @@ function insertSorted(list: Evaluated[], e: Evaluated, keep: number): void {
 
 /** Largest per-device bytes: a device's stages together (interleaved), selective recompute applied. */
 function peakMemory(model: StageModel, sizes: readonly number[]): number {
-  const perDevice = new Map<number, number>();
+  const perDevice = new Map<number, [number, number, number][]>();
   stageBounds(sizes).forEach(([i, j], k) => {
     const r = model.pipeRank(k);
-    perDevice.set(r, (perDevice.get(r) ?? 0) + model.bytesWithRecompute(k, i, j));
+    perDevice.set(r, [...(perDevice.get(r) ?? []), [i, j, model.bytesWithRecompute(k, i, j)]]);
   });
-  return Math.max(...perDevice.values());
+  return Math.max(...[...perDevice.values()].map((stages) => model.deviceBytes(stages)));
 }
 
 /** Layers selective checkpointing recomputes: in each stage, the first layers of each kind it takes. */
@@ -450,10 +450,11 @@ function simulateCandidate(e: Evaluated, model: StageModel, bandwidth: number, c
   const run = execute(lowered, (a) => actionSeconds(costs, a));
   if (!run.complete) throw new Error(`internal: the ${c.schedule} schedule deadlocks for ${candidateText(c)}`);
   const memory = activationMemory(lowered, run, costs);
-  const fixed = new Array<number>(c.stages).fill(0);
+  const held = Array.from({ length: c.stages }, (): [number, number, number][] => []);
   stageBounds(e.balance).forEach(([i, j], k) => {
-    fixed[model.pipeRank(k)]! += model.stateBytes(i, j) + model.fixedActivationBytes(k, i, j);
+    held[model.pipeRank(k)]!.push([i, j, model.stateBytes(i, j) + model.fixedActivationBytes(k, i, j)]);
   });
+  const fixed = held.map((stages) => model.deviceBytes(stages));
   const memoryBytes = Math.max(...memory.perRank.map((r, rank) => fixed[rank]! + r.peakBytes));
   if (memoryBytes > capacity) return undefined;
   const est = estimateStep(c, model, e.balance, bandwidth);

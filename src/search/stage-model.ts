@@ -236,8 +236,9 @@ export class StageModel {
   private readonly word: number;
   private readonly perParam: StateBytesPerParam;
   private readonly edgeSeconds: number;
-  /** The most parameters one FSDP unit gathers (the largest layer's, for the other strategies). */
+  /** FSDP: the most parameters one inner unit gathers, and the root unit's parameters by layer. */
   private readonly maxUnitParams: number;
+  private readonly rootPrefix: Float64Array | undefined;
   private readonly dpLinks: readonly Link[];
   private readonly p2pLinks: readonly Link[];
   /** Selective checkpointing: kinds of layer that free bytes when recomputed, best bytes per second first. */
@@ -256,7 +257,9 @@ export class StageModel {
     this.capacity = x.capacity ?? cluster.profile.memory.capacity;
     this.perParam = stateBytesPerParam(x.precision, x.optimizer, x.reduceDtype);
     this.word = this.perParam.param;
-    this.maxUnitParams = c.shard === "fsdp" ? table.fsdpUnits(x.fsdpMinParams).maxParams : table.params.reduce((a, b) => Math.max(a, b), -Infinity);
+    const units = c.shard === "fsdp" ? table.fsdpUnits(x.fsdpMinParams) : undefined;
+    this.maxUnitParams = units?.maxParams ?? 0;
+    this.rootPrefix = units?.rootPrefix;
     this.dpLinks = Array.from({ length: c.stages }, (_, k) => blockLink(cluster, meshRank(c, k, 0), c.dataParallel, c.tensorParallel));
     this.p2pLinks = Array.from({ length: c.stages }, (_, k) => groupLink(cluster, [meshRank(c, k, 0), meshRank(c, (k + 1) % c.stages, 0)]));
     const recomputeShare = c.checkpoint === "always" ? 1 : c.checkpoint === "except_last" ? (c.microBatches - 1) / c.microBatches : 0;
@@ -346,44 +349,81 @@ export class StageModel {
   }
 
   /** Model state and FSDP's gathered units and unsharded gradients on one device, for a share 1/v of the
-   *  device's memory. */
+   *  device's memory (the units in flight counted 1/v: a device's stages hold them in turn, see deviceBytes). */
   stateBytes(i: number, j: number): number {
-    return this.residentBytes(i, j, this.c.noSync);
+    return this.heldStateBytes(i, j) + this.unitsInFlightBytes(i, j) / this.c.virtualStages;
   }
 
-  /** What the optimizer step reads and writes: stateBytes as without no_sync, whose unsharded gradient is
-   *  reduce-scattered into the shards before the step. */
+  /** What the optimizer step reads and writes: the ZeRO formula's model state of the stage on one device,
+   *  as compile prices it (stage-costs.ts), without what is staged or gathered for the micro-batches. */
   optimizerBytes(i: number, j: number): number {
-    return this.residentBytes(i, j, false);
-  }
-
-  private residentBytes(i: number, j: number, noSync: boolean): number {
     const c = this.c;
     const params = this.paramsIn(i, j);
     // modelStateBytes' formulas, with the bytes per parameter looked up once per model (this is the
     // partitioner's innermost call). FSDP shards over its shard group (ZeRO-3 over s ranks).
     const { param: pb, grad: gb, optimizer: kb } = this.perParam;
     const shard = Math.ceil(params / (c.shard === "fsdp" ? c.shardGroup : c.dataParallel));
-    let bytes =
-      c.shard === "none" ? (pb + gb + kb) * params : c.shard === "oss" ? (pb + gb) * params + kb * shard : c.shard === "sddp" ? pb * params + (gb + kb) * shard : (pb + gb + kb) * shard;
+    return c.shard === "none" ? (pb + gb + kb) * params : c.shard === "oss" ? (pb + gb) * params + kb * shard : c.shard === "sddp" ? pb * params + (gb + kb) * shard : (pb + gb + kb) * shard;
+  }
+
+  /** The state a stage holds all step, whichever of its device's stages is running. */
+  private heldStateBytes(i: number, j: number): number {
+    const c = this.c;
+    const params = this.paramsIn(i, j);
+    const gb = this.perParam.grad;
+    let bytes = this.optimizerBytes(i, j);
     if (c.shard === "sddp") {
       // Each micro-batch's gradients are staged unsharded until their reduce: compile's memory plan keeps the
       // stage's buckets from the start of the backward to the last REDUCE, so a whole stage's gradient is live
       // at the end of a backward (ZeRO's g·Ψ/N holds between steps, not within one).
       bytes += gb * params;
     } else if (c.shard === "fsdp") {
-      // A unit's unsharded gradient lives from the layer of the backward that first writes it to its
-      // reduce-scatter (compile's memory plan, at layer granularity): the unit being produced and the one
-      // being reduce-scattered, as the gathered units below. Under no_sync every unit's accumulates from the
-      // first micro-batch's backward to its one reduce-scatter: the stage's whole gradient, held.
-      bytes += gb * (noSync ? params : Math.min(params, 2 * this.maxUnitParams));
-    }
-    if (c.shard === "fsdp") {
-      // Kept gathered for the whole step without resharding; else the unit in use and those prefetched.
-      const ahead = this.x.prefetch ?? 1;
-      bytes += c.reshardAfterForward ? Math.min(params, (1 + ahead) * Math.min(params, 2 * this.maxUnitParams)) * this.word : params * this.word;
+      // Under no_sync every unit's gradient accumulates from the first micro-batch's backward to its one
+      // reduce-scatter: the stage's whole gradient, held. Without resharding every unit stays gathered, and
+      // with it the root unit (FSDP never reshards the root).
+      if (c.noSync) bytes += gb * params;
+      bytes += (c.reshardAfterForward ? this.rootIn(i, j) : params) * this.word;
     }
     return bytes;
+  }
+
+  /** Parameters of the FSDP root unit in [i, j) (whole-model grouping: compile groups each stage apart). */
+  private rootIn(i: number, j: number): number {
+    return this.rootPrefix ? this.rootPrefix[j]! - this.rootPrefix[i]! : 0;
+  }
+
+  /** FSDP's units in flight while the stage runs (compile's memory plan, at layer granularity): gathered, the
+   *  inner unit computing and the `prefetch` units gathered ahead of it (FSDP2's prefetch); and, without
+   *  no_sync, unsharded gradients: the root's, from the backward's first write to its reduce-scatter, the
+   *  inner unit being produced and the one being reduce-scattered. Each inner unit is at most the largest,
+   *  and all of them at most the stage's parameters outside the root. */
+  private unitsInFlightBytes(i: number, j: number): number {
+    const c = this.c;
+    if (c.shard !== "fsdp") return 0;
+    const root = this.rootIn(i, j);
+    const inner = this.paramsIn(i, j) - root;
+    const gathered = c.reshardAfterForward ? Math.min(inner, (1 + (this.x.prefetch ?? 1)) * this.maxUnitParams) * this.word : 0;
+    const produced = c.noSync ? 0 : (root + Math.min(inner, 2 * this.maxUnitParams)) * this.perParam.grad;
+    return gathered + produced;
+  }
+
+  /** What only the running stage holds (FSDP's units in flight, the layer's working set): the stage's
+   *  memoryBytes counts 1/v of it, so that v stages alike fill a device exactly. */
+  private transientBytes(i: number, j: number): number {
+    return this.unitsInFlightBytes(i, j) + this.workingBytes(i, j);
+  }
+
+  /** A device's bytes from its stages' shares (memoryBytes, bytesWithRecompute, or stateBytes +
+   *  fixedActivationBytes): what only the running stage holds is counted once, the largest of it. */
+  deviceBytes(stages: readonly (readonly [i: number, j: number, bytes: number])[]): number {
+    let total = 0;
+    let most = 0;
+    for (const [i, j, bytes] of stages) {
+      const t = this.transientBytes(i, j);
+      total += bytes - t / this.c.virtualStages;
+      most = Math.max(most, t);
+    }
+    return total + most;
   }
 
   /** The stage input: the cut before it and the model inputs its layers read. */
@@ -408,7 +448,7 @@ export class StageModel {
     const deferred = this.c.schedule === "zero_bubble" ? Math.min(this.pipeRank(k) + 1, this.c.microBatches) * this.weightGradBytes(i, j) : 0;
     // The layer being run: its backward's activation gradients or its forward's working set, on top of
     // every micro-batch's stash (compile prices both layer by layer).
-    const working = this.workingBytes(i, j);
+    const working = this.workingBytes(i, j) / this.c.virtualStages;
     switch (this.c.checkpoint) {
       case "never":
       case "selective":
@@ -436,7 +476,7 @@ export class StageModel {
   fixedActivationBytes(k: number, i: number, j: number): number {
     const transfers = 2 * (j < this.layers ? this.x.profile.cut[j]! : 0) + this.x.profile.cut[i]!;
     const workspace = this.c.checkpoint === "selective" ? this.recompute(k, i, j)?.workspace ?? 0 : 0;
-    return transfers + workspace + this.workingBytes(i, j);
+    return transfers + workspace + this.workingBytes(i, j) / this.c.virtualStages;
   }
 
   /** The most a compute action holds beyond the stash while it runs one of layers [i, j). */

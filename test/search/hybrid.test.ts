@@ -182,7 +182,7 @@ describe("the stage and step model against hand-priced collectives", () => {
     }
     const m = modelOf(c);
     // ZeRO-3 over the 8 ranks of the group, the unit in use and the prefetched one gathered, two units' gradients.
-    expect(m.stateBytes(0, L)).toBe((per.param + per.grad + per.optimizer) * Math.ceil(P / 8) + per.grad * Math.min(P, 2 * largest) + 2 * Math.min(P, 2 * largest) * per.param);
+    expect(m.stateBytes(0, L)).toBe((per.param + per.grad + per.optimizer) * Math.ceil(P / 8) + per.grad * Math.min(P, 2 * largest) + Math.min(P, 2 * largest) * per.param);
     const est = estimateStep(c, m, [L], bandwidth);
     const window = Math.max(0, sum(backward) - sum((l) => gather(l, 8) + scatter(l, 8)));
     // Plus the first layer's unit: gathered before anything can hide it, reduce-scattered after the last backward.
@@ -212,16 +212,42 @@ describe("the stage and step model against hand-priced collectives", () => {
       expect(s.backwardComm[l]).toBeCloseTo(gather(l, 8), 15);
     }
     const m = modelOf(c);
-    const gathered = 2 * Math.min(P, 2 * largest) * per.param;
+    const gathered = Math.min(P, 2 * largest) * per.param;
     expect(m.stateBytes(0, L)).toBe((per.param + per.grad + per.optimizer) * Math.ceil(P / 8) + per.grad * P + gathered);
-    // The optimizer step reads the sharded state, as without no_sync.
-    expect(m.optimizerBytes(0, L)).toBe(modelOf(candidate({})).stateBytes(0, L));
+    // The optimizer step reads the sharded state (ZeRO-3's formula, as compile prices it), as without no_sync.
+    expect(m.optimizerBytes(0, L)).toBe((per.param + per.grad + per.optimizer) * Math.ceil(P / 8));
+    expect(m.optimizerBytes(0, L)).toBe(modelOf(candidate({})).optimizerBytes(0, L));
     const est = estimateStep(c, m, [L], bandwidth);
     const step = (l: number) => scatter(l, 8) + replicaReduce(l);
     const window = Math.max(0, sum(backward) - sum((l) => gather(l, 8)));
     // The first unit's gather shows; its reduce-scatter is the step's own, in step(0).
     expect(est.sync).toBeCloseTo(Math.max(step(0), sum(step) - window) + gather(0, 8), 15);
     expect(est.optimizer).toBeCloseTo((2 * m.optimizerBytes(0, L)) / bandwidth, 15);
+  });
+
+  it("under the default auto-wrap six layers of 4M are all the root unit: gathered all step, its gradient whole", () => {
+    // FSDP never reshards the root, and its unsharded gradient lives from the backward's first write to the
+    // reduce-scatter after the last (compile's memory plan); no inner unit is in flight.
+    const m = new StageModel({ table, profile, cluster, candidate: candidate({}), precision: train.precision, optimizer: train.optimizer, reduceDtype: train.reduceDtype, bucketBytes: 25 * 2 ** 20 });
+    expect(m.stateBytes(0, L)).toBe((per.param + per.grad + per.optimizer) * Math.ceil(P / 8) + P * per.param + P * per.grad);
+  });
+
+  it("interleaved: a device's stages hold FSDP's units in flight in turn, so its bytes count them once, not per stage", () => {
+    const c = candidate({ stages: 2, dataParallel: 16, virtualStages: 2, schedule: "interleaved" });
+    const m = modelOf(c);
+    // Four virtual stages of L/4 layers (6 layers: 2, 1, 2, 1); device 0 runs stages 0 and 2.
+    const bounds: [number, number][] = [[0, 2], [2, 3], [3, 5], [5, 6]];
+    const params = (i: number, j: number) => sum((l) => (l >= i && l < j ? table.params[l]! : 0));
+    const held = (i: number, j: number) => (per.param + per.grad + per.optimizer) * Math.ceil(params(i, j) / 8);
+    // The unit computing and the one prefetched gathered; the unit produced and the one reduce-scattered.
+    const inFlight = (i: number, j: number) => Math.min(params(i, j), 2 * largest) * (per.param + per.grad) + m.workingBytes(i, j);
+    const device0 = [bounds[0]!, bounds[2]!].map(([i, j]) => [i, j, m.stateBytes(i, j) + m.fixedActivationBytes(0, i, j)] as const);
+    const transfers = (i: number, j: number) => 2 * (j < L ? profile.cut[j]! : 0) + profile.cut[i]!;
+    const expected = held(0, 2) + held(3, 5) + transfers(0, 2) + transfers(3, 5) + Math.max(inFlight(0, 2), inFlight(3, 5));
+    expect(m.deviceBytes(device0)).toBeCloseTo(expected, 3);
+    // Each stage's own share counts half of it, so two stages alike fill the device as the device count does.
+    expect(m.stateBytes(0, 2) + m.fixedActivationBytes(0, 0, 2)).toBeCloseTo(held(0, 2) + transfers(0, 2) + inFlight(0, 2) / 2, 3);
+    expect(m.deviceBytes(device0)).toBeLessThan(device0.reduce((n, [, , b]) => n + b, 0) + Math.max(inFlight(0, 2), inFlight(3, 5)) / 2);
   });
 
   it("two pipeline stages: each rank's exposed all-reduces delay the ranks before it, so they add up", () => {
@@ -251,7 +277,7 @@ describe("the stage and step model against hand-priced collectives", () => {
       expect(s.comm[l]).toBeCloseTo(2 * gather(l, 32, inter) + scatter(l, 32, inter), 15);
       expect(s.step[l]).toBe(0);
     }
-    expect(modelOf(c).stateBytes(0, L)).toBe((per.param + per.grad + per.optimizer) * Math.ceil(P / 32) + per.grad * Math.min(P, 2 * largest) + 2 * Math.min(P, 2 * largest) * per.param);
+    expect(modelOf(c).stateBytes(0, L)).toBe((per.param + per.grad + per.optimizer) * Math.ceil(P / 32) + per.grad * Math.min(P, 2 * largest) + Math.min(P, 2 * largest) * per.param);
     // Only the first layer's unit shows: its gather before the first forward, its reduce-scatter after the
     // last backward.
     expect(estimateStep(c, modelOf(c), [L], bandwidth).sync).toBeCloseTo(gather(0, 32, inter) + scatter(0, 32, inter), 15);
@@ -280,7 +306,8 @@ describe("what the search picks", () => {
   });
 
   it("many micro-batches and memory to spare: no_sync (one reduce-scatter per step instead of 16)", () => {
-    const x = input("stages = 1, data_parallel = 16, chunks = 16, schedule = 1f1b, shard = fsdp, shard_group = 16, checkpoint = never, reshard_after_forward = false", 16, 256);
+    // Each layer its own unit (16.8M parameters each): reduced every micro-batch, two units' gradients at a time.
+    const x = input("stages = 1, data_parallel = 16, chunks = 16, schedule = 1f1b, shard = fsdp, shard_group = 16, checkpoint = never, reshard_after_forward = false, fsdp_min_params = 1e7", 16, 256);
     const r = searchPlans(x);
     const chosen = r.ranked[0]!;
     expect(chosen.candidate.noSync).toBe(true);
@@ -294,7 +321,7 @@ describe("what the search picks", () => {
   });
 
   it("with little memory it does not: where the unsharded gradient does not fit, each micro-batch is reduce-scattered", () => {
-    const parallel = "stages = 1, data_parallel = 16, chunks = 16, schedule = 1f1b, shard = fsdp, shard_group = 16, checkpoint = never, reshard_after_forward = false";
+    const parallel = "stages = 1, data_parallel = 16, chunks = 16, schedule = 1f1b, shard = fsdp, shard_group = 16, checkpoint = never, reshard_after_forward = false, fsdp_min_params = 1e7";
     const x = input(parallel, 16, 256);
     const sync = best({ ...x, parallel: { ...x.parallel, noSync: false } });
     const capacity = x.cluster.profile.memory.capacity;
