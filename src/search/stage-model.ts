@@ -227,6 +227,9 @@ export class StageModel {
   private readonly stepPrefix: Float64Array;
   private readonly tied: readonly { readonly layers: readonly number[]; readonly seconds: number }[];
   private readonly tiedPerStep: readonly { readonly layers: readonly number[]; readonly seconds: number }[];
+  /** FSDP: per tied weight, what a stage holding a reader but not its owner layer adds to its unit's
+   *  collectives every micro-batch. */
+  private readonly tiedReplicas: readonly { readonly layers: readonly number[]; readonly owner: number; readonly seconds: number }[];
   private readonly forwardPrefix: Float64Array;
   private readonly backwardPrefix: Float64Array;
   private readonly weightPrefix: Float64Array;
@@ -285,6 +288,19 @@ export class StageModel {
     const tied = table.shared.map((t) => ({ layers: t.layers, seconds: collectiveTime("all_reduce", t.params * this.perParam.grad, 2, pipeLink) }));
     this.tied = perMicroBatch ? tied : [];
     this.tiedPerStep = perMicroBatch ? [] : tied;
+    // FSDP's units count a tied weight once, in the unit of the layer it is filed under (LayerTable.fsdpUnits);
+    // a stage that reads it without holding that layer keeps a replica in one of its own units, which then
+    // gathers and reduce-scatters it too: the bytes' share of those collectives (their latency is the unit's).
+    const shardLink = shardGroupLinks(cluster, c).shard;
+    const extra = (kind: CollectiveKind, bytes: number) => collectiveTime(kind, bytes, c.shardGroup, shardLink) - collectiveTime(kind, 0, c.shardGroup, shardLink);
+    this.tiedReplicas =
+      c.shard !== "fsdp"
+        ? []
+        : table.shared.map((t) => ({
+            layers: t.layers,
+            owner: t.owner,
+            seconds: (c.reshardAfterForward ? 2 : 1 / c.microBatches) * extra("all_gather", t.params * this.word) + (c.noSync ? 0 : extra("reduce_scatter", t.params * this.perParam.grad)),
+          }));
     this.selective = c.checkpoint !== "selective" ? [] : selectiveKinds(table, pr);
   }
 
@@ -303,13 +319,18 @@ export class StageModel {
 
   /** Comm-stream seconds of stage k over [i, j) per micro-batch. A stage holding some but not all of a
    *  tied weight's layers pays its all-reduce (in practice the embedding and the head: never one stage
-   *  unless there is one stage, so the time still never decreases as a stage grows). */
+   *  unless there is one stage, so the time still never decreases as a stage grows), and under FSDP, when it
+   *  does not hold the layer the weight is filed under, its replica's share of its unit's collectives. */
   private commSeconds(k: number, i: number, j: number): number {
     let t = this.commPrefix[j]! - this.commPrefix[i]! + this.transferSeconds(k, j);
     for (const tie of this.tied) {
       let inside = 0;
       for (const l of tie.layers) if (l >= i && l < j) inside++;
       if (inside > 0 && inside < tie.layers.length) t += tie.seconds;
+    }
+    for (const tie of this.tiedReplicas) {
+      if (tie.owner >= i && tie.owner < j) continue;
+      if (tie.layers.some((l) => l >= i && l < j)) t += tie.seconds;
     }
     return t;
   }
