@@ -54,13 +54,10 @@ export function layoutMemory(program: Program, p: number, lifetimes: readonly Li
     for (let i = 0; i < n; i++) arena = Math.max(arena, offsets[i]! + size[i]!);
     return arena;
   };
-  let offsets = firstFitOffsets(start, end, size, bySize);
-  let arena = arenaOf(offsets);
+  const largestFirst = firstFitOffsets(start, end, size, bySize);
   const inOrder = firstFitOffsets(start, end, size, byStart);
-  if (arenaOf(inOrder) < arena) {
-    offsets = inOrder;
-    arena = arenaOf(inOrder);
-  }
+  const offsets = arenaOf(inOrder) < arenaOf(largestFirst) ? inOrder : largestFirst;
+  const arena = arenaOf(offsets);
   const buffers: PlacedBuffer[] = timed.map((b, i) => ({ ...b, offset: offsets[i]! }));
   const { peak, peakTime, timeline } = liveBytes(buffers);
   const peakByKind: Partial<Record<BufferKind, number>> = {};

@@ -303,7 +303,11 @@ function stageActivations(training: Graph, stages: readonly StageAssignment[], b
       gradients: backward.peaks(bytes, released, scratch, (op) => buffers.at.get(op) ?? 0, sendsBack),
     };
     const wByLayer = new Map<number, TensorId[]>();
-    for (const [t, l] of w) wByLayer.set(l, [...(wByLayer.get(l) ?? []), t]);
+    for (const [t, l] of w) {
+      const list = wByLayer.get(l);
+      if (list) list.push(t);
+      else wByLayer.set(l, [t]);
+    }
     const weightGradByLayer = [...wByLayer].sort((a, b) => a[0] - b[0]).map(([layer, ts]) => ({ layer, bytes: total(ts) }));
     return { kept: total(kept), input: total(input), weightGrad: total(w.keys()), weightGradByLayer, byLayer, rebuilt, gradients, forward, forwardAlone, ...(firstBackward && { firstBackward }) };
   });

@@ -410,7 +410,7 @@ export interface FsdpUnitTable {
   readonly lead: Int32Array;
   /** The most parameters gathered and released as one: the largest inner unit (0 when all are the root). */
   readonly maxParams: number;
-  /** Prefix sums over the layers of the root unit's parameters (a tied weight in its first reader's layer). */
+  /** Prefix sums over the layers of the root unit's parameters (a tied weight only in its owner's layer). */
   readonly rootPrefix: Float64Array;
 }
 

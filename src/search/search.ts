@@ -396,12 +396,11 @@ function insertSorted(list: Evaluated[], e: Evaluated, keep: number): void {
 
 /** Largest per-device bytes: a device's stages together (interleaved), selective recompute applied. */
 function peakMemory(model: StageModel, sizes: readonly number[]): number {
-  const perDevice = new Map<number, [number, number, number][]>();
+  const perDevice = Array.from({ length: model.stageCount / model.virtualStages }, (): [number, number, number][] => []);
   stageBounds(sizes).forEach(([i, j], k) => {
-    const r = model.pipeRank(k);
-    perDevice.set(r, [...(perDevice.get(r) ?? []), [i, j, model.bytesWithRecompute(k, i, j)]]);
+    perDevice[model.pipeRank(k)]!.push([i, j, model.bytesWithRecompute(k, i, j)]);
   });
-  return Math.max(...[...perDevice.values()].map((stages) => model.deviceBytes(stages)));
+  return Math.max(...perDevice.map((stages) => model.deviceBytes(stages)));
 }
 
 /** Layers selective checkpointing recomputes: in each stage, the first layers of each kind it takes. */
