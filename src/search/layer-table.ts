@@ -242,7 +242,9 @@ export class LayerTable {
       const rootOwned = new Array<number>(this.count).fill(0);
       for (const l of grouping.root) rootOwned[l] = owned[l]!;
       const rootPrefix = prefix(rootOwned);
-      units = { params, lead, maxParams, rootPrefix };
+      const unitOf = new Int32Array(this.count).fill(-1);
+      groups.forEach((ls, u) => ls.forEach((l) => (unitOf[l] = u)));
+      units = { params, lead, maxParams, rootPrefix, unitOf, inner: grouping.inner.length };
       this.unitsCache.set(minParams, units);
     }
     return units;
@@ -412,6 +414,9 @@ export interface FsdpUnitTable {
   readonly maxParams: number;
   /** Prefix sums over the layers of the root unit's parameters (a tied weight only in its owner's layer). */
   readonly rootPrefix: Float64Array;
+  /** Per layer: the unit it belongs to (-1: it holds no parameters); units from `inner` on are the root. */
+  readonly unitOf: Int32Array;
+  readonly inner: number;
 }
 
 interface KeptSpan {

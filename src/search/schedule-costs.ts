@@ -23,9 +23,10 @@ export function scheduleCostsFor(model: StageModel, sizes: readonly number[]): S
     const transfers = model.cutTransferSeconds(k, j);
     return Math.max(0, collectives + transfers - compute) - Math.max(0, transfers - compute);
   });
-  const backward = (k: number): number => model.backwardSeconds(...span(k)) + extra[k]! + excess[k]!;
+  // FSDP's gathers that wait behind a stage's pipeline receives (StageModel.exposedForwardGather).
+  const backward = (k: number): number => model.backwardSeconds(...span(k)) + model.exposedBackwardGather(k, ...span(k)) + extra[k]! + excess[k]!;
   return {
-    forward: (k) => model.forwardSeconds(...span(k)),
+    forward: (k) => model.forwardSeconds(...span(k)) + model.exposedForwardGather(k, ...span(k)),
     backward,
     backwardInput: (k) => backward(k) - model.weightSeconds(...span(k)),
     backwardWeight: (k) => model.weightSeconds(...span(k)),
