@@ -102,7 +102,7 @@ export function programLifetimes(program: Program, p: number, shards: readonly S
     const w = get("W", stage, mb);
     // A split backward's W inputs, layer by layer from the I segment that reaches them to the end of W: the
     // stash drains as they fill (one buffer from I's start held every layer's stash and all of W's inputs
-    // at once, 17% over the runtime's arena for llama-7b's ZB-H1 plan on 2 stages).
+    // at once: 17–19% over the runtime's arenas for llama-7b's ZB-H1 plan on 2 stages × 8 replicas).
     if (w !== undefined) {
       for (const { layer, bytes } of act.weightGradByLayer) {
         if (bytes > 0) out.push({ program: p, name: `s${stage} mb ${mb} layer ${layer} weight-gradient inputs`, kind: "activation", bytes, from: backward, fromLayer: layer, to: w, ...tag });

@@ -56,8 +56,9 @@ export function layoutMemory(program: Program, p: number, lifetimes: readonly Li
   };
   const largestFirst = firstFitOffsets(start, end, size, bySize);
   const inOrder = firstFitOffsets(start, end, size, byStart);
-  const offsets = arenaOf(inOrder) < arenaOf(largestFirst) ? inOrder : largestFirst;
-  const arena = arenaOf(offsets);
+  const [sizeArena, orderArena] = [arenaOf(largestFirst), arenaOf(inOrder)];
+  const offsets = orderArena < sizeArena ? inOrder : largestFirst;
+  const arena = Math.min(sizeArena, orderArena);
   const buffers: PlacedBuffer[] = timed.map((b, i) => ({ ...b, offset: offsets[i]! }));
   const { peak, peakTime, timeline } = liveBytes(buffers);
   const peakByKind: Partial<Record<BufferKind, number>> = {};

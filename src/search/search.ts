@@ -295,11 +295,12 @@ export function searchPlans(x: SearchInput): SearchResult {
   // them every spare whose estimate is still below the slowest kept simulation: the closed form misses part
   // of a short pipeline's bubble (gpt-tiny on 8 H100s: pp=4 estimated at 218 µs simulates to 238, where
   // pp=1's 233 is exact), so a spare ranked below them by estimate can simulate faster.
-  let ranked: Evaluated[] = [];
+  // (The slowest of the `keep` best simulated so far: a spare that simulates slower than them raises no bar.)
+  const ranked: Evaluated[] = [];
   let overMemory = 0;
   let simulated = 0;
   for (const e of best) {
-    if (ranked.length >= keep && !(e.estimate < Math.max(...ranked.map((r) => r.simulated!)))) break;
+    if (ranked.length >= keep && !(e.estimate < ranked[keep - 1]!.simulated!)) break;
     const sim = simulateCandidate(e, modelOf(e.candidate), bandwidth, capacity);
     simulated++;
     if (sim === undefined) {
@@ -307,9 +308,9 @@ export function searchPlans(x: SearchInput): SearchResult {
       continue;
     }
     ranked.push({ ...e, simulated: sim.seconds, memoryBytes: sim.memoryBytes });
+    ranked.sort(byPrediction);
+    ranked.length = Math.min(ranked.length, keep);
   }
-  ranked.sort(byPrediction);
-  ranked = ranked.slice(0, keep);
   const familyMemory = new Map<string, { needed: number; text: string }>();
   // A family without a plan that fits: does even its least memory-hungry candidate (most sharding,
   // checkpointing and micro-batches) not fit, or were its fitting candidates pruned as slower?
@@ -396,11 +397,7 @@ function insertSorted(list: Evaluated[], e: Evaluated, keep: number): void {
 
 /** Largest per-device bytes: a device's stages together (interleaved), selective recompute applied. */
 function peakMemory(model: StageModel, sizes: readonly number[]): number {
-  const perDevice = Array.from({ length: model.stageCount / model.virtualStages }, (): [number, number, number][] => []);
-  stageBounds(sizes).forEach(([i, j], k) => {
-    perDevice[model.pipeRank(k)]!.push([i, j, model.bytesWithRecompute(k, i, j)]);
-  });
-  return Math.max(...perDevice.map((stages) => model.deviceBytes(stages)));
+  return Math.max(...model.perDeviceBytes(stageBounds(sizes), (k, i, j) => model.bytesWithRecompute(k, i, j)));
 }
 
 /** Layers selective checkpointing recomputes: in each stage, the first layers of each kind it takes. */
@@ -449,11 +446,7 @@ function simulateCandidate(e: Evaluated, model: StageModel, bandwidth: number, c
   const run = execute(lowered, (a) => actionSeconds(costs, a));
   if (!run.complete) throw new Error(`internal: the ${c.schedule} schedule deadlocks for ${candidateText(c)}`);
   const memory = activationMemory(lowered, run, costs);
-  const held = Array.from({ length: c.stages }, (): [number, number, number][] => []);
-  stageBounds(e.balance).forEach(([i, j], k) => {
-    held[model.pipeRank(k)]!.push([i, j, model.stateBytes(i, j) + model.fixedActivationBytes(k, i, j)]);
-  });
-  const fixed = held.map((stages) => model.deviceBytes(stages));
+  const fixed = model.perDeviceBytes(stageBounds(e.balance), (k, i, j) => model.stateBytes(i, j) + model.fixedActivationBytes(k, i, j));
   const memoryBytes = Math.max(...memory.perRank.map((r, rank) => fixed[rank]! + r.peakBytes));
   if (memoryBytes > capacity) return undefined;
   const est = estimateStep(c, model, e.balance, bandwidth);

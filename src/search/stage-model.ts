@@ -138,8 +138,6 @@ export function layerSeconds(
   // 16 layers are two under the default 1e8, its embeddings and first 9 blocks, and the rest as the root, and
   // pricing each layer's collectives apart paid 16 rings' latency for 2).
   const units = c.shard === "fsdp" ? table.fsdpUnits(fsdpMinParams) : undefined;
-  const unitAt = new Int32Array(L).fill(-1);
-  units?.lead.forEach((l, u) => (unitAt[l] = u));
   // Every stage's data-parallel group spans as many nodes as stage 0's under meshRank's layout.
   const link = blockLink(cluster, 0, c.dataParallel, c.tensorParallel);
   const groups = shardGroupLinks(cluster, c);
@@ -163,7 +161,9 @@ export function layerSeconds(
     const b = pr.backwardInput[l]! + pr.backwardWeight[l]!;
     // Weights travel in their storage type, gradients in the reduction's (train.reduce_dtype: fp32 by
     // default), as the shard plans move them.
-    const held = units ? (unitAt[l]! >= 0 ? units.params[unitAt[l]!]! : 0) : table.params[l]!;
+    // A unit's collectives at its lead layer (its first); its other layers' are in them.
+    const u = units ? units.unitOf[l]! : -1;
+    const held = units ? (u >= 0 && units.lead[u] === l ? units.params[u]! : 0) : table.params[l]!;
     const weights = held * perParam.param;
     const grads = held * perParam.grad;
     let m = 0;
@@ -204,13 +204,10 @@ export function layerSeconds(
     computeMax = Math.max(computeMax, f + b);
     commMax = Math.max(commMax, m);
   }
-  // The first unit: the one with the lowest layer holding parameters (the root, under @fsdp_unit, when the
+  // The first unit: the one of the lowest layer holding parameters (the root, under @fsdp_unit, when the
   // embeddings are not annotated).
-  let firstUnit = -1;
-  units?.lead.forEach((l, u) => {
-    if (firstUnit < 0 || l < units.lead[firstUnit]!) firstUnit = u;
-  });
-  const first = firstUnit >= 0 ? fsdpTimes.get(units!.params[firstUnit]!) : undefined;
+  const firstLayer = table.params.findIndex((n) => n > 0);
+  const first = units && firstLayer >= 0 ? fsdpTimes.get(units.params[units.unitOf[firstLayer]!]!) : undefined;
   const edge = first ? first.gather + (c.noSync ? 0 : first.scatter) : 0;
   return { forward, backward, comm, gather: gathers, backwardComm, step, computeSum, commSum, slackSum, stepSum, computeMax, commMax, edge };
 }
@@ -244,7 +241,10 @@ export class StageModel {
   private readonly rootPrefix: Float64Array | undefined;
   /** FSDP with resharding: per layer, the all-gather of its inner unit (0 in the root, which stays gathered). */
   private readonly unitGather: Float64Array | undefined;
-  private readonly holdsParams: Uint8Array;
+  /** Per layer l: the first layer at or after l holding parameters (L when none), and per end j the last
+   *  before j (-1 when none): the partitioner asks a stage's exposed gathers for every interval. */
+  private readonly nextHolding: Int32Array;
+  private readonly lastHolding: Int32Array;
   private readonly dpLinks: readonly Link[];
   private readonly p2pLinks: readonly Link[];
   /** Selective checkpointing: kinds of layer that free bytes when recomputed, best bytes per second first. */
@@ -267,7 +267,10 @@ export class StageModel {
     this.maxUnitParams = units?.maxParams ?? 0;
     this.rootPrefix = units?.rootPrefix;
     this.unitGather = units && Float64Array.from(units.unitOf, (u) => (u >= 0 && u < units.inner ? seconds.gather[units.lead[u]!]! : 0));
-    this.holdsParams = Uint8Array.from(table.params, (n) => (n > 0 ? 1 : 0));
+    this.nextHolding = new Int32Array(L + 1).fill(L);
+    for (let l = L - 1; l >= 0; l--) this.nextHolding[l] = table.params[l]! > 0 ? l : this.nextHolding[l + 1]!;
+    this.lastHolding = new Int32Array(L + 1).fill(-1);
+    for (let j = 1; j <= L; j++) this.lastHolding[j] = table.params[j - 1]! > 0 ? j - 1 : this.lastHolding[j - 1]!;
     this.dpLinks = Array.from({ length: c.stages }, (_, k) => blockLink(cluster, meshRank(c, k, 0), c.dataParallel, c.tensorParallel));
     this.p2pLinks = Array.from({ length: c.stages }, (_, k) => groupLink(cluster, [meshRank(c, k, 0), meshRank(c, (k + 1) % c.stages, 0)]));
     const recomputeShare = c.checkpoint === "always" ? 1 : c.checkpoint === "except_last" ? (c.microBatches - 1) / c.microBatches : 0;
@@ -335,7 +338,12 @@ export class StageModel {
     }
     for (const tie of this.tiedReplicas) {
       if (tie.owner >= i && tie.owner < j) continue;
-      if (tie.layers.some((l) => l >= i && l < j)) t += tie.seconds;
+      for (const l of tie.layers) {
+        if (l >= i && l < j) {
+          t += tie.seconds;
+          break;
+        }
+      }
     }
     return t;
   }
@@ -375,16 +383,22 @@ export class StageModel {
   }
 
   /** Model state and FSDP's gathered units and unsharded gradients on one device, for a share 1/v of the
-   *  device's memory (the units in flight counted 1/v: a device's stages hold them in turn, see deviceBytes). */
+   *  device's memory (the units in flight counted 1/v: a device's stages hold them in turn, see perDeviceBytes). */
   stateBytes(i: number, j: number): number {
-    return this.heldStateBytes(i, j) + this.unitsInFlightBytes(i, j) / this.c.virtualStages;
+    // The partitioner's innermost call: the stage's parameters looked up once for both parts.
+    const params = this.paramsIn(i, j);
+    return this.heldStateBytes(i, j, params) + this.unitsInFlightBytes(i, j, params) / this.c.virtualStages;
   }
 
   /** What the optimizer step reads and writes: the ZeRO formula's model state of the stage on one device,
    *  as compile prices it (stage-costs.ts), without what is staged or gathered for the micro-batches. */
   optimizerBytes(i: number, j: number): number {
+    return this.shardedStateBytes(this.paramsIn(i, j));
+  }
+
+  /** modelStateBytes for a stage of `params` parameters. */
+  private shardedStateBytes(params: number): number {
     const c = this.c;
-    const params = this.paramsIn(i, j);
     // modelStateBytes' formulas, with the bytes per parameter looked up once per model (this is the
     // partitioner's innermost call). FSDP shards over its shard group (ZeRO-3 over s ranks).
     const { param: pb, grad: gb, optimizer: kb } = this.perParam;
@@ -393,11 +407,10 @@ export class StageModel {
   }
 
   /** The state a stage holds all step, whichever of its device's stages is running. */
-  private heldStateBytes(i: number, j: number): number {
+  private heldStateBytes(i: number, j: number, params: number): number {
     const c = this.c;
-    const params = this.paramsIn(i, j);
     const gb = this.perParam.grad;
-    let bytes = this.optimizerBytes(i, j);
+    let bytes = this.shardedStateBytes(params);
     if (c.shard === "sddp") {
       // Each micro-batch's gradients are staged unsharded until their reduce: compile's memory plan keeps the
       // stage's buckets from the start of the backward to the last REDUCE, so a whole stage's gradient is live
@@ -423,11 +436,11 @@ export class StageModel {
    *  no_sync, unsharded gradients: the root's, from the backward's first write to its reduce-scatter, the
    *  inner unit being produced and the one being reduce-scattered. Each inner unit is at most the largest,
    *  and all of them at most the stage's parameters outside the root. */
-  private unitsInFlightBytes(i: number, j: number): number {
+  private unitsInFlightBytes(i: number, j: number, params: number): number {
     const c = this.c;
     if (c.shard !== "fsdp") return 0;
     const root = this.rootIn(i, j);
-    const inner = this.paramsIn(i, j) - root;
+    const inner = params - root;
     const gathered = c.reshardAfterForward ? Math.min(inner, (1 + (this.x.prefetch ?? 1)) * this.maxUnitParams) * this.word : 0;
     const produced = c.noSync ? 0 : (root + Math.min(inner, 2 * this.maxUnitParams)) * this.perParam.grad;
     return gathered + produced;
@@ -436,20 +449,22 @@ export class StageModel {
   /** What only the running stage holds (FSDP's units in flight, the layer's working set): the stage's
    *  memoryBytes counts 1/v of it, so that v stages alike fill a device exactly. */
   private transientBytes(i: number, j: number): number {
-    return this.unitsInFlightBytes(i, j) + this.workingBytes(i, j);
+    return this.unitsInFlightBytes(i, j, this.paramsIn(i, j)) + this.workingBytes(i, j);
   }
 
-  /** A device's bytes from its stages' shares (memoryBytes, bytesWithRecompute, or stateBytes +
-   *  fixedActivationBytes): what only the running stage holds is counted once, the largest of it. */
-  deviceBytes(stages: readonly (readonly [i: number, j: number, bytes: number])[]): number {
-    let total = 0;
-    let most = 0;
-    for (const [i, j, bytes] of stages) {
+  /** Each pipeline rank's bytes from its stages' shares `bytesOf(k, i, j)` (memoryBytes, bytesWithRecompute,
+   *  or stateBytes + fixedActivationBytes): what only the running stage holds is counted once per device,
+   *  the largest of it. */
+  perDeviceBytes(bounds: readonly (readonly [number, number])[], bytesOf: (k: number, i: number, j: number) => number): number[] {
+    const total = new Array<number>(this.c.stages).fill(0);
+    const most = new Array<number>(this.c.stages).fill(0);
+    bounds.forEach(([i, j], k) => {
+      const r = this.pipeRank(k);
       const t = this.transientBytes(i, j);
-      total += bytes - t / this.c.virtualStages;
-      most = Math.max(most, t);
-    }
-    return total + most;
+      total[r]! += bytesOf(k, i, j) - t / this.c.virtualStages;
+      most[r] = Math.max(most[r]!, t);
+    });
+    return total.map((n, r) => n + most[r]!);
   }
 
   /** The stage input: the cut before it and the model inputs its layers read. */
@@ -627,7 +642,7 @@ export class StageModel {
   /** Compute-stream seconds of stage k per micro-batch (selective recompute included, and the FSDP gathers
    *  that wait behind its pipeline receives). */
   computeTime(k: number, i: number, j: number): number {
-    const exposed = this.unitGather ? this.exposedForwardGather(k, i, j) + this.exposedBackwardGather(k, i, j) : 0;
+    const exposed = this.exposedForwardGather(k, i, j) + this.exposedBackwardGather(k, i, j);
     if (this.c.checkpoint !== "selective") return this.computeSeconds(i, j) + exposed;
     const r = this.recomputeSecondsOf(k, i, j);
     return this.computeSeconds(i, j) + exposed + (Number.isNaN(r) ? 0 : r);
@@ -639,16 +654,16 @@ export class StageModel {
    *  wait every micro-batch. Stage 0's forwards have no such wait: theirs are prefetched. */
   exposedForwardGather(k: number, i: number, j: number): number {
     if (!this.unitGather || k === 0) return 0;
-    for (let l = i; l < j; l++) if (this.holdsParams[l]) return this.unitGather[l]!;
-    return 0;
+    const l = this.nextHolding[i]!;
+    return l < j ? this.unitGather[l]! : 0;
   }
 
   /** The same for a backward that waits for its output gradient from the next stage: the unit of its last
    *  layer holding parameters, the first the backward meets. The last stage's backwards follow its forwards. */
   exposedBackwardGather(k: number, i: number, j: number): number {
     if (!this.unitGather || k === this.stageCount - 1) return 0;
-    for (let l = j - 1; l >= i; l--) if (this.holdsParams[l]) return this.unitGather[l]!;
-    return 0;
+    const l = this.lastHolding[j]!;
+    return l >= i ? this.unitGather[l]! : 0;
   }
 
   fits(k: number, i: number, j: number): boolean {
@@ -686,8 +701,8 @@ export class StageModel {
    *  Interleaved, a rank's chunks finish their last backwards one after another: after chunk c's, the
    *  cooldown still runs min(m, p) backwards of each lower chunk (Megatron-LM's order, as compile lowers
    *  it), whose comm time the collectives of chunk c and those queued behind it may use. Summing every
-   *  chunk's collectives against one backward each charged llama-70b's hybrid plans 0.9 s of a 4.1 s step
-   *  where compile leaves 0.06 s per rank. */
+   *  chunk's collectives against one backward each charged llama-70b's hybrid plan on h200 × 1024 0.9 s
+   *  of step tail, where compile's plan leaves rank 0's last chunk 0.06 s exposed. */
   exposedStepSeconds(r: number, bounds: readonly (readonly [number, number])[]): number {
     // The rank's chunks, highest first: the order their last backwards end in.
     const chunks: { step: number; free: number }[] = [];

@@ -16,9 +16,9 @@ import { candidateSets, candidateText, type Candidate } from "../../src/search/c
 import { SearchError } from "../../src/search/errors.js";
 import { searchPlans, type SearchInput } from "../../src/search/search.js";
 import { searchSpace, shardGroups } from "../../src/search/space.js";
-import { layerSeconds, StageModel } from "../../src/search/stage-model.js";
+import { layerSeconds } from "../../src/search/stage-model.js";
 import { estimateStep } from "../../src/search/step-model.js";
-import { stageFixture } from "./stage-fixture.js";
+import { candidateOf, stageFixture } from "./stage-fixture.js";
 
 const auto = (over: Partial<ParallelConfig> = {}): ParallelConfig => ({
   ...DEFAULT_PARALLEL,
@@ -144,26 +144,12 @@ describe("the stage and step model against hand-priced collectives", () => {
   // 4 nodes of 8 H100s; a shard group of 8 is one node, its 4 replicas one per node.
   const model = wide(2048, 6, 128, "stages = 1, data_parallel = 32, chunks = 4, shard = fsdp");
   const cluster = clusterFor("h100-sxm", 32);
-  const { train, table, profile, per, L, bandwidth } = stageFixture(model, cluster, 1);
+  const { table, profile, per, L, bandwidth, stageModel } = stageFixture(model, cluster, 1);
   const intra = intraNodeLink(cluster.profile);
   const inter = interNodeLink(cluster.profile);
-  const candidate = (over: Partial<Candidate>): Candidate => ({
-    stages: 1,
-    dataParallel: 32,
-    tensorParallel: 1,
-    virtualStages: 1,
-    microBatches: 4,
-    schedule: "1f1b",
-    shard: "fsdp",
-    reshardAfterForward: true,
-    shardGroup: 8,
-    noSync: false,
-    checkpoint: "never",
-    ...over,
-  });
+  const candidate = (over: Partial<Candidate>): Candidate => candidateOf({ dataParallel: 32, microBatches: 4, shard: "fsdp", shardGroup: 8, ...over });
   // Every layer its own FSDP unit (auto-wrap at one parameter), so each layer's collectives are priced apart.
-  const modelOf = (c: Candidate) =>
-    new StageModel({ table, profile, cluster, candidate: c, precision: train.precision, optimizer: train.optimizer, reduceDtype: train.reduceDtype, bucketBytes: 25 * 2 ** 20, fsdpMinParams: 1 });
+  const modelOf = (c: Candidate) => stageModel(c, { fsdpMinParams: 1 });
   const sum = (f: (l: number) => number) => Array.from({ length: L }, (_, l) => f(l)).reduce((a, b) => a + b, 0);
   const backward = (l: number) => profile.backwardInput[l]! + profile.backwardWeight[l]!;
   const gather = (l: number, n: number, link = intra) => collectiveTime("all_gather", table.params[l]! * per.param, n, link);
@@ -228,7 +214,7 @@ describe("the stage and step model against hand-priced collectives", () => {
   it("under the default auto-wrap six layers of 4M are all the root unit: gathered all step, its gradient whole", () => {
     // FSDP never reshards the root, and its unsharded gradient lives from the backward's first write to the
     // reduce-scatter after the last (compile's memory plan); no inner unit is in flight.
-    const m = new StageModel({ table, profile, cluster, candidate: candidate({}), precision: train.precision, optimizer: train.optimizer, reduceDtype: train.reduceDtype, bucketBytes: 25 * 2 ** 20 });
+    const m = stageModel(candidate({}));
     expect(m.stateBytes(0, L)).toBe((per.param + per.grad + per.optimizer) * Math.ceil(P / 8) + P * per.param + P * per.grad);
   });
 
@@ -241,13 +227,15 @@ describe("the stage and step model against hand-priced collectives", () => {
     const held = (i: number, j: number) => (per.param + per.grad + per.optimizer) * Math.ceil(params(i, j) / 8);
     // The unit computing and the one prefetched gathered; the unit produced and the one reduce-scattered.
     const inFlight = (i: number, j: number) => Math.min(params(i, j), 2 * largest) * (per.param + per.grad) + m.workingBytes(i, j);
-    const device0 = [bounds[0]!, bounds[2]!].map(([i, j]) => [i, j, m.stateBytes(i, j) + m.fixedActivationBytes(0, i, j)] as const);
+    const share = (k: number, i: number, j: number) => m.stateBytes(i, j) + m.fixedActivationBytes(k, i, j);
+    const device0 = [bounds[0]!, bounds[2]!].map(([i, j]) => [i, j, share(0, i, j)] as const);
+    const perDevice = m.perDeviceBytes(bounds, share);
     const transfers = (i: number, j: number) => 2 * (j < L ? profile.cut[j]! : 0) + profile.cut[i]!;
     const expected = held(0, 2) + held(3, 5) + transfers(0, 2) + transfers(3, 5) + Math.max(inFlight(0, 2), inFlight(3, 5));
-    expect(m.deviceBytes(device0)).toBeCloseTo(expected, 3);
+    expect(perDevice[0]!).toBeCloseTo(expected, 3);
     // Each stage's own share counts half of it, so two stages alike fill the device as the device count does.
     expect(m.stateBytes(0, 2) + m.fixedActivationBytes(0, 0, 2)).toBeCloseTo(held(0, 2) + transfers(0, 2) + inFlight(0, 2) / 2, 3);
-    expect(m.deviceBytes(device0)).toBeLessThan(device0.reduce((n, [, , b]) => n + b, 0) + Math.max(inFlight(0, 2), inFlight(3, 5)) / 2);
+    expect(perDevice[0]!).toBeLessThan(device0.reduce((n, [, , b]) => n + b, 0) + Math.max(inFlight(0, 2), inFlight(3, 5)) / 2);
   });
 
   it("pipelined FSDP: a forward waiting for its input, and a backward for its gradient, gather their first unit only then", () => {

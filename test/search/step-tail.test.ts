@@ -12,32 +12,17 @@ import { buildTrainingGraph } from "../../src/passes/autodiff.js";
 import type { Candidate } from "../../src/search/candidate.js";
 import { candidateText } from "../../src/search/candidate.js";
 import { searchPlans } from "../../src/search/search.js";
-import { StageModel } from "../../src/search/stage-model.js";
 import { estimateStep, ownerBroadcastSeconds } from "../../src/search/step-model.js";
 import { samplePath } from "../compile/helpers.js";
-import { stageFixture } from "./stage-fixture.js";
+import { candidateOf, stageFixture } from "./stage-fixture.js";
 
 const model = checkFile(samplePath("gpt-tiny")).model!;
 // 4 CPU devices, two to a node: a data-parallel group of 4 spans both nodes.
 const cluster = clusterFor("cpu", 4);
-const { train, table, profile, per, L, bandwidth } = stageFixture(model, cluster, 2);
+const { train, profile, per, L, bandwidth, stageModel } = stageFixture(model, cluster, 2);
 const link = interNodeLink(cluster.profile);
-const candidate = (over: Partial<Candidate>): Candidate => ({
-  stages: 1,
-  dataParallel: 4,
-  tensorParallel: 1,
-  virtualStages: 1,
-  microBatches: 1,
-  schedule: "1f1b",
-  shard: "none",
-  reshardAfterForward: true,
-  shardGroup: 4,
-  noSync: false,
-  checkpoint: "never",
-  ...over,
-});
-const modelOf = (c: Candidate, bucketBytes = 25 * 2 ** 20, norm = 0) =>
-  new StageModel({ table, profile, cluster, candidate: c, precision: train.precision, optimizer: train.optimizer, reduceDtype: train.reduceDtype, bucketBytes, normSeconds: norm });
+const candidate = (over: Partial<Candidate>): Candidate => candidateOf({ dataParallel: 4, shardGroup: 4, ...over });
+const modelOf = (c: Candidate, bucketBytes = 25 * 2 ** 20, norm = 0) => stageModel(c, { bucketBytes, normSeconds: norm });
 const backward = (l: number) => profile.backwardInput[l]! + profile.backwardWeight[l]!;
 const totalBackward = Array.from({ length: L }, (_, l) => backward(l)).reduce((a, b) => a + b, 0);
 const P = modelOf(candidate({})).paramsIn(0, L);

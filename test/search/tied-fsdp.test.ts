@@ -6,30 +6,15 @@ import { describe, expect, it } from "vitest";
 import { checkFile } from "../../src/check/check.js";
 import { clusterFor } from "../../src/cost/cluster.js";
 import { collectiveTime, groupLink, intraNodeLink } from "../../src/cost/collectives.js";
-import type { Candidate } from "../../src/search/candidate.js";
-import { StageModel } from "../../src/search/stage-model.js";
 import { root } from "../compile/helpers.js";
-import { stageFixture } from "./stage-fixture.js";
+import { candidateOf, stageFixture } from "./stage-fixture.js";
 
 describe("a tied weight under FSDP in the stage model", () => {
   const model = checkFile(`${root}/samples/gpt-tiny.fsm`).model!;
   const cluster = clusterFor("cpu", 4);
-  const { train, table, per, L } = stageFixture(model, cluster, 2);
+  const { table, per, L, stageModel } = stageFixture(model, cluster, 2);
   const tie = table.shared[0]!;
-  const candidate: Candidate = {
-    stages: 2,
-    dataParallel: 2,
-    tensorParallel: 1,
-    virtualStages: 1,
-    microBatches: 2,
-    schedule: "1f1b",
-    shard: "fsdp",
-    reshardAfterForward: true,
-    shardGroup: 2,
-    noSync: false,
-    checkpoint: "never",
-  };
-  const m = new StageModel({ table, profile: table.at(2), cluster, candidate, precision: train.precision, optimizer: train.optimizer, reduceDtype: train.reduceDtype, bucketBytes: 25 * 2 ** 20 });
+  const m = stageModel(candidateOf({ stages: 2, dataParallel: 2, microBatches: 2, shard: "fsdp", shardGroup: 2 }));
 
   it("is filed under the embedding's layer and read by the head's", () => {
     expect(table.shared.length).toBe(1);
