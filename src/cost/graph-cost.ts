@@ -3,6 +3,7 @@
 // that op and shape were measured, else from the roofline; summed per layer.
 import type { Precision } from "../check/settings-types.js";
 import type { Graph, OpId } from "../graph/graph.js";
+import { layerKinds } from "../graph/layer-kinds.js";
 import type { DimBindings, OpCost } from "../graph/op-cost.js";
 import { getOp, withDefaults } from "../graph/registry.js";
 import { calibrated, shapeKey } from "./calibration.js";
@@ -95,8 +96,16 @@ function collectiveSeconds(cost: OpCost, phase: "forward" | "backward", cluster:
 /** Every forward op of `graph` (a forward or a training graph: gradient and optimizer ops are costed through
  *  the forward op they belong to, so they are skipped), and the per-layer sums. */
 export function costGraph(graph: Graph, options: CostOptions): GraphCost {
-  const ops = graph.ops().filter((o) => o.phase === "forward").map((o) => estimateOp(graph, o.id, options));
-  const byId = new Map(ops.map((e) => [e.op, e]));
+  // One estimate per kind of layer (layer-kinds.ts): a deep model's repeated blocks are costed once, and
+  // their other layers' ops take the same figures position by position.
+  const { kindOf, representative, forwardOps } = layerKinds(graph);
+  const perKind = representative.map((rep) => forwardOps[rep]!.map((id) => estimateOp(graph, id, options)));
+  const byId = new Map<OpId, OpEstimate>();
+  forwardOps.forEach((ids, l) => {
+    const same = perKind[kindOf[l]!]!;
+    ids.forEach((id, i) => byId.set(id, same[i]!.op === id ? same[i]! : { ...same[i]!, op: id }));
+  });
+  const ops = graph.ops().filter((o) => o.phase === "forward").map((o) => byId.get(o.id)!);
   const layers = graph.layers().map((l): LayerCost => {
     let forwardFlops = 0;
     let input = 0;

@@ -135,8 +135,11 @@ function internal(message: string): never {
 export class Graph {
   readonly model: string;
   private readonly tensorList: TensorInfo[] = [];
-  /** Per tensor: the ops reading it, once per operand slot (so x·x lists its op twice). */
-  private readonly readers: OpId[][] = [];
+  /** Per tensor: the ops reading it, once per operand slot (so x·x lists its op twice); undefined until the
+   *  first. Made by its first reader as a one-element list: an empty list's first push gives it room for 17,
+   *  and most tensors have one or two readers (a deep model's training graph: 260k tensors, their lists
+   *  were the largest part of what building it allocated). */
+  private readonly readers: (OpId[] | undefined)[] = [];
   /** Per op: the tensors created for it by addOp (their `producer`), which is what the edges follow. */
   private readonly produced: TensorId[][] = [];
   /** The graphlib multigraph, built on first use and dropped on every change (see lib()). */
@@ -227,7 +230,11 @@ export class Graph {
     this.opList.push(rec);
     this.produced.push(outputs);
     layer.ops.push(id);
-    for (const t of o.inputs) this.readers[t]!.push(id);
+    for (const t of o.inputs) {
+      const list = this.readers[t];
+      if (list === undefined) this.readers[t] = [id];
+      else list.push(id);
+    }
     this.libCache = undefined;
     return outputs;
   }
@@ -351,7 +358,7 @@ export class Graph {
     // Element by element: spreading a list into push() passes it as arguments, which overflows the stack
     // past ~10^5 entries (a model of 100,000 layers).
     for (const t of this.tensorList) g.tensorList.push(t);
-    for (const r of this.readers) g.readers.push([...r]);
+    for (const r of this.readers) g.readers.push(r && [...r]);
     // Op records are copied (unsafePatchOp assigns to them); their operand and output lists, and the lists
     // of what each op produced, are never changed in place once made: shared.
     for (const p of this.produced) g.produced.push(p);
@@ -378,7 +385,8 @@ export class Graph {
   /** Ops that read tensor t, ascending and without repeats (an op reading t twice is listed once). */
   consumers(t: TensorId): readonly OpId[] {
     this.tensor(t);
-    const list = this.readers[t]!;
+    const list = this.readers[t];
+    if (list === undefined) return [];
     // addOp appends in id order, so the list is already sorted; only repeats need removing.
     return list.filter((op, i) => i === 0 || op !== list[i - 1]);
   }
@@ -432,8 +440,8 @@ export class Graph {
         if (list) this.readers[t] = list.filter((o) => o !== id);
       }
       for (const t of patch.inputs) {
-        const list = this.readers[t];
-        if (!list) continue;
+        if (!this.hasTensor(t)) continue;
+        const list = (this.readers[t] ??= []);
         list.push(id);
         list.sort((a, b) => a - b);
       }
@@ -462,7 +470,7 @@ export class Graph {
       ? { id, type: t.type, kind: t.kind, name: t.name ?? `%${id}` }
       : { id, type: t.type, kind: t.kind, name: t.name ?? `%${id}`, producer: t.producer };
     this.tensorList.push(info);
-    this.readers.push([]);
+    this.readers.push(undefined);
     return id;
   }
 
@@ -531,7 +539,7 @@ export class Graph {
       const i = ready.pop();
       order.push(i);
       for (const t of this.produced[i]!) {
-        for (const w of this.readers[t]!) if (--indegree[w]! === 0) ready.push(w);
+        for (const w of this.readers[t] ?? []) if (--indegree[w]! === 0) ready.push(w);
       }
     }
     return order;

@@ -1,6 +1,7 @@
 // Which forward tensors the gradient ops of a training graph read: what a runtime keeps from forward to
 // backward per micro-batch (activation memory), and per layer what checkpointing would keep instead.
 import type { Graph, OpId, TensorId } from "../graph/graph.js";
+import { perGraph } from "../graph/per-graph.js";
 
 /** A forward value: a model input or the output of a forward op (parameters are model state, not saved). */
 function isForwardValue(g: Graph, t: TensorId): boolean {
@@ -42,8 +43,11 @@ export interface LayerSaved {
   readonly boundary: readonly TensorId[];
 }
 
-/** Per layer, ascending tensor ids. A tensor read by several layers' gradient ops is listed in each. */
-export function savedByLayer(g: Graph): LayerSaved[] {
+/** Per layer, ascending tensor ids. A tensor read by several layers' gradient ops is listed in each. Found
+ *  once per graph: the plan search's layer table and compile's stage costs both ask. */
+export const savedByLayer: (g: Graph) => readonly LayerSaved[] = perGraph(findSavedByLayer);
+
+function findSavedByLayer(g: Graph): LayerSaved[] {
   const saved = g.layers().map(() => new Set<TensorId>());
   for (const [op, tensors] of savedForBackward(g)) for (const t of tensors) saved[g.op(op).layer]!.add(t);
   return g.layers().map((l) => {

@@ -12,6 +12,7 @@ import type { Cluster } from "../cost/cluster.js";
 import { estimateOp } from "../cost/graph-cost.js";
 import { onDevice, opScratch, weightGradientBytes } from "../cost/precision.js";
 import type { Graph, OpId, TensorId } from "../graph/graph.js";
+import { layerKinds } from "../graph/layer-kinds.js";
 import type { DimBindings } from "../graph/op-cost.js";
 import { bytesOf } from "../graph/ops/cost-rules.js";
 import { savedByLayer } from "../passes/autodiff.js";
@@ -112,13 +113,12 @@ export class LayerTable {
       if (pin !== undefined && next < L) this.pinRunEnd[l] = this.pins[next] !== pin ? next : this.pinRunEnd[next]!;
     }
     this.annotated = layers.map((l) => l.annotations.checkpoint === true);
-    const forwardOps = layers.map(() => [] as OpId[]);
+    const forwardOps = layerKinds(training).forwardOps;
     const paramReaders = new Map<TensorId, Set<number>>();
     const firstRead = new Map<TensorId, number>();
     const lastRead = new Map<TensorId, number>();
     for (const o of training.ops()) {
       if (o.phase !== "forward") continue;
-      forwardOps[o.layer]!.push(o.id);
       for (const t of o.inputs) {
         const info = training.tensor(t);
         if (info.kind === "param") {
@@ -146,23 +146,10 @@ export class LayerTable {
     this.params = params;
     this.shared = shared;
 
-    // Layer kinds: the forward ops' names, attributes and operand types, in order.
-    const classes = new Map<string, number>();
-    const representative: number[] = [];
-    this.classOf = layers.map((l) => {
-      const key = forwardOps[l.index]!.map((id) => {
-        const o = training.op(id);
-        return `${o.op}${JSON.stringify(o.attrs)}${o.inputs.map((t) => JSON.stringify(training.tensor(t).type)).join(",")}`;
-      }).join(";");
-      let c = classes.get(key);
-      if (c === undefined) {
-        c = classes.size;
-        classes.set(key, c);
-        representative.push(l.index);
-      }
-      return c;
-    });
-    this.representative = representative;
+    // Layer kinds (layer-kinds.ts): each kind's ops are costed once.
+    const kinds = layerKinds(training);
+    this.classOf = kinds.kindOf;
+    this.representative = kinds.representative;
 
     // Tensors the backward keeps, by producer and first saver; what checkpointing a layer frees.
     const saved = savedByLayer(training);
