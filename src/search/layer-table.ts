@@ -16,6 +16,7 @@ import { layerKinds } from "../graph/layer-kinds.js";
 import type { DimBindings } from "../graph/op-cost.js";
 import { bytesOf } from "../graph/ops/cost-rules.js";
 import { savedByLayer } from "../passes/autodiff.js";
+import { firstGradientWrites, gradientOwners } from "../passes/gradient-writes.js";
 import { BackwardWalk } from "../passes/backward-gradients.js";
 import { ForwardWalk } from "../passes/forward-working-set.js";
 import { numel } from "../graph/dim.js";
@@ -305,20 +306,31 @@ export class LayerTable {
     return { b, forward, backwardInput, backwardWeight, flops };
   }
 
+  /** Each tensor's bytes at micro-batch size b, found once (by tensor id, −1 until found): the sums and the
+   *  working-set walks ask again. */
+  private sizeAt(b: number): (t: TensorId) => number {
+    let size = this.sizes.get(b);
+    if (!size) {
+      const bindings = this.bindings(b);
+      const sizes = new Float64Array(this.training.tensors().length).fill(-1);
+      size = (t: TensorId): number => {
+        let n = sizes[t]!;
+        if (n < 0) {
+          n = bytesOf(onDevice(this.training.tensor(t).type, this.precision), bindings);
+          sizes[t] = n;
+        }
+        return n;
+      };
+      this.sizes.set(b, size);
+    }
+    return size;
+  }
+  private readonly sizes = new Map<number, (t: TensorId) => number>();
+
   private layerBytes(b: number): Omit<MicroBatchProfile, keyof MicroBatchTimes> {
     const L = this.count;
     const bindings = this.bindings(b);
-    // Each tensor's bytes at this micro-batch size, found once: the sums and the working-set walks ask again
-    // (by tensor id, −1 until found).
-    const sizes = new Float64Array(this.training.tensors().length).fill(-1);
-    const size = (t: TensorId): number => {
-      let n = sizes[t]!;
-      if (n < 0) {
-        n = bytesOf(onDevice(this.training.tensor(t).type, this.precision), bindings);
-        sizes[t] = n;
-      }
-      return n;
-    };
+    const size = this.sizeAt(b);
     const cut = new Float64Array(L + 1);
     for (const x of this.crossing) {
       const n = size(x.tensor);
@@ -353,12 +365,65 @@ export class LayerTable {
       return n;
     };
     const inputs = this.modelInputs.map((x) => ({ bytes: size(x.tensor), lo: x.lo, hi: x.hi }));
-    const { working, workingStaged } = this.workingSets(bindings, size);
+    const { working, workingStaged } = this.workingSets(b, bindings, size);
     const plain = rangeMax(working);
     const stagedMax = rangeMax(workingStaged);
     const workingIn = (i: number, j: number, staged: boolean): number => (staged ? stagedMax(i, j) : plain(i, j));
     return { cut, reducible, saved, weightGrad, keptIn, inputs, workingIn };
   }
+
+  /** What layer l's stash releases as its backward reads it for the last time (BackwardWalk's `released`). */
+  private readonly released = (l: number): readonly TensorId[] => this.savedTensors[l]!;
+  /** Per micro-batch size walked: each layer's forward working set, and the op scratch it was priced with. */
+  private readonly forwardWorking = new Map<number, { readonly forward: Float64Array; readonly scratch: ReturnType<typeof opScratch> }>();
+
+  /**
+   * workingIn for FSDP stages whose units' gradients are made every backward (not no_sync), in O(1): each
+   * layer's backward peak less the unit gradients it creates, as compile's memory plan prices them (a unit's
+   * unsharded gradient from the start of the layer whose backward first writes it, its activation gradients
+   * on top: stage-costs.ts). An output layer's logits gradient is freed before the head's weight gradient
+   * exists, so the two are not summed: gpt2-124m's head makes a 785 MiB logits gradient and then its 394 MiB
+   * unit gradient (micro-batch 8, bf16), which compile holds at once as 394 + 392, where workingIn adds the whole
+   * 785 to the units in flight. The units are fsdpUnits(minParams); `gradBytes` per parameter of a gradient.
+   */
+  fsdpWorkingIn(b: number, minParams: number, gradBytes: number): (i: number, j: number) => number {
+    const key = `${b}|${minParams}|${gradBytes}`;
+    let f = this.fsdpWorking.get(key);
+    if (!f) {
+      this.at(b);
+      const { forward, scratch } = this.forwardWorking.get(b)!;
+      const appears = this.unitGradientWrites(minParams);
+      const back = this.walks().backward.peaks(this.sizeAt(b), this.released, scratch, (op) => (appears.get(op) ?? 0) * gradBytes);
+      const working = Float64Array.from(forward);
+      for (const { layer, bytes } of back) working[layer] = Math.max(working[layer]!, bytes);
+      f = rangeMax(working);
+      this.fsdpWorking.set(key, f);
+    }
+    return f;
+  }
+  private readonly fsdpWorking = new Map<string, (i: number, j: number) => number>();
+
+  /** Per op: the parameters of the FSDP units whose gradient it is the first to write in the backward's run
+   *  order (layers descending), over the whole model (compile finds them per stage: gradient-writes.ts). */
+  private unitGradientWrites(minParams: number): ReadonlyMap<OpId, number> {
+    let at = this.unitWrites.get(minParams);
+    if (!at) {
+      const g = this.training;
+      const units = this.fsdpUnits(minParams);
+      const first = new Map<number, OpId>();
+      for (const w of firstGradientWrites(g, 0, this.count, gradientOwners(g))) {
+        // A tied weight is in the unit of the layer it is filed under.
+        const u = units.unitOf[g.param(w.param)!.layer]!;
+        if (u >= 0 && !first.has(u)) first.set(u, w.op);
+      }
+      const made = new Map<OpId, number>();
+      for (const [u, op] of first) made.set(op, (made.get(op) ?? 0) + units.params[u]!);
+      this.unitWrites.set(minParams, made);
+      at = made;
+    }
+    return at;
+  }
+  private readonly unitWrites = new Map<number, ReadonlyMap<OpId, number>>();
 
   /** The whole model's backward and forward (the stash held) walked once for every micro-batch size. */
   private walks(): { readonly backward: BackwardWalk; readonly forward: ForwardWalk } {
@@ -371,14 +436,13 @@ export class LayerTable {
   }
 
   /** The working sets of compile's stage walks (stage-costs.ts), over the whole model at once. */
-  private workingSets(bindings: DimBindings, size: (t: TensorId) => number): { working: Float64Array; workingStaged: Float64Array } {
+  private workingSets(b: number, bindings: DimBindings, size: (t: TensorId) => number): { working: Float64Array; workingStaged: Float64Array } {
     const g = this.training;
     const L = this.count;
     const scratch = opScratch(this.cluster.profile, g, this.precision, bindings);
     const partial = weightGradientBytes(g, bindings);
-    const released = (l: number): readonly TensorId[] => this.savedTensors[l]!;
     const walks = this.walks();
-    const { plain: back, withExtra: backStaged } = walks.backward.peakPair(size, released, scratch, partial);
+    const { plain: back, withExtra: backStaged } = walks.backward.peakPair(size, this.released, scratch, partial);
     const fwd = walks.forward.peaks(size, scratch);
     const working = new Float64Array(L);
     const workingStaged = new Float64Array(L);
@@ -386,6 +450,7 @@ export class LayerTable {
       working[layer] = bytes;
       workingStaged[layer] = bytes;
     }
+    this.forwardWorking.set(b, { forward: Float64Array.from(working), scratch });
     for (const { layer, bytes } of back) working[layer] = Math.max(working[layer]!, bytes);
     for (const { layer, bytes } of backStaged) workingStaged[layer] = Math.max(workingStaged[layer]!, bytes);
     return { working, workingStaged };

@@ -18,6 +18,7 @@ import { collectiveTime, groupLink, type CollectiveKind, type Link } from "../co
 import type { Cluster } from "../cost/cluster.js";
 import { stateBytesPerParam, type StateBytesPerParam } from "../cost/memory.js";
 import { meshRank } from "../plan/plan.js";
+import { DEFAULT_FSDP_MIN_PARAMS } from "../shard/plan.js";
 import type { Candidate } from "./candidate.js";
 import { prefix, type LayerTable, type MicroBatchProfile, type MicroBatchTimes } from "./layer-table.js";
 
@@ -257,6 +258,11 @@ export class StageModel {
     const { table, profile: pr, cluster, candidate: c } = x;
     const L = table.count;
     this.layers = L;
+    const staged = c.shard === "none" || c.shard === "oss";
+    this.working =
+      c.shard === "fsdp" && !c.noSync
+        ? table.fsdpWorkingIn(pr.b, x.fsdpMinParams ?? DEFAULT_FSDP_MIN_PARAMS, stateBytesPerParam(x.precision, x.optimizer, x.reduceDtype).grad)
+        : (i, j) => pr.workingIn(i, j, staged);
     this.recomputeKnown = new Int32Array(L + 1);
     this.recomputeByStart = new Float64Array(L + 1);
     this.stageCount = c.stages * c.virtualStages;
@@ -520,10 +526,13 @@ export class StageModel {
     return transfers + workspace + this.workingBytes(i, j) / this.c.virtualStages;
   }
 
-  /** The most a compute action holds beyond the stash while it runs one of layers [i, j). */
+  /** The most a compute action holds beyond the stash while it runs one of layers [i, j): under FSDP with a
+   *  reduce-scatter every backward, beyond the unit gradients too, which unitsInFlightBytes counts (a logits
+   *  gradient freed before the head's unit gradient exists is not added to it: LayerTable.fsdpWorkingIn). */
   workingBytes(i: number, j: number): number {
-    return this.x.profile.workingIn(i, j, this.c.shard === "none" || this.c.shard === "oss");
+    return this.working(i, j);
   }
+  private readonly working: (i: number, j: number) => number;
 
   /** What the weight-gradient ops of layers [i, j) read of one micro-batch. */
   weightGradBytes(i: number, j: number): number {
