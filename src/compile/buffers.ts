@@ -63,7 +63,7 @@ export function programLifetimes(program: Program, p: number, shards: readonly S
     const firstB = costs.activations[stage]!.firstBackward;
     const from = gradientsFrom(program, stage, strategy === "fsdp" || strategy === "sddp");
     for (const [kind, bytes] of [["param", st.param], ["grad", st.grad], ["optimizer", st.optimizer]] as const) {
-      if (kind === "grad" && firstB && from && bytes > 0) {
+      if (kind === "grad" && firstB?.gradientsByLayer && from && bytes > 0) {
         // Replicated/OSS: each layer's accumulators from the layer of the first backward that creates them.
         for (const { layer, bytes: b } of firstB.gradientsByLayer) {
           if (b > 0) out.push({ program: p, name: `s${stage} layer ${layer} gradients`, kind, bytes: b, from: from.from, fromLayer: layer, to: lastId, stage });

@@ -39,8 +39,8 @@ export interface StageActivations {
   /** What W still reads once I has run. */
   readonly weightGrad: number;
   /** weightGrad by the layer whose I segment first reaches each tensor (the highest layer of the stage whose W
-   *  reads it: I runs back to front), in the stage's layer order: held from there to the end of W, while
-   *  the stash it may share tensors with drains layer by layer. */
+   *  reads it, or that makes it: I runs back to front), in the stage's layer order: held from there to the
+   *  end of W, while the stash it may share tensors with drains layer by layer. */
   readonly weightGradByLayer: readonly { readonly layer: number; readonly bytes: number }[];
   /** `kept` less the input, by the layer that first keeps each tensor (the stage's layers in order): what
    *  that layer's forward adds and what its backward, the last to read it, releases. */
@@ -56,11 +56,13 @@ export interface StageActivations {
   /** The same for a forward that keeps nothing but its input (a micro-batch recomputed later, R); walked only
    *  when the plan recomputes micro-batches, else `forward` itself. */
   readonly forwardAlone: readonly { readonly layer: number; readonly bytes: number }[];
-  /** Replicated and OSS stages (not split backwards): the stage's gradient bytes by the layer of the first
-   *  backward that creates each parameter's accumulator, and that backward's activation gradients with each
-   *  accumulator counted from the op that first writes it (it is priced from its layer's start). */
+  /** The first backward's activation gradients where it alone makes the stage's gradient buffers, each
+   *  counted from the op that first writes it (it is priced from its layer's start); later backwards find
+   *  them made (`gradients`). Replicated and OSS stages (not split backwards): each parameter's accumulator,
+   *  with the stage's gradient bytes by the layer of the first backward that creates it (`gradientsByLayer`);
+   *  FSDP under no_sync: each unit's one gradient buffer of the step. */
   readonly firstBackward?: {
-    readonly gradientsByLayer: readonly { readonly layer: number; readonly bytes: number }[];
+    readonly gradientsByLayer?: readonly { readonly layer: number; readonly bytes: number }[];
     readonly gradients: readonly { readonly layer: number; readonly bytes: number }[];
   };
 }
@@ -147,6 +149,7 @@ export class StageCostModel implements ScheduleCosts {
       staged,
       partial: weightGradientBytes(training, bindings),
       recomputes: settings.checkpoint === "always" || settings.checkpoint === "except_last",
+      splitBackward: settings.schedule === "zero_bubble",
       gradientBuffers: stages.map((st, k) => (owners ? gradientBuffers(firstGradientWrites(training, st.start, st.end, owners), shards[k]!) : undefined)),
     });
   }
@@ -244,6 +247,8 @@ interface ActivationPricing {
   readonly partial: (op: number) => number;
   /** Some micro-batches are recomputed by an R (checkpoint always/except_last): their forward keeps nothing. */
   readonly recomputes: boolean;
+  /** The backward is split into I and W (zero_bubble): W's inputs are held apart (weightGradByLayer). */
+  readonly splitBackward: boolean;
   /** Per stage: where its backwards create their gradient buffers (undefined: from the backward's start). */
   readonly gradientBuffers: readonly (GradientBuffers | undefined)[];
 }
@@ -286,22 +291,42 @@ function stageActivations(training: Graph, stages: readonly StageAssignment[], b
       } else releasedBy.set(l, added);
       for (const t of wReads[l]!) w.set(t, l);
     }
+    // A split backward's W inputs that its I makes (an output gradient a weight gradient reads: a head's logits
+    // gradient) are held from the I segment that makes them, in W's buffers alone: counted in I's working set
+    // as well, gpt2-124m's 785 MiB logits gradient was priced twice (the memory plan 1.11–1.22× the runtime's
+    // arenas for its ZB-H1 plans).
+    const madeByI = new Set<TensorId>();
+    if (pricing.splitBackward) {
+      for (const [t, l] of w) {
+        const p = training.tensor(t).producer;
+        if (p === undefined) continue;
+        const o = training.op(p);
+        if (o.phase !== "backward" || o.layer < s.start || o.layer >= s.end) continue;
+        madeByI.add(t);
+        w.set(t, Math.max(l, o.layer));
+      }
+    }
     const released = (l: number): readonly TensorId[] => releasedBy.get(l) ?? [];
     const sendsBack = k > 0 && boundaries.sends[k - 1]!.length > 0;
     const buffers = pricing.gradientBuffers[k];
     const backScratch = staged[k] ? (op: number, dying: (t: TensorId) => boolean): number => scratch(op, dying) + partial(op) : scratch;
-    // Every backward of an FSDP stage makes its units' gradients; a replicated/OSS stage's first creates the
-    // accumulators, writing straight into them (no partial buffer), and the later ones add partials.
+    // Every backward of an FSDP stage makes its units' gradients, but under no_sync only the first (the
+    // others add into them); a replicated/OSS stage's first creates the accumulators, writing straight into
+    // them (no partial buffer), and the later ones add partials.
     const units = buffers?.kind === "units" ? buffers.at : undefined;
-    const backward = new BackwardWalk(training, s.start, s.end);
-    const gradients = backward.peaks(bytes, released, backScratch, units && ((op) => units.get(op) ?? 0), sendsBack);
+    const unitsAppear = units && ((op: number) => units.get(op) ?? 0);
+    const firstOnly = buffers?.kind === "units" && buffers.firstBackwardOnly;
+    const backward = new BackwardWalk(training, s.start, s.end, madeByI);
+    const gradients = backward.peaks(bytes, released, backScratch, firstOnly ? undefined : unitsAppear, sendsBack);
     const sends = new Set(boundaries.sends[k]!);
     const forward = forwardWorkingPeaks(training, s.start, s.end, bytes, new Set([...kept, ...sends]), scratch);
     const forwardAlone = pricing.recomputes ? forwardWorkingPeaks(training, s.start, s.end, bytes, sends, scratch) : forward;
-    const firstBackward = buffers?.kind === "accumulators" && {
-      gradientsByLayer: buffers.byLayer,
-      gradients: backward.peaks(bytes, released, scratch, (op) => buffers.at.get(op) ?? 0, sendsBack),
-    };
+    const firstBackward =
+      buffers?.kind === "accumulators"
+        ? { gradientsByLayer: buffers.byLayer, gradients: backward.peaks(bytes, released, scratch, (op) => buffers.at.get(op) ?? 0, sendsBack) }
+        : firstOnly
+          ? { gradients: backward.peaks(bytes, released, backScratch, unitsAppear, sendsBack) }
+          : undefined;
     const wByLayer = new Map<number, TensorId[]>();
     for (const [t, l] of w) {
       const list = wByLayer.get(l);
@@ -315,13 +340,14 @@ function stageActivations(training: Graph, stages: readonly StageAssignment[], b
 
 /** Bytes of gradient buffers each op creates; for accumulators also the bytes by layer (their buffers). */
 type GradientBuffers =
-  | { readonly kind: "units"; readonly at: ReadonlyMap<number, number> }
+  | { readonly kind: "units"; readonly at: ReadonlyMap<number, number>; readonly firstBackwardOnly: boolean }
   | { readonly kind: "accumulators"; readonly at: ReadonlyMap<number, number>; readonly byLayer: readonly { readonly layer: number; readonly bytes: number }[] };
 
 /**
  * Where a stage's backward creates its gradient buffers, from its first write of each parameter's gradient.
  * FSDP: a unit's unsharded gradient (the reduce-scatter's full buffer) at the first write of any of its
- * parameters, in every backward (the memory plan holds it from the first layer that reads the unit).
+ * parameters, in every backward, or under no_sync in the step's first only (the memory plan holds it from the
+ * first layer that reads the unit).
  * Replicated and OSS: each parameter's accumulator (with replicas, its all-reduce bucket's), in the first
  * backward; the stage's gradient bytes (its fullest rank's, as the state buffers) shared out in proportion to
  * the elements. Others: none.
@@ -335,7 +361,8 @@ function gradientBuffers(writes: readonly GradientWrite[], shard: ShardPlan): Gr
       const first = (shard.units.find((u) => u.index === c.unit)?.params ?? []).reduce((a, m) => Math.min(a, order.get(m.name) ?? Infinity), Infinity);
       if (first !== Infinity) at.set(writes[first]!.op, (at.get(writes[first]!.op) ?? 0) + c.bytes);
     }
-    return { kind: "units", at };
+    // no_sync: one gradient buffer per unit for the step, born in the step's first backward.
+    return { kind: "units", at, firstBackwardOnly: shard.noSync };
   }
   if (shard.strategy !== "none" && shard.strategy !== "oss") return undefined;
   const gradBytes = Math.max(0, ...shard.memory.perRank.map((r) => r.grad));

@@ -12,17 +12,20 @@ import { walkOps, type OpWalk } from "./op-walk.js";
 export class BackwardWalk {
   private readonly walk: OpWalk;
 
+  /** `held`: activation gradients priced elsewhere and left out (a split backward's W inputs, held from the
+   *  I segment that makes them to the end of W). */
   constructor(
     g: Graph,
     private readonly start: number,
     private readonly end: number,
+    held?: ReadonlySet<TensorId>,
   ) {
     const layerOrder = Array.from({ length: end - start }, (_, i) => end - 1 - i);
     this.walk = walkOps(
       g,
       layerOrder,
       (o) => o.phase === "backward" || o.phase === "weight_grad",
-      (o, t) => o.phase === "backward" && g.tensor(t).kind === "grad",
+      (o, t) => o.phase === "backward" && g.tensor(t).kind === "grad" && !held?.has(t),
     );
   }
 

@@ -115,3 +115,47 @@ describe("a split backward's W inputs at layer granularity", () => {
     expect(new Set(w.map((b) => b.end)).size).toBe(1);
   });
 });
+
+describe("FSDP under no_sync: one gradient buffer per unit for the step", () => {
+  it("gpt2-124m on 16 h100-sxm, 2 stages × 8, 4 micro-batches: later backwards price their working set on top of the units' gradients, and the memory plan is never under the runtime's arena", () => {
+    // Each unit's gradient is born in the step's first backward and added into by the others. The head
+    // stage's later backwards make their logits gradient (50,257 columns) while the tied embedding's unit
+    // gradient already exists; priced as if that gradient were born after it (as it is in the first backward),
+    // the memory plan was 0.947× the head stage's runtime arena.
+    const c = compileSample("gpt2-124m", "h100-sxm", { stages: 2, data_parallel: 8, shard: "fsdp", no_sync: true, chunks: 4, checkpoint: "never" }, 16);
+    expect(c.settings.noSync).toBe(true);
+    const laid = layOutArenas(c.plan, c.training, "always", c.cluster.profile).plan;
+    c.memory.forEach((m, p) => {
+      const runtime = Math.max(...laid.memory[p]!.runtime!.arenaBytes);
+      expect(m.arenaBytes / runtime, `program ${p}`).toBeGreaterThanOrEqual(0.99);
+      expect(m.arenaBytes / runtime, `program ${p}`).toBeLessThan(1.05);
+    });
+    // The head stage's first backward prices its logits gradient less the unit gradient made after it; the
+    // later ones price it whole.
+    const head = c.costs.activations[1]!;
+    const last = c.training.layers().length - 1;
+    const at = (list: readonly { layer: number; bytes: number }[]) => list.find((x) => x.layer === last)!.bytes;
+    expect(head.firstBackward).toBeDefined();
+    expect(head.firstBackward!.gradientsByLayer).toBeUndefined();
+    expect(at(head.firstBackward!.gradients)).toBeLessThan(0.9 * at(head.gradients));
+  });
+});
+
+describe("a split backward's W inputs made by I", () => {
+  it("gpt2-124m ZB-H1 on 16 h100-sxm, 2 stages × 8: the head's logits gradient is held once, in W's inputs, and the memory plan's peak is the runtime's live bytes within 1%", () => {
+    // I makes the logits gradient and W reads it; counted in I's activation gradients as well as in W's
+    // inputs, it was priced twice: the head stage's peak 1.18× what the runtime's slots hold at once.
+    const c = compileSample("gpt2-124m", "h100-sxm", { stages: 2, data_parallel: 8, schedule: "zero_bubble", chunks: 4, shard: "none", checkpoint: "never" }, 16);
+    const laid = layOutArenas(c.plan, c.training, "always", c.cluster.profile).plan;
+    const head = c.memory[1]!;
+    const live = Math.max(...laid.memory[1]!.runtime!.liveBytes);
+    expect(head.peakBytes / live).toBeGreaterThanOrEqual(1);
+    expect(head.peakBytes / live).toBeLessThan(1.01);
+    // The logits gradient ([B, S, vocab] in bf16) is among the last layer's W inputs, held from its own I segment.
+    const last = c.training.layers().length - 1;
+    const w = c.costs.activations[1]!.weightGradByLayer.find((x) => x.layer === last)!;
+    const [vocab, seq, batch] = [50257, 1024, c.settings.microBatchSize];
+    expect(w.bytes).toBeGreaterThan(2 * vocab * seq * batch);
+    expect(c.costs.activations[1]!.gradients.find((x) => x.layer === last)!.bytes).toBeLessThan(2 * vocab * seq * batch);
+  });
+});
