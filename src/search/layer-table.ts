@@ -383,7 +383,7 @@ export class LayerTable {
    * unsharded gradient from the start of the layer whose backward first writes it, its activation gradients
    * on top: stage-costs.ts). An output layer's logits gradient is freed before the head's weight gradient
    * exists, so the two are not summed: gpt2-124m's head makes a 785 MiB logits gradient and then its 394 MiB
-   * unit gradient (micro-batch 8, bf16), which compile holds at once as 394 + 392, where workingIn adds the whole
+   * unit gradient (micro-batch 8, bf16 logits, fp32 gradients), which compile holds at once as 394 + 392, where workingIn adds the whole
    * 785 to the units in flight. The units are fsdpUnits(minParams); `gradBytes` per parameter of a gradient.
    */
   fsdpWorkingIn(b: number, minParams: number, gradBytes: number): (i: number, j: number) => number {
