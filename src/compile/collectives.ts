@@ -203,11 +203,14 @@ function firstLayerReading(runOrder: readonly number[], unit: FsdpUnit | undefin
   return runOrder.find((l) => l >= unit.span.first && l <= unit.span.last);
 }
 
-export function stagedLifetimes(placer: Placer, staged: PlacedCollectives["staged"]): Lifetime[] {
+/** `firstLayer(stage)`: the layer whose backward first writes one of the stage's gradients, where a staged
+ *  buffer begins (the runtime lays a bucket out from the first instruction that writes it). */
+export function stagedLifetimes(placer: Placer, staged: PlacedCollectives["staged"], firstLayer: (stage: number) => number | undefined = () => undefined): Lifetime[] {
   return staged.map((s) => {
     const last = s.reduces.reduce((a, b) => (compareOrder(placer.orderOf(s.program, a), placer.orderOf(s.program, b)) >= 0 ? a : b));
     const mb = placer.action(s.program, s.action).action.mb;
-    return { program: s.program, name: `s${s.stage} gradients mb ${mb}`, kind: "grad", bytes: s.bytes, from: s.action, to: last, stage: s.stage, ...(mb !== undefined && { mb }) };
+    const fromLayer = firstLayer(s.stage);
+    return { program: s.program, name: `s${s.stage} gradients mb ${mb}`, kind: "grad", bytes: s.bytes, from: s.action, ...(fromLayer !== undefined && { fromLayer }), to: last, stage: s.stage, ...(mb !== undefined && { mb }) };
   });
 }
 

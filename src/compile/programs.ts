@@ -42,7 +42,7 @@ export function buildPrograms(
   keepBehind(placer, placed.followers);
   wireOptimizer(placer, placed.gradients, settings, cluster);
   placeAfterOptimizer(placer, placed.afterOptimizer, cluster);
-  const lifetimes = [...placed.lifetimes, ...stagedLifetimes(placer, placed.staged)];
+  const lifetimes = [...placed.lifetimes, ...stagedLifetimes(placer, placed.staged, (stage) => costs.activations[stage]!.gradientsFrom)];
   placer.finish();
   applyGradientReuse(programs, rendezvous, placed.reuse);
   emitFrees(programs, lifetimes);

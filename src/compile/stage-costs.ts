@@ -65,6 +65,10 @@ export interface StageActivations {
     readonly gradientsByLayer?: readonly { readonly layer: number; readonly bytes: number }[];
     readonly gradients: readonly { readonly layer: number; readonly bytes: number }[];
   };
+  /** FSDP and ShardedDDP (not split backwards): the layer whose backward first writes a gradient of the stage,
+   *  where a backward's made gradient buffers begin at the earliest (ShardedDDP's staged buckets are priced
+   *  from its start). */
+  readonly gradientsFrom?: number;
 }
 
 export class StageCostModel implements ScheduleCosts {
@@ -311,13 +315,14 @@ function stageActivations(training: Graph, stages: readonly StageAssignment[], b
     const buffers = pricing.gradientBuffers[k];
     const backScratch = staged[k] ? (op: number, dying: (t: TensorId) => boolean): number => scratch(op, dying) + partial(op) : scratch;
     // Every backward of an FSDP stage makes its units' gradients, but under no_sync only the first (the
-    // others add into them); a replicated/OSS stage's first creates the accumulators, writing straight into
-    // them (no partial buffer), and the later ones add partials.
-    const units = buffers?.kind === "units" ? buffers.at : undefined;
-    const unitsAppear = units && ((op: number) => units.get(op) ?? 0);
-    const firstOnly = buffers?.kind === "units" && buffers.firstBackwardOnly;
+    // others add into them), and every backward of a ShardedDDP stage its micro-batch's staged buckets; a
+    // replicated/OSS stage's first creates the accumulators, writing straight into them (no partial buffer),
+    // and the later ones add partials.
+    const made = buffers?.kind === "made" ? buffers.at : undefined;
+    const madeAppear = made && ((op: number) => made.get(op) ?? 0);
+    const firstOnly = buffers?.kind === "made" && buffers.firstBackwardOnly;
     const backward = new BackwardWalk(training, s.start, s.end, madeByI);
-    const gradients = backward.peaks(bytes, released, backScratch, firstOnly ? undefined : unitsAppear, sendsBack);
+    const gradients = backward.peaks(bytes, released, backScratch, firstOnly ? undefined : madeAppear, sendsBack);
     const sends = new Set(boundaries.sends[k]!);
     const forward = forwardWorkingPeaks(training, s.start, s.end, bytes, new Set([...kept, ...sends]), scratch);
     const forwardAlone = pricing.recomputes ? forwardWorkingPeaks(training, s.start, s.end, bytes, sends, scratch) : forward;
@@ -325,7 +330,7 @@ function stageActivations(training: Graph, stages: readonly StageAssignment[], b
       buffers?.kind === "accumulators"
         ? { gradientsByLayer: buffers.byLayer, gradients: backward.peaks(bytes, released, scratch, (op) => buffers.at.get(op) ?? 0, sendsBack) }
         : firstOnly
-          ? { gradients: backward.peaks(bytes, released, backScratch, unitsAppear, sendsBack) }
+          ? { gradients: backward.peaks(bytes, released, backScratch, madeAppear, sendsBack) }
           : undefined;
     const wByLayer = new Map<number, TensorId[]>();
     for (const [t, l] of w) {
@@ -334,20 +339,24 @@ function stageActivations(training: Graph, stages: readonly StageAssignment[], b
       else wByLayer.set(l, [t]);
     }
     const weightGradByLayer = [...wByLayer].sort((a, b) => a[0] - b[0]).map(([layer, ts]) => ({ layer, bytes: total(ts) }));
-    return { kept: total(kept), input: total(input), weightGrad: total(w.keys()), weightGradByLayer, byLayer, rebuilt, gradients, forward, forwardAlone, ...(firstBackward && { firstBackward }) };
+    const gradientsFrom = buffers?.kind === "made" ? buffers.firstLayer : undefined;
+    return { kept: total(kept), input: total(input), weightGrad: total(w.keys()), weightGradByLayer, byLayer, rebuilt, gradients, forward, forwardAlone, ...(firstBackward && { firstBackward }), ...(gradientsFrom !== undefined && { gradientsFrom }) };
   });
 }
 
-/** Bytes of gradient buffers each op creates; for accumulators also the bytes by layer (their buffers). */
+/** Bytes of gradient buffers each op creates; for accumulators also the bytes by layer (their buffers); for
+ *  the buffers a backward makes, the layer of its first gradient write. */
 type GradientBuffers =
-  | { readonly kind: "units"; readonly at: ReadonlyMap<number, number>; readonly firstBackwardOnly: boolean }
+  | { readonly kind: "made"; readonly at: ReadonlyMap<number, number>; readonly firstBackwardOnly: boolean; readonly firstLayer: number | undefined }
   | { readonly kind: "accumulators"; readonly at: ReadonlyMap<number, number>; readonly byLayer: readonly { readonly layer: number; readonly bytes: number }[] };
 
 /**
  * Where a stage's backward creates its gradient buffers, from its first write of each parameter's gradient.
  * FSDP: a unit's unsharded gradient (the reduce-scatter's full buffer) at the first write of any of its
  * parameters, in every backward, or under no_sync in the step's first only (the memory plan holds it from the
- * first layer that reads the unit).
+ * first layer that reads the unit). ShardedDDP: the micro-batch's staged reduce-to-owner buckets, one buffer
+ * (collectives.ts stagedLifetimes) made at the stage's first gradient write, in every backward: the runtime
+ * lays each bucket out from the first instruction that writes it.
  * Replicated and OSS: each parameter's accumulator (with replicas, its all-reduce bucket's), in the first
  * backward; the stage's gradient bytes (its fullest rank's, as the state buffers) shared out in proportion to
  * the elements. Others: none.
@@ -362,7 +371,12 @@ function gradientBuffers(writes: readonly GradientWrite[], shard: ShardPlan): Gr
       if (first !== Infinity) at.set(writes[first]!.op, (at.get(writes[first]!.op) ?? 0) + c.bytes);
     }
     // no_sync: one gradient buffer per unit for the step, born in the step's first backward.
-    return { kind: "units", at, firstBackwardOnly: shard.noSync };
+    return { kind: "made", at, firstBackwardOnly: shard.noSync, firstLayer: writes[0]?.layer };
+  }
+  if (shard.strategy === "sddp") {
+    const bytes = shard.gradBuckets.reduce((n, b) => n + b.bytes, 0);
+    const first = writes[0];
+    return first && bytes > 0 ? { kind: "made", at: new Map([[first.op, bytes]]), firstBackwardOnly: false, firstLayer: first.layer } : undefined;
   }
   if (shard.strategy !== "none" && shard.strategy !== "oss") return undefined;
   const gradBytes = Math.max(0, ...shard.memory.perRank.map((r) => r.grad));
