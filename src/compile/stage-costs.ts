@@ -12,7 +12,7 @@ import { bytesOf } from "../graph/ops/cost-rules.js";
 import { savedByLayer } from "../passes/autodiff.js";
 import { BackwardWalk } from "../passes/backward-gradients.js";
 import { forwardWorkingPeaks } from "../passes/forward-working-set.js";
-import { firstGradientWrites, gradientOwners, type GradientWrite } from "../passes/gradient-writes.js";
+import { firstGradientWrites, firstWriteByGroup, gradientOwners, type GradientWrite } from "../passes/gradient-writes.js";
 import { meshRank } from "../plan/plan.js";
 import type { ScheduleCosts } from "../schedule/costs.js";
 import type { ShardPlan } from "../shard/types.js";
@@ -65,9 +65,8 @@ export interface StageActivations {
     readonly gradientsByLayer?: readonly { readonly layer: number; readonly bytes: number }[];
     readonly gradients: readonly { readonly layer: number; readonly bytes: number }[];
   };
-  /** FSDP and ShardedDDP (not split backwards): the layer whose backward first writes a gradient of the stage,
-   *  where a backward's made gradient buffers begin at the earliest (ShardedDDP's staged buckets are priced
-   *  from its start). */
+  /** ShardedDDP (not split backwards): the layer whose backward first writes a gradient of the stage, where
+   *  a micro-batch's staged buckets begin (collectives.ts stagedLifetimes). */
   readonly gradientsFrom?: number;
 }
 
@@ -345,9 +344,10 @@ function stageActivations(training: Graph, stages: readonly StageAssignment[], b
 }
 
 /** Bytes of gradient buffers each op creates; for accumulators also the bytes by layer (their buffers); for
- *  the buffers a backward makes, the layer of its first gradient write. */
+ *  ShardedDDP's staged buckets, the layer of the stage's first gradient write (FSDP's units begin at the
+ *  first layer reading each: collectives.ts). */
 type GradientBuffers =
-  | { readonly kind: "made"; readonly at: ReadonlyMap<number, number>; readonly firstBackwardOnly: boolean; readonly firstLayer: number | undefined }
+  | { readonly kind: "made"; readonly at: ReadonlyMap<number, number>; readonly firstBackwardOnly: boolean; readonly firstLayer?: number }
   | { readonly kind: "accumulators"; readonly at: ReadonlyMap<number, number>; readonly byLayer: readonly { readonly layer: number; readonly bytes: number }[] };
 
 /**
@@ -364,14 +364,15 @@ type GradientBuffers =
 function gradientBuffers(writes: readonly GradientWrite[], shard: ShardPlan): GradientBuffers | undefined {
   const at = new Map<number, number>();
   if (shard.strategy === "fsdp") {
-    const order = new Map(writes.map((x, i) => [x.param, i] as const));
+    const unitOf = new Map(shard.units.flatMap((u) => u.params.map((m) => [m.name, u.index] as const)));
+    const first = firstWriteByGroup(writes, (param) => unitOf.get(param));
     for (const c of shard.collectives) {
       if (c.kind !== "REDUCE_SCATTER" || c.of !== "unit") continue;
-      const first = (shard.units.find((u) => u.index === c.unit)?.params ?? []).reduce((a, m) => Math.min(a, order.get(m.name) ?? Infinity), Infinity);
-      if (first !== Infinity) at.set(writes[first]!.op, (at.get(writes[first]!.op) ?? 0) + c.bytes);
+      const w = first.get(c.unit);
+      if (w) at.set(w.op, (at.get(w.op) ?? 0) + c.bytes);
     }
     // no_sync: one gradient buffer per unit for the step, born in the step's first backward.
-    return { kind: "made", at, firstBackwardOnly: shard.noSync, firstLayer: writes[0]?.layer };
+    return { kind: "made", at, firstBackwardOnly: shard.noSync };
   }
   if (shard.strategy === "sddp") {
     const bytes = shard.gradBuckets.reduce((n, b) => n + b.bytes, 0);

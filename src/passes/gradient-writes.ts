@@ -54,3 +54,14 @@ export function firstGradientWrites(g: Graph, start: number, end: number, owners
   }
   return out;
 }
+
+/** Per group of parameters (an FSDP unit): its first write in `writes`' order (the backward's run order), the
+ *  op that makes the group's gradient buffer. Parameters `groupOf` puts in no group are skipped. */
+export function firstWriteByGroup<K>(writes: readonly GradientWrite[], groupOf: (param: string) => K | undefined): Map<K, GradientWrite> {
+  const first = new Map<K, GradientWrite>();
+  for (const w of writes) {
+    const k = groupOf(w.param);
+    if (k !== undefined && !first.has(k)) first.set(k, w);
+  }
+  return first;
+}

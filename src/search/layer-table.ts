@@ -16,7 +16,7 @@ import { layerKinds } from "../graph/layer-kinds.js";
 import type { DimBindings } from "../graph/op-cost.js";
 import { bytesOf } from "../graph/ops/cost-rules.js";
 import { savedByLayer } from "../passes/autodiff.js";
-import { firstGradientWrites, gradientOwners } from "../passes/gradient-writes.js";
+import { firstGradientWrites, firstWriteByGroup, gradientOwners } from "../passes/gradient-writes.js";
 import { BackwardWalk } from "../passes/backward-gradients.js";
 import { ForwardWalk } from "../passes/forward-working-set.js";
 import { numel } from "../graph/dim.js";
@@ -410,14 +410,13 @@ export class LayerTable {
     if (!at) {
       const g = this.training;
       const units = this.fsdpUnits(minParams);
-      const first = new Map<number, OpId>();
-      for (const w of firstGradientWrites(g, 0, this.count, gradientOwners(g))) {
-        // A tied weight is in the unit of the layer it is filed under.
-        const u = units.unitOf[g.param(w.param)!.layer]!;
-        if (u >= 0 && !first.has(u)) first.set(u, w.op);
-      }
+      // A tied weight is in the unit of the layer it is filed under.
+      const unitOf = (param: string): number | undefined => {
+        const u = units.unitOf[g.param(param)!.layer]!;
+        return u >= 0 ? u : undefined;
+      };
       const made = new Map<OpId, number>();
-      for (const [u, op] of first) made.set(op, (made.get(op) ?? 0) + units.params[u]!);
+      for (const [u, w] of firstWriteByGroup(firstGradientWrites(g, 0, this.count, gradientOwners(g)), unitOf)) made.set(w.op, (made.get(w.op) ?? 0) + units.params[u]!);
       this.unitWrites.set(minParams, made);
       at = made;
     }
